@@ -1,0 +1,73 @@
+# ctrbox build. `make` builds bin/ctrbox and bin/ctrbox-data; `make test`, `make demo`, `make bench`,
+# `make fuzz`, `make asan` do what the README says. Objects go to $(BUILD)/ (build-asan/ for asan).
+
+CC      ?= cc
+BUILD   ?= build
+BIN     ?= bin
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread
+SAN     ?=
+LDLIBS   = -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+
+LIB_SRC  = src/util.c src/metrics.c src/cli.c \
+           io/reader.c io/stream.c io/parse.c \
+           datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
+TEST_SRC = $(wildcard tests/test_*.c)
+FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
+
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+.PHONY: all deps test check-tests demo bench fuzz asan clean
+all: $(BIN)/ctrbox $(BIN)/ctrbox-data
+
+deps:
+	@bash tools/install-deps.sh
+
+$(BUILD)/%.o: %.c $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
+
+$(BIN)/ctrbox: $(BUILD)/src/main.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BIN)/ctrbox-data: $(BUILD)/tools/ctrbox_data.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BIN)/ctrbox-tests: $(TEST_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS) -lcriterion
+
+$(BIN)/bench-ingest: $(BUILD)/bench/bench_ingest.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
+# The test suite: Criterion, all tests in one binary (tests that need ../shared/data skip without it).
+test: deps
+	@$(MAKE) --no-print-directory check-tests
+
+check-tests: all $(BIN)/ctrbox-tests
+	CTRBOX_BIN=$(abspath $(BIN)) $(BIN)/ctrbox-tests --jobs 2
+
+# The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check-tests
+
+demo: deps all
+	@bash bench/demo.sh
+
+bench:
+	@bash tools/install-deps.sh bench
+	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest
+	@bash bench/bench_ingest.sh
+
+FUZZ_TIME ?= 60
+fuzz:
+	@bash tools/install-deps.sh fuzz
+	@bash tests/fuzz/run.sh $(FUZZ_TIME)
+
+clean:
+	rm -rf build build-asan build-fuzz bin bin-asan

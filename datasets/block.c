@@ -1,0 +1,124 @@
+/*
+ * block.c: sample blocks and data schemas.
+ */
+#include "block.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util.h"
+
+void schema_init(data_schema *s, uint32_t n_fields)
+{
+    memset(s, 0, sizeof *s);
+    schema_grow(s, n_fields);
+}
+
+void schema_grow(data_schema *s, uint32_t n_fields)
+{
+    if (n_fields <= s->n_fields) return;
+    s->kind = xrealloc(s->kind, n_fields ? n_fields : 1);
+    s->dense_slot = xrealloc(s->dense_slot, (n_fields ? n_fields : 1) * sizeof *s->dense_slot);
+    s->names = xrealloc(s->names, (n_fields ? n_fields : 1) * sizeof *s->names);
+    for (uint32_t i = s->n_fields; i < n_fields; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "f%u", i);
+        s->kind[i] = FIELD_CAT;
+        s->dense_slot[i] = -1;
+        s->names[i] = xstrdup(buf);
+    }
+    s->n_fields = n_fields;
+}
+
+void schema_set_name(data_schema *s, uint32_t field, const char *name)
+{
+    CHECK(field < s->n_fields);
+    free(s->names[field]);
+    s->names[field] = xstrdup(name);
+}
+
+void schema_free(data_schema *s)
+{
+    for (uint32_t i = 0; i < s->n_fields; i++) free(s->names[i]);
+    free(s->names);
+    free(s->kind);
+    free(s->dense_slot);
+    memset(s, 0, sizeof *s);
+}
+
+void schema_copy(data_schema *dst, const data_schema *src)
+{
+    schema_init(dst, src->n_fields);
+    dst->n_dense = src->n_dense;
+    dst->num_mode = src->num_mode;
+    for (uint32_t i = 0; i < src->n_fields; i++) {
+        dst->kind[i] = src->kind[i];
+        dst->dense_slot[i] = src->dense_slot[i];
+        schema_set_name(dst, i, src->names[i]);
+    }
+}
+
+int schema_equal(const data_schema *a, const data_schema *b)
+{
+    if (a->n_fields != b->n_fields || a->n_dense != b->n_dense || a->num_mode != b->num_mode)
+        return 0;
+    for (uint32_t i = 0; i < a->n_fields; i++)
+        if (a->kind[i] != b->kind[i] || a->dense_slot[i] != b->dense_slot[i] ||
+            strcmp(a->names[i], b->names[i]) != 0)
+            return 0;
+    return 1;
+}
+
+void block_init(sample_block *b, uint32_t n_dense)
+{
+    memset(b, 0, sizeof *b);
+    b->n_dense = n_dense;
+    b->row_ptr = xmalloc(sizeof *b->row_ptr);
+    b->row_ptr[0] = 0;
+}
+
+void block_free(sample_block *b)
+{
+    free(b->label);
+    free(b->dense);
+    free(b->row_ptr);
+    free(b->key);
+    free(b->field);
+    free(b->val);
+    memset(b, 0, sizeof *b);
+}
+
+void block_clear(sample_block *b)
+{
+    b->rows = 0;
+    b->nnz = 0;
+    b->row_ptr[0] = 0;
+}
+
+void block_reserve(sample_block *b, size_t rows, size_t nnz)
+{
+    if (b->rows + rows > b->cap_rows) {
+        size_t cap = b->cap_rows ? b->cap_rows : 1024;
+        while (cap < b->rows + rows) cap *= 2;
+        b->label = xrealloc(b->label, cap * sizeof *b->label);
+        b->dense = xrealloc(b->dense, cap * (b->n_dense ? b->n_dense : 1) * sizeof *b->dense);
+        b->row_ptr = xrealloc(b->row_ptr, (cap + 1) * sizeof *b->row_ptr);
+        b->cap_rows = cap;
+    }
+    if (b->nnz + nnz > b->cap_nnz) {
+        size_t cap = b->cap_nnz ? b->cap_nnz : 16384;
+        while (cap < b->nnz + nnz) cap *= 2;
+        b->key = xrealloc(b->key, cap * sizeof *b->key);
+        b->field = xrealloc(b->field, cap * sizeof *b->field);
+        b->val = xrealloc(b->val, cap * sizeof *b->val);
+        b->cap_nnz = cap;
+    }
+}
+
+int block_vals_all_one(const sample_block *b)
+{
+    for (size_t i = 0; i < b->nnz; i++)
+        if (b->val[i] != 1.0f) return 0;
+    return 1;
+}

@@ -1,0 +1,61 @@
+/*
+ * block.h: a block of samples, the unit every reader produces and every consumer takes.
+ *
+ * Row i has label[i] (0 or 1), dense[i*n_dense .. +n_dense) and sparse entries
+ * row_ptr[i] .. row_ptr[i+1] of (field, key, val), in CSR so multi-hot rows work.
+ * The schema says what the fields are. A block owns its arrays.
+ */
+#ifndef CTRBOX_DATASETS_BLOCK_H
+#define CTRBOX_DATASETS_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CBX_MAX_FIELDS 65535u
+
+typedef enum { FIELD_CAT = 0, FIELD_NUM = 1 } field_kind;
+
+/* How integer/num columns are treated. */
+typedef enum {
+    NUM_LOG = 0,      /* dense value log1p(max(x, 0)) (DLRM) */
+    NUM_BUCKET = 1,   /* categorical token floor(ln(x)^2) for x > 2, else floor(x) (Criteo winners) */
+} num_mode;
+
+typedef struct {
+    uint32_t n_fields;     /* field ids are 0 .. n_fields-1 */
+    uint32_t n_dense;      /* dense values per row */
+    uint32_t num_mode;     /* num_mode used when the data was parsed */
+    uint8_t *kind;         /* (n_fields) field_kind; NUM fields carry a dense slot, not keys */
+    int32_t *dense_slot;   /* (n_fields) dense index of a NUM field, -1 otherwise */
+    char **names;          /* (n_fields) names, owned */
+} data_schema;
+
+void schema_init(data_schema *s, uint32_t n_fields);      /* all categorical, names f0.. */
+void schema_free(data_schema *s);
+void schema_copy(data_schema *dst, const data_schema *src);
+int schema_equal(const data_schema *a, const data_schema *b);
+/* Grow to n_fields (new fields categorical, named f<i>). */
+void schema_grow(data_schema *s, uint32_t n_fields);
+void schema_set_name(data_schema *s, uint32_t field, const char *name);
+
+typedef struct {
+    size_t rows, cap_rows;
+    size_t nnz, cap_nnz;
+    uint32_t n_dense;
+    float *label;          /* (rows) */
+    float *dense;          /* (rows, n_dense) */
+    uint64_t *row_ptr;     /* (rows + 1) */
+    uint64_t *key;         /* (nnz) */
+    uint16_t *field;       /* (nnz) */
+    float *val;            /* (nnz) */
+} sample_block;
+
+void block_init(sample_block *b, uint32_t n_dense);
+void block_free(sample_block *b);
+void block_clear(sample_block *b);
+/* Room for one more row with up to `nnz` sparse entries. */
+void block_reserve(sample_block *b, size_t rows, size_t nnz);
+/* Whether every val is 1 (one-hot data; the binary format then omits them). */
+int block_vals_all_one(const sample_block *b);
+
+#endif

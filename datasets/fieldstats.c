@@ -1,0 +1,168 @@
+/*
+ * fieldstats.c: exact-then-HyperLogLog distinct counting per field.
+ *
+ * The set stores keys themselves (already XXH3 hashes); slot value 0 marks empty, so key 0 is
+ * tracked by a flag. HyperLogLog: register index from the top 14 bits of a remixed key, rank
+ * from the rest; estimate with the standard bias correction and linear counting for small sets.
+ */
+#include "fieldstats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util.h"
+
+#define HLL_P 14
+#define HLL_M (1u << HLL_P)
+
+typedef struct {
+    uint64_t *slots;        /* NULL once the field went approximate */
+    size_t cap, count;
+    int has_zero;
+    int approx;
+    uint8_t *hll;           /* (HLL_M) */
+    uint64_t rows_present, keys;
+    uint64_t last_row;      /* row id + 1 of the last row counted in rows_present */
+} field;
+
+struct field_stats {
+    field *f;
+    uint32_t n;
+    size_t exact_limit;
+    uint64_t rows_seen;
+};
+
+static void field_init(field *f)
+{
+    memset(f, 0, sizeof *f);
+    f->cap = 1024;
+    f->slots = xcalloc(f->cap, sizeof *f->slots);
+    f->hll = xcalloc(HLL_M, 1);
+}
+
+field_stats *field_stats_create(uint32_t n_fields, size_t exact_limit)
+{
+    field_stats *fs = xcalloc(1, sizeof *fs);
+    fs->exact_limit = exact_limit ? exact_limit : 1;
+    fs->n = n_fields;
+    fs->f = xcalloc(n_fields ? n_fields : 1, sizeof *fs->f);
+    for (uint32_t i = 0; i < n_fields; i++) field_init(&fs->f[i]);
+    return fs;
+}
+
+void field_stats_destroy(field_stats *fs)
+{
+    if (!fs) return;
+    for (uint32_t i = 0; i < fs->n; i++) {
+        free(fs->f[i].slots);
+        free(fs->f[i].hll);
+    }
+    free(fs->f);
+    free(fs);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static void set_insert(field *f, uint64_t key);
+
+static void set_grow(field *f)
+{
+    uint64_t *old = f->slots;
+    size_t n = f->cap;
+    f->cap *= 2;
+    f->slots = xcalloc(f->cap, sizeof *f->slots);
+    f->count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (old[i]) set_insert(f, old[i]);
+    free(old);
+}
+
+static void set_insert(field *f, uint64_t key)
+{
+    size_t mask = f->cap - 1, i = mix(key) & mask;
+    while (f->slots[i]) {
+        if (f->slots[i] == key) return;
+        i = (i + 1) & mask;
+    }
+    f->slots[i] = key;
+    f->count++;
+    if (f->count * 4 > f->cap * 3) set_grow(f);
+}
+
+static void add_key(field_stats *fs, field *f, uint64_t key)
+{
+    uint64_t h = mix(key ^ 0x9e3779b97f4a7c15ull);
+    uint32_t idx = (uint32_t)(h >> (64 - HLL_P));
+    uint64_t rest = h << HLL_P;
+    uint8_t rank = rest ? (uint8_t)(__builtin_clzll(rest) + 1) : (uint8_t)(64 - HLL_P + 1);
+    if (rank > f->hll[idx]) f->hll[idx] = rank;
+    if (f->approx) return;
+    if (key == 0) {
+        f->has_zero = 1;
+    } else {
+        set_insert(f, key);
+    }
+    if (f->count + (size_t)f->has_zero > fs->exact_limit) {
+        free(f->slots);
+        f->slots = NULL;
+        f->approx = 1;
+    }
+}
+
+void field_stats_add(field_stats *fs, const sample_block *b)
+{
+    for (size_t r = 0; r < b->rows; r++) {
+        uint64_t row_id = ++fs->rows_seen;
+        for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
+            uint32_t fi = b->field[k];
+            if (fi >= fs->n) {
+                fs->f = xrealloc(fs->f, (fi + 1) * sizeof *fs->f);
+                for (uint32_t i = fs->n; i <= fi; i++) field_init(&fs->f[i]);
+                fs->n = fi + 1;
+            }
+            field *f = &fs->f[fi];
+            f->keys++;
+            if (f->last_row != row_id) {
+                f->rows_present++;
+                f->last_row = row_id;
+            }
+            add_key(fs, f, b->key[k]);
+        }
+    }
+}
+
+static double hll_estimate(const uint8_t *reg)
+{
+    double sum = 0;
+    unsigned zeros = 0;
+    for (unsigned i = 0; i < HLL_M; i++) {
+        sum += ldexp(1.0, -reg[i]);
+        zeros += reg[i] == 0;
+    }
+    double m = HLL_M, alpha = 0.7213 / (1 + 1.079 / m);
+    double e = alpha * m * m / sum;
+    if (e <= 2.5 * m && zeros) e = m * log(m / zeros);   /* linear counting */
+    return e;
+}
+
+uint64_t field_stats_distinct(const field_stats *fs, uint32_t fi, int *approx)
+{
+    *approx = 0;
+    if (fi >= fs->n) return 0;
+    const field *f = &fs->f[fi];
+    if (!f->approx) return f->count + (uint64_t)f->has_zero;
+    *approx = 1;
+    return (uint64_t)llround(hll_estimate(f->hll));
+}
+
+uint64_t field_stats_rows_present(const field_stats *fs, uint32_t f) { return f < fs->n ? fs->f[f].rows_present : 0; }
+uint64_t field_stats_keys(const field_stats *fs, uint32_t f) { return f < fs->n ? fs->f[f].keys : 0; }
+uint32_t field_stats_fields(const field_stats *fs) { return fs->n; }

@@ -1,0 +1,225 @@
+/*
+ * source.c: text or cbx inputs as one stream of sample blocks, with bad-line accounting.
+ */
+#define _GNU_SOURCE
+#include "source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/stream.h"
+#include "../src/util.h"
+
+struct data_source {
+    source_opts o;
+    char **paths;
+    int n_paths, cur;           /* index of the open file; n_paths when done */
+    line_parser *parser;
+    io_stream *stream;
+    cbx_reader *cbx;
+    data_schema schema;         /* cbx: the files' schema */
+    line_stats stats;
+    uint64_t reported;
+    int header_pending;         /* the stream's first line is a header still to be read */
+};
+
+void source_opts_default(source_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_bad_ratio = 0.001;
+    o->max_line = 1u << 20;
+    o->report_bad = 5;
+    o->block_rows = 16384;
+}
+
+static void close_current(data_source *s)
+{
+    io_stream_close(s->stream);
+    s->stream = NULL;
+    cbx_reader_close(s->cbx);
+    s->cbx = NULL;
+}
+
+/* Open file i (text: and read its header line if the format has one). */
+static int open_file(data_source *s, int i, char *err, size_t errlen)
+{
+    close_current(s);
+    s->cur = i;
+    if (i >= s->n_paths) return 0;
+    const char *path = s->paths[i];
+    int ret;
+    if (s->o.fmt == FMT_CBX) {
+        ret = cbx_reader_open(&s->cbx, path, err, errlen);
+        if (ret < 0) return ret;
+        if (i == 0) {
+            schema_copy(&s->schema, cbx_reader_schema(s->cbx));
+        } else if (!schema_equal(&s->schema, cbx_reader_schema(s->cbx))) {
+            snprintf(err, errlen, "%s: schema differs from %s's", path, s->paths[0]);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    ret = io_stream_open(&s->stream, path, 0, err, errlen);
+    if (ret < 0) return ret;
+    io_stream_set_max_line(s->stream, s->o.max_line);
+    if (!parser_has_header(s->parser)) return 0;
+    io_line line;
+    ret = io_stream_next_line(s->stream, &line);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s", io_stream_error(s->stream));
+        return ret;
+    }
+    if (ret == 0) {
+        snprintf(err, errlen, "%s: empty file; csv wants a header line", path);
+        return -EINVAL;
+    }
+    if (line.overlong) {
+        snprintf(err, errlen, "%s:1: header line too long", path);
+        return -EINVAL;
+    }
+    char msg[400];
+    ret = parser_header(s->parser, line.ptr, line.len, msg, sizeof msg);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s:1: %s", path, msg);
+        return ret;
+    }
+    return 0;
+}
+
+int source_open(data_source **out, char *const *paths, int n, const source_opts *o, char *err,
+                size_t errlen)
+{
+    *out = NULL;
+    data_source *s = xcalloc(1, sizeof *s);
+    s->o = *o;
+    if (s->o.block_rows == 0) s->o.block_rows = 16384;
+    int ret = io_expand_paths(paths, n, &s->paths, err, errlen);
+    if (ret < 0) {
+        free(s);
+        return ret;
+    }
+    s->n_paths = ret;
+    if (s->o.fmt == FMT_NONE) {
+        if (!cbx_file_is_cbx(s->paths[0])) {
+            snprintf(err, errlen, "%s: not a cbx file; say which text format it is with --format", s->paths[0]);
+            source_close(s);
+            return -EINVAL;
+        }
+        s->o.fmt = FMT_CBX;
+    }
+    if (s->o.fmt != FMT_CBX) {
+        parser_opts po = { s->o.fmt, s->o.num, s->o.schema_spec, s->o.field_offsets, s->o.n_offsets };
+        ret = parser_create(&s->parser, &po, err, errlen);
+        if (ret < 0) {
+            source_close(s);
+            return ret;
+        }
+    }
+    ret = open_file(s, 0, err, errlen);
+    if (ret < 0) {
+        source_close(s);
+        return ret;
+    }
+    *out = s;
+    return 0;
+}
+
+void source_close(data_source *s)
+{
+    if (!s) return;
+    close_current(s);
+    parser_destroy(s->parser);
+    schema_free(&s->schema);
+    io_free_paths(s->paths, s->n_paths);
+    free(s);
+}
+
+static uint64_t bad_total(const line_stats *st)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < CBX_STATS_SLOTS; i++) n += st->bad[i];
+    return n;
+}
+
+static int check_ratio(data_source *s, int at_end, char *err, size_t errlen)
+{
+    uint64_t bad = bad_total(&s->stats), lines = s->stats.lines;
+    if (lines == 0 || (!at_end && lines < 10000)) return 0;
+    if ((double)bad <= s->o.max_bad_ratio * (double)lines) return 0;
+    snprintf(err, errlen, "too many bad lines: %llu of %llu (%.3g%%) exceed --max-bad-ratio %g; "
+             "fix the input or raise the limit",
+             (unsigned long long)bad, (unsigned long long)lines, 100.0 * (double)bad / (double)lines,
+             s->o.max_bad_ratio);
+    return -EINVAL;
+}
+
+static void count_bad(data_source *s, int reason, uint64_t lineno, const char *detail)
+{
+    s->stats.bad[reason]++;
+    if (s->o.report_bad >= 0 && s->reported < (uint64_t)s->o.report_bad) {
+        fprintf(stderr, "%s:%llu: %s\n", s->paths[s->cur], (unsigned long long)lineno, detail);
+        s->reported++;
+    }
+}
+
+static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
+{
+    while (s->cur < s->n_paths) {
+        int ret = cbx_reader_next(s->cbx, b, err, errlen);
+        if (ret != 0) return ret;
+        const cbx_trailer *t = cbx_reader_trailer(s->cbx);
+        s->stats.lines += t->stats.lines;
+        for (int i = 0; i < CBX_STATS_SLOTS; i++) s->stats.bad[i] += t->stats.bad[i];
+        ret = open_file(s, s->cur + 1, err, errlen);
+        if (ret < 0) return ret;
+    }
+    return 0;
+}
+
+int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
+{
+    if (s->o.fmt == FMT_CBX) return next_cbx(s, b, err, errlen);
+    const data_schema *sc = parser_schema(s->parser);
+    if (b->n_dense != sc->n_dense) {
+        block_free(b);
+        block_init(b, sc->n_dense);
+    }
+    block_clear(b);
+    while (s->cur < s->n_paths && b->rows < s->o.block_rows) {
+        io_line line;
+        int ret = io_stream_next_line(s->stream, &line);
+        if (ret < 0) {
+            snprintf(err, errlen, "%s", io_stream_error(s->stream));
+            return ret;
+        }
+        if (ret == 0) {
+            ret = open_file(s, s->cur + 1, err, errlen);
+            if (ret < 0) return ret;
+            continue;
+        }
+        s->stats.lines++;
+        uint64_t lineno = line.lineno;
+        if (line.overlong) {
+            char d[96];
+            snprintf(d, sizeof d, "line too long: over %zu bytes", s->o.max_line);
+            count_bad(s, BAD_OVERLONG, lineno, d);
+            continue;
+        }
+        int r = parser_parse(s->parser, line.ptr, line.len, b);
+        if (r != BAD_OK) count_bad(s, r, lineno, parser_detail(s->parser));
+    }
+    int ret = check_ratio(s, s->cur >= s->n_paths, err, errlen);
+    if (ret < 0) return ret;
+    return b->rows > 0 ? 1 : 0;
+}
+
+const data_schema *source_schema(const data_source *s)
+{
+    return s->parser ? parser_schema(s->parser) : &s->schema;
+}
+
+const line_stats *source_stats(const data_source *s) { return &s->stats; }
+data_format source_format(const data_source *s) { return s->o.fmt; }
+int source_is_direct(const data_source *s) { return s->cbx && cbx_reader_is_direct(s->cbx); }

@@ -1,0 +1,50 @@
+/*
+ * source.h: one stream of sample blocks from several inputs: text logs of one format (plain, gzip
+ * or zstd) or cbx files, given as files and folders (a folder stands for its files, by name).
+ *
+ * Bad text lines are counted by reason; the first few are printed on stderr as
+ * "file:line: reason"; when the share of bad lines exceeds max_bad_ratio the source stops with an
+ * error (checked once 10,000 lines are seen, and at the end).
+ * The source owns its schema and statistics; blocks are the caller's.
+ */
+#ifndef CTRBOX_DATASETS_SOURCE_H
+#define CTRBOX_DATASETS_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../io/parse.h"
+#include "block.h"
+#include "cbx.h"
+
+typedef struct {
+    data_format fmt;              /* FMT_NONE: cbx if the first file has its magic, else an error */
+    num_mode num;
+    const char *schema_spec;
+    const uint64_t *field_offsets;
+    int n_offsets;
+    double max_bad_ratio;         /* default 0.001 */
+    size_t max_line;              /* bytes; default 1 MiB */
+    int report_bad;               /* bad lines to print; default 5, -1 for none */
+    size_t block_rows;            /* rows per block; default 16384 */
+} source_opts;
+
+void source_opts_default(source_opts *o);
+
+typedef struct data_source data_source;
+
+/* 0 or -errno with a one-line message in err. For csv the first file's header is read here. */
+int source_open(data_source **out, char *const *paths, int n, const source_opts *o, char *err,
+                size_t errlen);
+void source_close(data_source *s);
+/* Fill b with the next rows: 1, 0 at the end, <0 on error (message in err). */
+int source_next(data_source *s, sample_block *b, char *err, size_t errlen);
+/* The schema; for libffm it grows while reading and is final at the end. */
+const data_schema *source_schema(const data_source *s);
+/* Lines seen and bad lines by reason (text: counted here; cbx: from the files' trailers). */
+const line_stats *source_stats(const data_source *s);
+data_format source_format(const data_source *s);
+/* Whether the current cbx file is read with O_DIRECT. */
+int source_is_direct(const data_source *s);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * stream.h: the bytes of one input (a file or a memory buffer), decompressed, as lines or bytes.
+ *
+ * Compression is detected from the first bytes (gzip 1f 8b, zstd 28 b5 2f fd), never from the
+ * name. Files are read through io_reader (io_uring). Lines end at '\n'; a '\r' before it is
+ * dropped, so CRLF files read like LF files. A line longer than max_line is returned with
+ * `overlong` set and its bytes dropped, so one bad line cannot exhaust memory.
+ * Pointers handed out (line bytes, error text) are borrowed until the next call.
+ */
+#ifndef CTRBOX_IO_STREAM_H
+#define CTRBOX_IO_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum { IO_COMP_NONE, IO_COMP_GZIP, IO_COMP_ZSTD } io_comp;
+
+typedef struct {
+    const char *ptr;      /* line bytes, without '\n' or "\r\n" */
+    size_t len;
+    uint64_t lineno;      /* 1-based */
+    int overlong;         /* the line exceeded max_line; ptr/len hold nothing useful */
+} io_line;
+
+typedef struct io_stream io_stream;
+
+enum { IO_STREAM_DIRECT = 1 };
+
+/* 0 or -errno; on failure io_stream_error-style text is written to err. */
+int io_stream_open(io_stream **out, const char *path, int flags, char *err, size_t errlen);
+/* A stream over memory the caller keeps alive until close. */
+int io_stream_open_mem(io_stream **out, const void *data, size_t len, const char *name);
+void io_stream_close(io_stream *s);
+
+void io_stream_set_max_line(io_stream *s, size_t max_line);
+/* 1: a line; 0: end of input; <0: error (see io_stream_error). */
+int io_stream_next_line(io_stream *s, io_line *line);
+/* Copy up to n bytes; returns bytes copied (< n only at end of input) or <0 on error. */
+ssize_t io_stream_read(io_stream *s, void *dst, size_t n);
+/* Decompressed bytes consumed so far (lines and reads). */
+uint64_t io_stream_offset(const io_stream *s);
+/* Whether end of input has been reached with nothing left to hand out. */
+int io_stream_eof(io_stream *s);
+
+const char *io_stream_name(const io_stream *s);
+const char *io_stream_error(const io_stream *s);
+io_comp io_stream_compression(const io_stream *s);
+int io_stream_is_direct(const io_stream *s);
+
+/* Expand paths: a folder becomes its regular files (not starting with '.'), sorted by name.
+ * Returns the count and a malloc'd array of malloc'd strings, or -errno (err says which path). */
+int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen);
+void io_free_paths(char **paths, int n);
+
+#endif

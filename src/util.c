@@ -1,0 +1,159 @@
+/*
+ * util.c: checked allocation, fatal errors, clock, durable file writes.
+ */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "ctrbox: out of memory allocating %zu bytes\n", n);
+    exit(1);
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom(n * size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+void *xaligned_alloc(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align, n ? n : align) != 0) oom(n);
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ctrbox: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int durable_open(durable_file *d, const char *path)
+{
+    memset(d, 0, sizeof *d);
+    size_t n = strlen(path) + 32;
+    d->path = xstrdup(path);
+    d->tmp = xmalloc(n);
+    snprintf(d->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    d->f = fopen(d->tmp, "wb");
+    if (!d->f) {
+        int e = errno;
+        free(d->path);
+        free(d->tmp);
+        memset(d, 0, sizeof *d);
+        return -e;
+    }
+    setvbuf(d->f, NULL, _IOFBF, 1 << 20);
+    return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char *copy = xstrdup(path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    free(copy);
+    if (fd < 0) return -errno;
+    int ret = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
+int durable_commit(durable_file *d)
+{
+    int ret = 0;
+    if (fflush(d->f) != 0 || ferror(d->f)) ret = -(errno ? errno : EIO);
+    if (!ret && fsync(fileno(d->f)) < 0) ret = -errno;
+    if (fclose(d->f) != 0 && !ret) ret = -errno;
+    d->f = NULL;
+    if (!ret && rename(d->tmp, d->path) < 0) ret = -errno;
+    if (!ret) ret = fsync_dir_of(d->path);
+    if (ret) unlink(d->tmp);
+    free(d->path);
+    free(d->tmp);
+    memset(d, 0, sizeof *d);
+    return ret;
+}
+
+void durable_abort(durable_file *d)
+{
+    if (d->f) fclose(d->f);
+    if (d->tmp) unlink(d->tmp);
+    free(d->path);
+    free(d->tmp);
+    memset(d, 0, sizeof *d);
+}
+
+int parse_u64_list(const char *s, uint64_t **out)
+{
+    int n = 0, cap = 8;
+    uint64_t *v = xmalloc(cap * sizeof *v);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        if (*p < '0' || *p > '9') goto bad;
+        unsigned long long x = strtoull(p, &end, 10);
+        if (errno || end == p) goto bad;
+        if (n == cap) v = xrealloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = x;
+        p = end;
+        if (*p == ',') {
+            p++;
+            if (!*p) goto bad;
+        } else if (*p) {
+            goto bad;
+        }
+    }
+    if (n == 0) goto bad;
+    *out = v;
+    return n;
+bad:
+    free(v);
+    *out = NULL;
+    return -1;
+}

@@ -1,0 +1,53 @@
+/*
+ * util.h: the three error levels of STYLE.md, checked allocation, durable files.
+ *
+ * CHECK(x) aborts on a programmer error with file:line and the expression.
+ * xmalloc/xcalloc/xrealloc exit with a message when memory runs out (unrecoverable).
+ * Expected failures are returned as negative errno-style codes by the modules themselves.
+ * durable_*: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory.
+ */
+#ifndef CTRBOX_UTIL_H
+#define CTRBOX_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CHECK(x)                                                                    \
+    do {                                                                            \
+        if (!(x)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #x);   \
+            abort();                                                                \
+        }                                                                           \
+    } while (0)
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+void *xaligned_alloc(size_t align, size_t n);
+char *xstrdup(const char *s);
+
+/* Print "prog: message" on stderr and exit(1). For the programs' main paths only. */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Monotonic clock in seconds. */
+double now_sec(void);
+
+/* A file written durably: open to a temporary name; commit renames it into place. */
+typedef struct {
+    FILE *f;
+    char *path;     /* final name (owned) */
+    char *tmp;      /* temporary name (owned) */
+} durable_file;
+
+/* 0 or -errno. On success d->f is open for writing. */
+int durable_open(durable_file *d, const char *path);
+/* Flush, fsync, rename, fsync the directory; 0 or -errno. Closes d either way. */
+int durable_commit(durable_file *d);
+/* Close and delete the temporary file (after an error). */
+void durable_abort(durable_file *d);
+
+/* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
+int parse_u64_list(const char *s, uint64_t **out);
+
+#endif

@@ -1,0 +1,449 @@
+/*
+ * ctrbox_data.c: the data tool. Commands:
+ *   gen      write a Criteo-layout TSV from a known model (and its truth file)
+ *   convert  text logs -> the binary cbx format
+ *   inspect  rows, positives, CTR, fields, distinct keys per field, bad lines by reason
+ *   split    seeded random split of a text or cbx file by ratios
+ * Every output is written durably; on error nothing is left at the output path.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "../datasets/cbx.h"
+#include "../datasets/fieldstats.h"
+#include "../datasets/gen.h"
+#include "../datasets/source.h"
+#include "../io/stream.h"
+#include "../src/cli.h"
+#include "../src/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ctrbox-data COMMAND [options]\n"
+            "  gen --rows N --seed S --out FILE.tsv [--truth FILE] [--keys SCALE]\n"
+            "  convert --format F [input options] --in FILE... --out FILE.cbx\n"
+            "  inspect [--format F] [input options] [--json] FILE...\n"
+            "  split --ratios 8,1,1 --seed S [--format F] --in FILE --out PREFIX\n"
+            "%s",
+            cli_input_usage);
+}
+
+static uint64_t parse_u64_arg(const char *name, const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (errno || *end || end == arg || arg[0] == '-') die("%s %s: want a non-negative integer", name, arg);
+    return v;
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "rows", required_argument, 0, 'n' }, { "seed", required_argument, 0, 's' },
+        { "out", required_argument, 0, 'o' },  { "truth", required_argument, 0, 't' },
+        { "keys", required_argument, 0, 'k' }, { 0, 0, 0, 0 },
+    };
+    gen_opts g = { 0, 1, 1.0 };
+    const char *out = NULL, *truth = NULL;
+    int have_rows = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': g.rows = parse_u64_arg("--rows", optarg); have_rows = 1; break;
+        case 's': g.seed = parse_u64_arg("--seed", optarg); break;
+        case 'o': out = optarg; break;
+        case 't': truth = optarg; break;
+        case 'k': {
+            char *end;
+            g.keys_scale = strtod(optarg, &end);
+            if (*end || !(g.keys_scale > 0) || g.keys_scale > 1e3) die("--keys %s: want a positive scale", optarg);
+            break;
+        }
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!have_rows || !out) die("gen: --rows and --out are required");
+    durable_file fo, ft = { 0 };
+    int ret = durable_open(&fo, out);
+    if (ret < 0) die("%s: cannot create: %s", out, strerror(-ret));
+    if (truth && (ret = durable_open(&ft, truth)) < 0) {
+        durable_abort(&fo);
+        die("%s: cannot create: %s", truth, strerror(-ret));
+    }
+    ret = gen_write(&g, fo.f, truth ? ft.f : NULL);
+    if (ret < 0) {
+        durable_abort(&fo);
+        if (truth) durable_abort(&ft);
+        die("gen: write failed: %s", strerror(-ret));
+    }
+    if ((ret = durable_commit(&fo)) < 0) {
+        if (truth) durable_abort(&ft);
+        die("%s: cannot commit: %s", out, strerror(-ret));
+    }
+    if (truth && (ret = durable_commit(&ft)) < 0) die("%s: cannot commit: %s", truth, strerror(-ret));
+    return 0;
+}
+
+static void print_bad_lines(FILE *f, const line_stats *st)
+{
+    uint64_t total = 0;
+    for (int i = 1; i < BAD_COUNT; i++) total += st->bad[i];
+    fprintf(f, "bad lines: %llu of %llu", (unsigned long long)total, (unsigned long long)st->lines);
+    const char *sep = " (";
+    for (int i = 1; i < BAD_COUNT; i++)
+        if (st->bad[i]) {
+            fprintf(f, "%s%s %llu", sep, bad_reason_key(i), (unsigned long long)st->bad[i]);
+            sep = ", ";
+        }
+    fprintf(f, "%s\n", total ? ")" : "");
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    static const struct option extra[] = {
+        { "in", required_argument, 0, 'i' }, { "out", required_argument, 0, 'o' }, { 0, 0, 0, 0 },
+    };
+    struct option *opts = cli_options_with_input(extra);
+    cli_input in;
+    cli_input_init(&in);
+    const char *out = NULL;
+    char **inputs = xcalloc((size_t)argc, sizeof *inputs);
+    int n_in = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (cli_input_option(&in, c, optarg)) continue;
+        switch (c) {
+        case 'i': inputs[n_in++] = optarg; break;
+        case 'o': out = optarg; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    while (optind < argc && n_in > 0) inputs[n_in++] = argv[optind++];   /* --in a b c */
+    if (n_in == 0 || !out) die("convert: --in and --out are required");
+    if (in.so.fmt == FMT_NONE) die("convert: --format is required");
+
+    char err[1024];
+    data_source *src;
+    double t0 = now_sec();
+    if (source_open(&src, inputs, n_in, &in.so, err, sizeof err) < 0) die("%s", err);
+    cbx_writer *w;
+    if (cbx_writer_open(&w, out, source_schema(src), source_format(src), err, sizeof err) < 0) die("%s", err);
+    sample_block b;
+    block_init(&b, source_schema(src)->n_dense);
+    uint64_t rows = 0, pos = 0;
+    int ret;
+    while ((ret = source_next(src, &b, err, sizeof err)) > 0) {
+        for (size_t i = 0; i < b.rows; i++) pos += b.label[i] > 0.5f;
+        rows += b.rows;
+        if (cbx_writer_add(w, &b, err, sizeof err) < 0) {
+            ret = -1;
+            break;
+        }
+    }
+    if (ret == 0) ret = cbx_writer_finish(w, source_schema(src), source_stats(src), err, sizeof err);
+    else cbx_writer_abort(w);
+    if (ret < 0) die("%s; %s not written", err, out);
+    double dt = now_sec() - t0;
+    fprintf(stderr, "%s: %llu rows, %llu positives, %.2f s (%.0f rows/s)\n", out, (unsigned long long)rows,
+            (unsigned long long)pos, dt, dt > 0 ? (double)rows / dt : 0.0);
+    print_bad_lines(stderr, source_stats(src));
+    block_free(&b);
+    source_close(src);
+    cli_input_free(&in);
+    free(inputs);
+    free(opts);
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    static const struct option extra[] = {
+        { "json", no_argument, 0, 'j' }, { "exact-limit", required_argument, 0, 'x' }, { 0, 0, 0, 0 },
+    };
+    struct option *opts = cli_options_with_input(extra);
+    cli_input in;
+    cli_input_init(&in);
+    in.so.max_bad_ratio = 1.0;   /* inspect reports bad lines rather than stopping on them */
+    int json = 0, c;
+    size_t exact_limit = 1u << 20;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (cli_input_option(&in, c, optarg)) continue;
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'x': exact_limit = (size_t)parse_u64_arg("--exact-limit", optarg); break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) die("inspect: name a file");
+    if (json) in.so.report_bad = -1;
+    char err[1024];
+    data_source *src;
+    if (source_open(&src, argv + optind, argc - optind, &in.so, err, sizeof err) < 0) die("%s", err);
+    field_stats *fs = field_stats_create(source_schema(src)->n_fields, exact_limit);
+    sample_block b;
+    block_init(&b, source_schema(src)->n_dense);
+    uint64_t rows = 0, pos = 0;
+    int ret;
+    while ((ret = source_next(src, &b, err, sizeof err)) > 0) {
+        rows += b.rows;
+        for (size_t i = 0; i < b.rows; i++) pos += b.label[i] > 0.5f;
+        field_stats_add(fs, &b);
+    }
+    if (ret < 0) die("%s", err);
+    const data_schema *sc = source_schema(src);
+    const line_stats *st = source_stats(src);
+    double ctr = rows ? (double)pos / (double)rows : 0;
+    uint32_t n_num = 0;
+    for (uint32_t f = 0; f < sc->n_fields; f++) n_num += sc->kind[f] == FIELD_NUM;
+    if (json) {
+        json_t *o = json_object(), *fields = json_array(), *badj = json_object();
+        json_object_set_new(o, "format", json_string(format_name(source_format(src))));
+        json_object_set_new(o, "rows", json_integer((json_int_t)rows));
+        json_object_set_new(o, "positives", json_integer((json_int_t)pos));
+        json_object_set_new(o, "ctr", json_real(ctr));
+        json_object_set_new(o, "n_fields", json_integer(sc->n_fields));
+        json_object_set_new(o, "n_dense", json_integer(sc->n_dense));
+        for (uint32_t f = 0; f < sc->n_fields; f++) {
+            int approx;
+            json_t *fj = json_object();
+            json_object_set_new(fj, "name", json_string(sc->names[f]));
+            json_object_set_new(fj, "kind", json_string(sc->kind[f] == FIELD_NUM ? "num" : "cat"));
+            if (sc->kind[f] == FIELD_CAT) {
+                uint64_t d = field_stats_distinct(fs, f, &approx);
+                json_object_set_new(fj, "distinct", json_integer((json_int_t)d));
+                json_object_set_new(fj, "distinct_approximate", json_boolean(approx));
+                json_object_set_new(fj, "rows_present", json_integer((json_int_t)field_stats_rows_present(fs, f)));
+                json_object_set_new(fj, "keys", json_integer((json_int_t)field_stats_keys(fs, f)));
+            }
+            json_array_append_new(fields, fj);
+        }
+        json_object_set_new(o, "fields", fields);
+        json_object_set_new(o, "lines", json_integer((json_int_t)st->lines));
+        for (int i = 1; i < BAD_COUNT; i++)
+            json_object_set_new(badj, bad_reason_key(i), json_integer((json_int_t)st->bad[i]));
+        json_object_set_new(o, "bad_lines", badj);
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("format: %s\nrows: %llu\npositives: %llu\nctr: %.6f\nfields: %u (%u num as dense values, %u cat)\n",
+               format_name(source_format(src)), (unsigned long long)rows, (unsigned long long)pos, ctr,
+               sc->n_fields, n_num, sc->n_fields - n_num);
+        printf("%-16s %-4s %14s %12s %12s\n", "field", "kind", "distinct", "rows_with", "keys");
+        int any_approx = 0;
+        for (uint32_t f = 0; f < sc->n_fields; f++) {
+            if (sc->kind[f] == FIELD_NUM) {
+                printf("%-16s %-4s %14s %12s %12s\n", sc->names[f], "num", "-", "-", "-");
+                continue;
+            }
+            int approx;
+            uint64_t d = field_stats_distinct(fs, f, &approx);
+            any_approx |= approx;
+            char dbuf[32];
+            snprintf(dbuf, sizeof dbuf, "%s%llu", approx ? "~" : "", (unsigned long long)d);
+            printf("%-16s %-4s %14s %12llu %12llu\n", sc->names[f], "cat", dbuf,
+                   (unsigned long long)field_stats_rows_present(fs, f),
+                   (unsigned long long)field_stats_keys(fs, f));
+        }
+        if (any_approx) printf("~: approximate (HyperLogLog, about 0.8%% error), past %zu distinct keys\n", exact_limit);
+        print_bad_lines(stdout, st);
+    }
+    field_stats_destroy(fs);
+    block_free(&b);
+    source_close(src);
+    cli_input_free(&in);
+    free(opts);
+    return 0;
+}
+
+/* Which part a row goes to: a seeded hash of its index against the cumulative ratios. */
+static int pick_part(uint64_t seed, uint64_t row, const double *cum, int k)
+{
+    double u = (double)(XXH3_64bits_withSeed(&row, sizeof row, seed) >> 11) * (1.0 / 9007199254740992.0);
+    for (int i = 0; i < k - 1; i++)
+        if (u < cum[i]) return i;
+    return k - 1;
+}
+
+static char *part_name(const char *prefix, int i, int k, int cbx)
+{
+    static const char *two[] = { "train", "test" }, *three[] = { "train", "valid", "test" };
+    char tail[32];
+    if (k == 2) snprintf(tail, sizeof tail, "%s", two[i]);
+    else if (k == 3) snprintf(tail, sizeof tail, "%s", three[i]);
+    else snprintf(tail, sizeof tail, "part%d", i);
+    size_t n = strlen(prefix) + 48;
+    char *s = xmalloc(n);
+    snprintf(s, n, "%s.%s%s", prefix, tail, cbx ? ".cbx" : "");
+    return s;
+}
+
+static int cmd_split(int argc, char **argv)
+{
+    static const struct option extra[] = {
+        { "ratios", required_argument, 0, 'r' }, { "seed", required_argument, 0, 's' },
+        { "in", required_argument, 0, 'i' },     { "out", required_argument, 0, 'o' },
+        { 0, 0, 0, 0 },
+    };
+    struct option *opts = cli_options_with_input(extra);
+    cli_input in;
+    cli_input_init(&in);
+    const char *ratios = NULL, *input = NULL, *prefix = NULL;
+    uint64_t seed = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (cli_input_option(&in, c, optarg)) continue;
+        switch (c) {
+        case 'r': ratios = optarg; break;
+        case 's': seed = parse_u64_arg("--seed", optarg); break;
+        case 'i': input = optarg; break;
+        case 'o': prefix = optarg; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!ratios || !input || !prefix) die("split: --ratios, --in and --out are required");
+    uint64_t *rv;
+    int k = parse_u64_list(ratios, &rv);
+    if (k < 2 || k > 64) die("--ratios %s: want two or more integers like 8,1,1", ratios);
+    double total = 0, cum[64];
+    for (int i = 0; i < k; i++) total += (double)rv[i];
+    if (total <= 0) die("--ratios %s: want a positive sum", ratios);
+    double acc = 0;
+    for (int i = 0; i < k; i++) cum[i] = (acc += (double)rv[i]) / total;
+    free(rv);
+
+    int cbx = in.so.fmt == FMT_CBX || (in.so.fmt == FMT_NONE && cbx_file_is_cbx(input));
+    char err[1024];
+    uint64_t counts[64] = { 0 };
+    char *names[64];
+    for (int i = 0; i < k; i++) names[i] = part_name(prefix, i, k, cbx);
+    if (cbx) {   /* block by block, rows to parts */
+        data_source *src;
+        in.so.fmt = FMT_CBX;
+        if (source_open(&src, (char *const *)&input, 1, &in.so, err, sizeof err) < 0) die("%s", err);
+        const data_schema *sc = source_schema(src);
+        cbx_writer *w[64];
+        sample_block part[64], b;
+        for (int i = 0; i < k; i++) {
+            if (cbx_writer_open(&w[i], names[i], sc, FMT_CBX, err, sizeof err) < 0) {
+                for (int j = 0; j < i; j++) cbx_writer_abort(w[j]);
+                die("%s", err);
+            }
+            block_init(&part[i], sc->n_dense);
+        }
+        block_init(&b, sc->n_dense);
+        uint64_t row = 0;
+        int ret;
+        while ((ret = source_next(src, &b, err, sizeof err)) > 0) {
+            for (int i = 0; i < k; i++) block_clear(&part[i]);
+            for (size_t r = 0; r < b.rows; r++) {
+                sample_block *p = &part[pick_part(seed, row++, cum, k)];
+                size_t n = (size_t)(b.row_ptr[r + 1] - b.row_ptr[r]);
+                block_reserve(p, 1, n);
+                p->label[p->rows] = b.label[r];
+                memcpy(p->dense + p->rows * p->n_dense, b.dense + r * b.n_dense, b.n_dense * sizeof(float));
+                memcpy(p->key + p->nnz, b.key + b.row_ptr[r], n * sizeof *p->key);
+                memcpy(p->field + p->nnz, b.field + b.row_ptr[r], n * sizeof *p->field);
+                memcpy(p->val + p->nnz, b.val + b.row_ptr[r], n * sizeof *p->val);
+                p->nnz += n;
+                p->row_ptr[++p->rows] = p->nnz;
+            }
+            for (int i = 0; i < k && ret > 0; i++) {
+                counts[i] += part[i].rows;
+                if (cbx_writer_add(w[i], &part[i], err, sizeof err) < 0) ret = -1;
+            }
+            if (ret < 0) break;
+        }
+        for (int i = 0; i < k; i++) {
+            if (ret == 0) ret = cbx_writer_finish(w[i], sc, NULL, err, sizeof err);
+            else cbx_writer_abort(w[i]);
+            block_free(&part[i]);
+        }
+        block_free(&b);
+        source_close(src);
+        if (ret < 0) die("%s", err);
+    } else {   /* text: lines to parts, a csv header to each */
+        io_stream *s;
+        if (io_stream_open(&s, input, 0, err, sizeof err) < 0) die("%s", err);
+        io_stream_set_max_line(s, in.so.max_line);
+        durable_file out[64];
+        for (int i = 0; i < k; i++) {
+            int r = durable_open(&out[i], names[i]);
+            if (r < 0) {
+                for (int j = 0; j < i; j++) durable_abort(&out[j]);
+                die("%s: cannot create: %s", names[i], strerror(-r));
+            }
+        }
+        io_line line;
+        int ret, header = in.so.fmt == FMT_CSV;
+        uint64_t row = 0;
+        while ((ret = io_stream_next_line(s, &line)) > 0) {
+            if (line.overlong) {
+                snprintf(err, sizeof err, "%s:%llu: line too long (over %zu bytes)", input,
+                         (unsigned long long)line.lineno, in.so.max_line);
+                ret = -1;
+                break;
+            }
+            if (header) {
+                for (int i = 0; i < k; i++) {
+                    fwrite(line.ptr, 1, line.len, out[i].f);
+                    fputc('\n', out[i].f);
+                }
+                header = 0;
+                continue;
+            }
+            int p = pick_part(seed, row++, cum, k);
+            fwrite(line.ptr, 1, line.len, out[p].f);
+            fputc('\n', out[p].f);
+            counts[p]++;
+        }
+        if (ret < 0 && !err[0]) snprintf(err, sizeof err, "%s", io_stream_error(s));
+        for (int i = 0; i < k; i++) {
+            if (ret == 0) {
+                int r = durable_commit(&out[i]);
+                if (r < 0) {
+                    snprintf(err, sizeof err, "%s: cannot write: %s", names[i], strerror(-r));
+                    ret = -1;
+                }
+            } else {
+                durable_abort(&out[i]);
+            }
+        }
+        io_stream_close(s);
+        if (ret < 0) die("%s", err);
+    }
+    for (int i = 0; i < k; i++) {
+        printf("%s: %llu rows\n", names[i], (unsigned long long)counts[i]);
+        free(names[i]);
+    }
+    cli_input_free(&in);
+    free(opts);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    argv[1] = argv[0];
+    argc--, argv++;
+    if (!strcmp(cmd, "gen")) return cmd_gen(argc, argv);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc, argv);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
+    if (!strcmp(cmd, "split")) return cmd_split(argc, argv);
+    fprintf(stderr, "ctrbox-data: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
