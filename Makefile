@@ -12,7 +12,7 @@ LDLIBS   = -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 LIB_SRC  = src/util.c src/metrics.c src/cli.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
-TEST_SRC = $(wildcard tests/test_*.c)
+TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
