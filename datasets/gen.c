@@ -1,7 +1,8 @@
 /*
  * gen.c: the known-truth Criteo-layout generator (model in gen.h).
  *
- * Randomness: one xoshiro256** stream seeded from the seed drives every draw in row order;
+ * Randomness: each row has its own xoshiro256** stream seeded from (seed, row index), so any
+ * range of rows can be written on its own (--offset: a test set from the same model);
  * model parameters are pure functions of (seed, field, rank) through XXH3, so they need no memory
  * even for tens of millions of tokens. Zipf ranks come from rejection-inversion sampling
  * (Hoermann and Derflinger 1996), O(1) per draw for any vocabulary size.
@@ -148,8 +149,6 @@ int gen_write(const gen_opts *o, FILE *out, FILE *truth)
 {
     static const char hex[] = "0123456789abcdef";
     rng r;
-    uint64_t x = o->seed;
-    for (int i = 0; i < 4; i++) r.s[i] = splitmix(&x);
     zipf z[N_CAT];
     uint64_t vocab[N_CAT];
     double wscale[N_CAT];
@@ -163,7 +162,9 @@ int gen_write(const gen_opts *o, FILE *out, FILE *truth)
     for (int i = 0; i < N_INTER; i++) inter_slot[inter_fields[i]] = i;
 
     char line[1024];
-    for (uint64_t row = 0; row < o->rows; row++) {
+    for (uint64_t row = o->offset; row < o->offset + o->rows; row++) {
+        uint64_t x = o->seed ^ (row * 0xd1342543de82ef95ull);   /* each row its own stream */
+        for (int i = 0; i < 4; i++) r.s[i] = splitmix(&x);
         char *p = line + 2;   /* label written last */
         double logit = BIAS;
         for (int j = 0; j < N_INT; j++) {

@@ -22,7 +22,7 @@ struct data_source {
     data_schema schema;         /* cbx: the files' schema */
     line_stats stats;
     uint64_t reported;
-    int header_pending;         /* the stream's first line is a header still to be read */
+    int direct;                 /* a cbx file was read with O_DIRECT */
 };
 
 void source_opts_default(source_opts *o)
@@ -53,6 +53,7 @@ static int open_file(data_source *s, int i, char *err, size_t errlen)
     if (s->o.fmt == FMT_CBX) {
         ret = cbx_reader_open(&s->cbx, path, err, errlen);
         if (ret < 0) return ret;
+        s->direct |= cbx_reader_is_direct(s->cbx);
         if (i == 0) {
             schema_copy(&s->schema, cbx_reader_schema(s->cbx));
         } else if (!schema_equal(&s->schema, cbx_reader_schema(s->cbx))) {
@@ -222,4 +223,4 @@ const data_schema *source_schema(const data_source *s)
 
 const line_stats *source_stats(const data_source *s) { return &s->stats; }
 data_format source_format(const data_source *s) { return s->o.fmt; }
-int source_is_direct(const data_source *s) { return s->cbx && cbx_reader_is_direct(s->cbx); }
+int source_is_direct(const data_source *s) { return s->direct; }

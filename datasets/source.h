@@ -44,7 +44,7 @@ const data_schema *source_schema(const data_source *s);
 /* Lines seen and bad lines by reason (text: counted here; cbx: from the files' trailers). */
 const line_stats *source_stats(const data_source *s);
 data_format source_format(const data_source *s);
-/* Whether the current cbx file is read with O_DIRECT. */
+/* Whether cbx files were read with O_DIRECT. */
 int source_is_direct(const data_source *s);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,23 @@ static int parse_label(const char *s, size_t n)
     return -1;
 }
 
+/* log1p of the small non-negative integers that most count columns hold, computed once with
+ * log1p itself, so the table changes speed, never values. */
+#define LOG1P_TABLE 4096
+static float log1p_table[LOG1P_TABLE];
+static pthread_once_t log1p_once = PTHREAD_ONCE_INIT;
+static void log1p_table_init(void)
+{
+    for (int i = 0; i < LOG1P_TABLE; i++) log1p_table[i] = (float)log1p((double)i);
+}
+
+static float dense_log1p(double x)
+{
+    if (x <= 0) return 0.0f;
+    if (x < LOG1P_TABLE && x == (double)(int)x) return log1p_table[(int)x];
+    return (float)log1p(x);
+}
+
 /* A num column's value into the row: dense slot (NUM_LOG) or a bucket key (NUM_BUCKET). */
 static int put_num(line_parser *p, sample_block *b, float *dense, uint32_t field, const char *s,
                    size_t n)
@@ -207,7 +225,7 @@ static int put_num(line_parser *p, sample_block *b, float *dense, uint32_t field
     if (parse_number(s, n, &x) < 0)
         return bad(p, BAD_NUMBER, "%s '%s'", p->schema.names[field], shown(s, n, buf));
     if (p->o.num == NUM_LOG) {
-        dense[p->schema.dense_slot[field]] = (float)log1p(x > 0 ? x : 0);
+        dense[p->schema.dense_slot[field]] = dense_log1p(x);
         return BAD_OK;
     }
     int len = snprintf(buf, sizeof buf, "%lld", (long long)num_bucket(x));
@@ -456,6 +474,7 @@ static void set_columns(line_parser *p, int n)
 int parser_create(line_parser **out, const parser_opts *o, char *err, size_t errlen)
 {
     *out = NULL;
+    pthread_once(&log1p_once, log1p_table_init);
     line_parser *p = xcalloc(1, sizeof *p);
     p->o = *o;
     switch (o->fmt) {

@@ -82,7 +82,7 @@ typedef struct {
 
 Test(cbx, round_trip_every_format)
 {
-    gen_opts g = { 3000, 11, 0.01 };
+    gen_opts g = { 3000, 11, 0.01, 0 };
     FILE *f = fopen(th_path("gen.tsv"), "w");
     cr_assert_eq(gen_write(&g, f, NULL), 0);
     fclose(f);

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ctrbox-data COMMAND [options]\n"
-            "  gen --rows N --seed S --out FILE.tsv [--truth FILE] [--keys SCALE]\n"
+            "  gen --rows N --seed S --out FILE.tsv [--truth FILE] [--keys SCALE] [--offset ROW]\n"
             "  convert --format F [input options] --in FILE... --out FILE.cbx\n"
             "  inspect [--format F] [input options] [--json] FILE...\n"
             "  split --ratios 8,1,1 --seed S [--format F] --in FILE --out PREFIX\n"
@@ -51,9 +51,10 @@ static int cmd_gen(int argc, char **argv)
     static const struct option opts[] = {
         { "rows", required_argument, 0, 'n' }, { "seed", required_argument, 0, 's' },
         { "out", required_argument, 0, 'o' },  { "truth", required_argument, 0, 't' },
-        { "keys", required_argument, 0, 'k' }, { 0, 0, 0, 0 },
+        { "keys", required_argument, 0, 'k' }, { "offset", required_argument, 0, 'f' },
+        { 0, 0, 0, 0 },
     };
-    gen_opts g = { 0, 1, 1.0 };
+    gen_opts g = { 0, 1, 1.0, 0 };
     const char *out = NULL, *truth = NULL;
     int have_rows = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -62,6 +63,7 @@ static int cmd_gen(int argc, char **argv)
         case 's': g.seed = parse_u64_arg("--seed", optarg); break;
         case 'o': out = optarg; break;
         case 't': truth = optarg; break;
+        case 'f': g.offset = parse_u64_arg("--offset", optarg); break;
         case 'k': {
             char *end;
             g.keys_scale = strtod(optarg, &end);
