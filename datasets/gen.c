@@ -40,7 +40,7 @@ static const double int_coef[N_INT] = { 0.25, -0.05, -0.08, 0.10, -0.12, 0.06, 0
 /* fields whose tokens interact pairwise through rank-4 factors */
 static const int inter_fields[] = { 0, 1, 4, 5, 7, 9, 12, 13, 17, 18 };
 #define N_INTER ((int)(sizeof inter_fields / sizeof inter_fields[0]))
-#define BIAS (-1.25)
+#define BIAS (-1.65)
 #define INTER_SCALE 0.5
 
 typedef struct {
@@ -160,6 +160,19 @@ int gen_write(const gen_opts *o, FILE *out, FILE *truth)
         inter_slot[f] = -1;
     }
     for (int i = 0; i < N_INTER; i++) inter_slot[inter_fields[i]] = i;
+    /* Center each field's token weights on their Zipf-weighted mean over the head of the
+     * vocabulary, so the CTR stays near Criteo's whatever the seed. */
+    double wmean[N_CAT];
+    for (int f = 0; f < N_CAT; f++) {
+        uint64_t m = vocab[f] < 20000 ? vocab[f] : 20000;
+        double num = 0, den = 0;
+        for (uint64_t k = 0; k < m; k++) {
+            double pk = pow((double)(k + 1), -z[f].s);
+            num += pk * param(o->seed, f, k, 0);
+            den += pk;
+        }
+        wmean[f] = num / den;
+    }
 
     char line[1024];
     for (uint64_t row = o->offset; row < o->offset + o->rows; row++) {
@@ -193,7 +206,7 @@ int gen_write(const gen_opts *o, FILE *out, FILE *truth)
             uint32_t tok = (uint32_t)XXH3_64bits_withSeed(&rank, sizeof rank, o->seed * 31 + (uint64_t)f);
             for (int k = 7; k >= 0; k--) p[7 - k] = hex[(tok >> (4 * k)) & 15];
             p += 8;
-            logit += wscale[f] * param(o->seed, f, rank, 0);
+            logit += wscale[f] * (param(o->seed, f, rank, 0) - wmean[f]);
             int s = inter_slot[f];
             if (s >= 0) {
                 for (int k = 0; k < RANK; k++) fac[s][k] = 0.35 * param(o->seed, f, rank, 1 + k);
