@@ -5,11 +5,11 @@ CC      ?= cc
 BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O2
-CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread
+CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+LDLIBS   = -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 
-LIB_SRC  = src/util.c src/metrics.c src/cli.c \
+LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c

@@ -1,0 +1,363 @@
+/*
+ * layers.c: CPU kernels of the dense layers (cblas for the matrix products, loops for the rest).
+ */
+#include "layers.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util.h"
+
+void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
+{
+    if (b) {
+        for (int i = 0; i < B; i++) memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *out);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, b ? 1.0f : 0.0f, out, OC);
+}
+
+void dense_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+                           const float *w, int B, int C, int OC)
+{
+    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, din, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, in, C, 1.0f, dw, C);
+    if (db)
+        for (int i = 0; i < B; i++) {
+            const float *d = dout + (size_t)i * OC;
+            for (int o = 0; o < OC; o++) db[o] += d[o];
+        }
+}
+
+void dense_relu_forward(float *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = in[i] > 0 ? in[i] : 0;
+}
+
+void dense_relu_backward(float *din, const float *dout, const float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) din[i] = out[i] > 0 ? dout[i] : 0;
+}
+
+void dense_sigmoid_forward(float *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
+}
+
+void dense_sigmoid_backward(float *din, const float *dout, const float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void dense_dropout_forward(float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t seed,
+                           uint64_t step, int train)
+{
+    if (!train || p <= 0) {
+        if (out != in) memcpy(out, in, n * sizeof *out);
+        if (mask) memset(mask, 1, n);
+        return;
+    }
+    float scale = 1.0f / (1.0f - p);
+    uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
+    uint64_t base = mix64(seed ^ (step * 0x9e3779b97f4a7c15ull));
+    for (size_t i = 0; i < n; i++) {
+        uint8_t keep = mix64(base + i * 0x9e3779b97f4a7c15ull) >= threshold;
+        mask[i] = keep;
+        out[i] = keep ? in[i] * scale : 0.0f;
+    }
+}
+
+void dense_dropout_backward(float *din, const float *dout, const uint8_t *mask, size_t n, float p)
+{
+    float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (size_t i = 0; i < n; i++) din[i] = mask[i] ? dout[i] * scale : 0.0f;
+}
+
+void dense_batchnorm_forward(float *out, float *mean, float *rstd, float *run_mean, float *run_var,
+                             const float *in, const float *gamma, const float *beta, int B, int C,
+                             float momentum, float eps, int train)
+{
+    if (!train) {
+        for (int i = 0; i < B; i++) {
+            const float *x = in + (size_t)i * C;
+            float *y = out + (size_t)i * C;
+            for (int c = 0; c < C; c++) y[c] = gamma[c] * (x[c] - run_mean[c]) / sqrtf(run_var[c] + eps) + beta[c];
+        }
+        return;
+    }
+    for (int c = 0; c < C; c++) mean[c] = 0, rstd[c] = 0;
+    for (int i = 0; i < B; i++) {
+        const float *x = in + (size_t)i * C;
+        for (int c = 0; c < C; c++) mean[c] += x[c];
+    }
+    for (int c = 0; c < C; c++) mean[c] /= (float)B;
+    for (int i = 0; i < B; i++) {   /* rstd holds the sum of squared deviations for now */
+        const float *x = in + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - mean[c];
+            rstd[c] += d * d;
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float var = rstd[c] / (float)B;
+        if (run_mean) {
+            run_mean[c] = (1 - momentum) * run_mean[c] + momentum * mean[c];
+            run_var[c] = (1 - momentum) * run_var[c] + momentum * (B > 1 ? rstd[c] / (float)(B - 1) : var);
+        }
+        rstd[c] = 1.0f / sqrtf(var + eps);
+    }
+    for (int i = 0; i < B; i++) {
+        const float *x = in + (size_t)i * C;
+        float *y = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) y[c] = gamma[c] * (x[c] - mean[c]) * rstd[c] + beta[c];
+    }
+}
+
+void dense_batchnorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
+                              const float *mean, const float *rstd, const float *gamma, int B, int C)
+{
+    /* sums per column: sum dy and sum dy * xhat (dgamma/dbeta get them too) */
+    float *sdy = xcalloc((size_t)C, sizeof *sdy), *sdyx = xcalloc((size_t)C, sizeof *sdyx);
+    for (int i = 0; i < B; i++) {
+        const float *x = in + (size_t)i * C, *dy = dout + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            sdy[c] += dy[c];
+            sdyx[c] += dy[c] * (x[c] - mean[c]) * rstd[c];
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        dgamma[c] += sdyx[c];
+        dbeta[c] += sdy[c];
+    }
+    for (int i = 0; i < B; i++) {
+        const float *x = in + (size_t)i * C, *dy = dout + (size_t)i * C;
+        float *dx = din + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - mean[c]) * rstd[c];
+            dx[c] = gamma[c] * rstd[c] / (float)B * ((float)B * dy[c] - sdy[c] - xhat * sdyx[c]);
+        }
+    }
+    free(sdy);
+    free(sdyx);
+}
+
+void dense_pool_forward(float *out, const float *emb, const uint32_t *uidx, const uint16_t *field,
+                        const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
+                        int F, int D)
+{
+    memset(out, 0, (size_t)B * F * D * sizeof *out);
+    int *cnt = mean ? xcalloc((size_t)F, sizeof *cnt) : NULL;
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * F * D;
+        for (uint64_t k = row_ptr[b]; k < row_ptr[b + 1]; k++) {
+            int s = slot[field[k]];
+            if (s < 0) continue;
+            const float *e = emb + (size_t)uidx[k] * D;
+            float v = val[k], *os = o + (size_t)s * D;
+            for (int d = 0; d < D; d++) os[d] += v * e[d];
+            if (mean) cnt[s]++;
+        }
+        if (mean)
+            for (int s = 0; s < F; s++) {
+                if (cnt[s] > 1)
+                    for (int d = 0; d < D; d++) o[(size_t)s * D + d] /= (float)cnt[s];
+                cnt[s] = 0;
+            }
+    }
+    free(cnt);
+}
+
+void dense_pool_backward(float *demb, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                         const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
+                         int F, int D)
+{
+    int *cnt = mean ? xcalloc((size_t)F, sizeof *cnt) : NULL;
+    for (int b = 0; b < B; b++) {
+        const float *g = dout + (size_t)b * F * D;
+        if (mean) {
+            for (int s = 0; s < F; s++) cnt[s] = 0;
+            for (uint64_t k = row_ptr[b]; k < row_ptr[b + 1]; k++)
+                if (slot[field[k]] >= 0) cnt[slot[field[k]]]++;
+        }
+        for (uint64_t k = row_ptr[b]; k < row_ptr[b + 1]; k++) {
+            int s = slot[field[k]];
+            if (s < 0) continue;
+            float v = val[k];
+            if (mean && cnt[s] > 1) v /= (float)cnt[s];
+            float *de = demb + (size_t)uidx[k] * D;
+            const float *gs = g + (size_t)s * D;
+            for (int d = 0; d < D; d++) de[d] += v * gs[d];
+        }
+    }
+    free(cnt);
+}
+
+void dense_fm_forward(float *out, const float *e, int B, int F, int D)
+{
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * D;
+        float acc = 0;
+        for (int d = 0; d < D; d++) {
+            float s = 0, q = 0;
+            for (int f = 0; f < F; f++) {
+                float v = x[(size_t)f * D + d];
+                s += v;
+                q += v * v;
+            }
+            acc += s * s - q;
+        }
+        out[b] = 0.5f * acc;
+    }
+}
+
+void dense_fm_backward(float *de, const float *dout, const float *e, int B, int F, int D)
+{
+    float *s = xmalloc((size_t)D * sizeof *s);
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * D;
+        float *g = de + (size_t)b * F * D;
+        for (int d = 0; d < D; d++) s[d] = 0;
+        for (int f = 0; f < F; f++)
+            for (int d = 0; d < D; d++) s[d] += x[(size_t)f * D + d];
+        for (int f = 0; f < F; f++)
+            for (int d = 0; d < D; d++) g[(size_t)f * D + d] = dout[b] * (s[d] - x[(size_t)f * D + d]);
+    }
+    free(s);
+}
+
+void dense_ffm_forward(float *out, const float *e, int B, int F, int D)
+{
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * F * D;
+        float acc = 0;
+        for (int f = 0; f < F; f++)
+            for (int g = f + 1; g < F; g++) {
+                const float *u = x + ((size_t)f * F + g) * D, *v = x + ((size_t)g * F + f) * D;
+                for (int d = 0; d < D; d++) acc += u[d] * v[d];
+            }
+        out[b] = acc;
+    }
+}
+
+void dense_ffm_backward(float *de, const float *dout, const float *e, int B, int F, int D)
+{
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * F * D;
+        float *gx = de + (size_t)b * F * F * D;
+        for (int f = 0; f < F; f++) {
+            memset(gx + ((size_t)f * F + f) * D, 0, (size_t)D * sizeof *gx);
+            for (int g = 0; g < F; g++) {
+                if (g == f) continue;
+                const float *v = x + ((size_t)g * F + f) * D;
+                float *u = gx + ((size_t)f * F + g) * D;
+                for (int d = 0; d < D; d++) u[d] = dout[b] * v[d];
+            }
+        }
+    }
+}
+
+void dense_cross_forward(float *out, float *t, const float *x0, const float *xl, const float *w, const float *b,
+                         int B, int C)
+{
+    dense_linear_forward(t, xl, w, b, B, C, C);
+    size_t n = (size_t)B * C;
+    for (size_t i = 0; i < n; i++) out[i] = x0[i] * t[i] + xl[i];
+}
+
+void dense_cross_backward(float *dx0, float *dxl, float *dw, float *db, float *tmp, const float *dout,
+                          const float *x0, const float *xl, const float *t, const float *w, int B, int C)
+{
+    size_t n = (size_t)B * C;
+    for (size_t i = 0; i < n; i++) {
+        tmp[i] = dout[i] * x0[i];   /* d t */
+        dx0[i] += dout[i] * t[i];
+    }
+    dense_linear_backward(dxl, dw, db, tmp, xl, w, B, C, C);
+    for (size_t i = 0; i < n; i++) dxl[i] += dout[i];
+}
+
+void dense_dot_forward(float *out, const float *e, int B, int F, int D)
+{
+    int P = F * (F - 1) / 2;
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * D;
+        float *o = out + (size_t)b * P;
+        int k = 0;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++) {
+                float s = 0;
+                for (int d = 0; d < D; d++) s += x[(size_t)i * D + d] * x[(size_t)j * D + d];
+                o[k++] = s;
+            }
+    }
+}
+
+void dense_dot_backward(float *de, const float *dout, const float *e, int B, int F, int D)
+{
+    int P = F * (F - 1) / 2;
+    memset(de, 0, (size_t)B * F * D * sizeof *de);
+    for (int b = 0; b < B; b++) {
+        const float *x = e + (size_t)b * F * D, *g = dout + (size_t)b * P;
+        float *gx = de + (size_t)b * F * D;
+        int k = 0;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++, k++) {
+                float d0 = g[k];
+                for (int d = 0; d < D; d++) {
+                    gx[(size_t)i * D + d] += d0 * x[(size_t)j * D + d];
+                    gx[(size_t)j * D + d] += d0 * x[(size_t)i * D + d];
+                }
+            }
+    }
+}
+
+void dense_concat_forward(float *out, const float *const *in, const int *C, int n, int B)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++) total += C[i];
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * total;
+        for (int i = 0; i < n; i++) {
+            memcpy(o, in[i] + (size_t)b * C[i], (size_t)C[i] * sizeof *o);
+            o += C[i];
+        }
+    }
+}
+
+void dense_concat_backward(float *const *din, const float *dout, const int *C, int n, int B, int acc)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++) total += C[i];
+    for (int b = 0; b < B; b++) {
+        const float *g = dout + (size_t)b * total;
+        for (int i = 0; i < n; i++) {
+            if (din[i]) {
+                float *d = din[i] + (size_t)b * C[i];
+                if (acc)
+                    for (int c = 0; c < C[i]; c++) d[c] += g[c];
+                else
+                    memcpy(d, g, (size_t)C[i] * sizeof *d);
+            }
+            g += C[i];
+        }
+    }
+}
+
+double dense_bce_forward_backward(float *dlogit, const float *logit, const float *label, int B)
+{
+    double loss = 0;
+    for (int i = 0; i < B; i++) {
+        float z = logit[i], y = label[i];
+        loss += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
+        if (dlogit) dlogit[i] = (1.0f / (1.0f + expf(-z)) - y) / (float)B;
+    }
+    return loss / B;
+}

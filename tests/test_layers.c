@@ -1,0 +1,250 @@
+/*
+ * test_layers.c: a finite-difference gradient check for every dense layer. Each check takes
+ * L = sum(r * out) for a fixed random r, runs the layer's backward with dout = r, and compares
+ * every input and weight gradient with central differences of L (computed in double).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dense/layers.h"
+
+#define EPS 1e-2f
+
+static unsigned seed = 12345;
+static float frand(void) { return (float)rand_r(&seed) / (float)RAND_MAX * 2.0f - 1.0f; }
+static float *rnd(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+
+typedef double (*loss_fn)(void *ctx);
+
+/* Compare analytic gradient g of every element of x against central differences of loss. */
+static void check(const char *what, float *x, size_t n, const float *g, loss_fn loss, void *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        float keep = x[i];
+        x[i] = keep + EPS;
+        double lp = loss(ctx);
+        x[i] = keep - EPS;
+        double lm = loss(ctx);
+        x[i] = keep;
+        double num = (lp - lm) / (2.0 * EPS);
+        cr_assert(fabs(num - g[i]) <= 3e-3 + 2e-2 * fabs(num), "%s[%zu]: analytic %g, numeric %g", what, i,
+                  (double)g[i], num);
+    }
+}
+
+static double dotd(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* ---- linear ---- */
+typedef struct { int B, C, OC; float *in, *w, *b, *out, *r; } lin_ctx;
+static double lin_loss(void *p)
+{
+    lin_ctx *c = p;
+    dense_linear_forward(c->out, c->in, c->w, c->b, c->B, c->C, c->OC);
+    return dotd(c->out, c->r, (size_t)c->B * c->OC);
+}
+Test(layers, linear)
+{
+    lin_ctx c = { 5, 7, 3 };
+    c.in = rnd(35), c.w = rnd(21), c.b = rnd(3), c.out = zeros(15), c.r = rnd(15);
+    float *din = zeros(35), *dw = zeros(21), *db = zeros(3);
+    lin_loss(&c);
+    dense_linear_backward(din, dw, db, c.r, c.in, c.w, c.B, c.C, c.OC);
+    check("linear.in", c.in, 35, din, lin_loss, &c);
+    check("linear.w", c.w, 21, dw, lin_loss, &c);
+    check("linear.b", c.b, 3, db, lin_loss, &c);
+}
+
+/* ---- elementwise: relu, sigmoid, dropout ---- */
+typedef struct { int kind; size_t n; float *in, *out, *r; uint8_t *mask; } ew_ctx;
+static double ew_loss(void *p)
+{
+    ew_ctx *c = p;
+    if (c->kind == 0) dense_relu_forward(c->out, c->in, c->n);
+    if (c->kind == 1) dense_sigmoid_forward(c->out, c->in, c->n);
+    if (c->kind == 2) dense_dropout_forward(c->out, c->mask, c->in, c->n, 0.3f, 7, 3, 1);
+    return dotd(c->out, c->r, c->n);
+}
+Test(layers, relu_sigmoid_dropout)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        ew_ctx c = { kind, 40 };
+        c.in = rnd(40), c.out = zeros(40), c.r = rnd(40), c.mask = malloc(40);
+        for (int i = 0; i < 40; i++)
+            if (fabsf(c.in[i]) < 0.05f) c.in[i] = 0.3f;   /* away from relu's kink */
+        float *din = zeros(40);
+        ew_loss(&c);
+        if (kind == 0) dense_relu_backward(din, c.r, c.out, 40);
+        if (kind == 1) dense_sigmoid_backward(din, c.r, c.out, 40);
+        if (kind == 2) {
+            dense_dropout_backward(din, c.r, c.mask, 40, 0.3f);
+            int kept = 0;
+            for (int i = 0; i < 40; i++) kept += c.mask[i];
+            cr_assert(kept > 10 && kept < 40, "dropout keeps about 70%%: %d of 40", kept);
+        }
+        check(kind == 0 ? "relu" : kind == 1 ? "sigmoid" : "dropout", c.in, 40, din, ew_loss, &c);
+    }
+}
+
+/* ---- batch norm ---- */
+typedef struct { int B, C; float *in, *g, *be, *out, *mean, *rstd, *r; } bn_ctx;
+static double bn_loss(void *p)
+{
+    bn_ctx *c = p;
+    dense_batchnorm_forward(c->out, c->mean, c->rstd, NULL, NULL, c->in, c->g, c->be, c->B, c->C, 0.1f, 1e-5f, 1);
+    return dotd(c->out, c->r, (size_t)c->B * c->C);
+}
+Test(layers, batchnorm)
+{
+    bn_ctx c = { 6, 4 };
+    c.in = rnd(24), c.g = rnd(4), c.be = rnd(4), c.out = zeros(24), c.mean = zeros(4), c.rstd = zeros(4), c.r = rnd(24);
+    float *din = zeros(24), *dg = zeros(4), *db = zeros(4);
+    bn_loss(&c);
+    dense_batchnorm_backward(din, dg, db, c.r, c.in, c.mean, c.rstd, c.g, c.B, c.C);
+    check("bn.in", c.in, 24, din, bn_loss, &c);
+    check("bn.gamma", c.g, 4, dg, bn_loss, &c);
+    check("bn.beta", c.be, 4, db, bn_loss, &c);
+    /* running statistics and inference mode */
+    float rm[4] = { 0 }, rv[4] = { 1, 1, 1, 1 };
+    dense_batchnorm_forward(c.out, c.mean, c.rstd, rm, rv, c.in, c.g, c.be, c.B, c.C, 1.0f, 1e-5f, 1);
+    float *o2 = zeros(24);
+    dense_batchnorm_forward(o2, NULL, NULL, rm, rv, c.in, c.g, c.be, c.B, c.C, 0.1f, 1e-5f, 0);
+    /* momentum 1: running = batch stats (unbiased variance), so inference differs only by B/(B-1) */
+    for (int i = 0; i < 24; i++) {
+        float xhat_inf = (o2[i] - c.be[i % 4]) / c.g[i % 4], xhat_tr = (c.out[i] - c.be[i % 4]) / c.g[i % 4];
+        cr_assert_float_eq(xhat_inf, xhat_tr * sqrtf(5.0f / 6.0f), 1e-3);
+    }
+}
+
+/* ---- pooling (sum and mean, multi-hot, values) ---- */
+typedef struct { int mean; float *emb, *out, *r; } pool_ctx;
+static const uint64_t pool_rows[] = { 0, 3, 4, 8 };
+static const uint32_t pool_uidx[] = { 0, 1, 2, 3, 0, 4, 1, 2 };
+static const uint16_t pool_field[] = { 0, 0, 2, 1, 2, 0, 1, 1 };
+static const float pool_val[] = { 1, 0.5f, 2, 1, 1, 1, -1, 3 };
+static const int32_t pool_slot[] = { 0, -1, 1 };   /* field 1 is not pooled */
+static double pool_loss(void *p)
+{
+    pool_ctx *c = p;
+    dense_pool_forward(c->out, c->emb, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, c->mean, 3, 2, 4);
+    return dotd(c->out, c->r, 3 * 2 * 4);
+}
+Test(layers, pooling)
+{
+    for (int mean = 0; mean < 2; mean++) {
+        pool_ctx c = { mean };
+        c.emb = rnd(5 * 4), c.out = zeros(24), c.r = rnd(24);
+        float *de = zeros(20);
+        pool_loss(&c);
+        dense_pool_backward(de, c.r, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, mean, 3, 2, 4);
+        check(mean ? "pool.mean" : "pool.sum", c.emb, 20, de, pool_loss, &c);
+    }
+}
+
+/* ---- FM, FFM, dot interaction ---- */
+typedef struct { int kind, B, F, D; float *e, *out, *r; } ia_ctx;
+static size_t ia_in(const ia_ctx *c) { return (size_t)c->B * c->F * (c->kind == 1 ? c->F : 1) * c->D; }
+static size_t ia_out(const ia_ctx *c) { return (size_t)c->B * (c->kind == 2 ? c->F * (c->F - 1) / 2 : 1); }
+static double ia_loss(void *p)
+{
+    ia_ctx *c = p;
+    if (c->kind == 0) dense_fm_forward(c->out, c->e, c->B, c->F, c->D);
+    if (c->kind == 1) dense_ffm_forward(c->out, c->e, c->B, c->F, c->D);
+    if (c->kind == 2) dense_dot_forward(c->out, c->e, c->B, c->F, c->D);
+    return dotd(c->out, c->r, ia_out(c));
+}
+Test(layers, fm_ffm_dot)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        ia_ctx c = { kind, 3, 4, 3 };
+        c.e = rnd(ia_in(&c)), c.out = zeros(ia_out(&c)), c.r = rnd(ia_out(&c));
+        float *de = zeros(ia_in(&c));
+        ia_loss(&c);
+        if (kind == 0) dense_fm_backward(de, c.r, c.e, c.B, c.F, c.D);
+        if (kind == 1) dense_ffm_backward(de, c.r, c.e, c.B, c.F, c.D);
+        if (kind == 2) dense_dot_backward(de, c.r, c.e, c.B, c.F, c.D);
+        check(kind == 0 ? "fm" : kind == 1 ? "ffm" : "dot", c.e, ia_in(&c), de, ia_loss, &c);
+    }
+    /* FM equals the explicit pairwise sum */
+    float e[2 * 3 * 2] = { 1, 2, 3, 4, 5, 6, -1, 0.5f, 2, 2, 0, 1 }, out[2];
+    dense_fm_forward(out, e, 2, 3, 2);
+    cr_assert_float_eq(out[0], (1 * 3 + 2 * 4) + (1 * 5 + 2 * 6) + (3 * 5 + 4 * 6), 1e-5);
+}
+
+/* ---- DCN-V2 cross ---- */
+typedef struct { int B, C; float *x0, *xl, *w, *b, *t, *out, *r; } cr_ctx;
+static double cr_loss(void *p)
+{
+    cr_ctx *c = p;
+    dense_cross_forward(c->out, c->t, c->x0, c->xl, c->w, c->b, c->B, c->C);
+    return dotd(c->out, c->r, (size_t)c->B * c->C);
+}
+Test(layers, cross)
+{
+    cr_ctx c = { 4, 5 };
+    c.x0 = rnd(20), c.xl = rnd(20), c.w = rnd(25), c.b = rnd(5), c.t = zeros(20), c.out = zeros(20), c.r = rnd(20);
+    float *dx0 = zeros(20), *dxl = zeros(20), *dw = zeros(25), *db = zeros(5), *tmp = zeros(20);
+    cr_loss(&c);
+    dense_cross_backward(dx0, dxl, dw, db, tmp, c.r, c.x0, c.xl, c.t, c.w, c.B, c.C);
+    check("cross.x0", c.x0, 20, dx0, cr_loss, &c);
+    check("cross.xl", c.xl, 20, dxl, cr_loss, &c);
+    check("cross.w", c.w, 25, dw, cr_loss, &c);
+    check("cross.b", c.b, 5, db, cr_loss, &c);
+}
+
+/* ---- concat ---- */
+typedef struct { float *a, *b, *out, *r; } cc_ctx;
+static double cc_loss(void *p)
+{
+    cc_ctx *c = p;
+    const float *in[2] = { c->a, c->b };
+    int C[2] = { 2, 3 };
+    dense_concat_forward(c->out, in, C, 2, 3);
+    return dotd(c->out, c->r, 15);
+}
+Test(layers, concat)
+{
+    cc_ctx c = { rnd(6), rnd(9), zeros(15), rnd(15) };
+    float *da = zeros(6), *db = zeros(9);
+    float *d[2] = { da, db };
+    int C[2] = { 2, 3 };
+    cc_loss(&c);
+    dense_concat_backward(d, c.r, C, 2, 3, 0);
+    check("concat.a", c.a, 6, da, cc_loss, &c);
+    check("concat.b", c.b, 9, db, cc_loss, &c);
+}
+
+/* ---- BCE on logits ---- */
+typedef struct { float *z, *y; } bce_ctx;
+static double bce_loss(void *p)
+{
+    bce_ctx *c = p;
+    return dense_bce_forward_backward(NULL, c->z, c->y, 6);
+}
+Test(layers, bce)
+{
+    float z[6] = { -3, -0.5f, 0, 0.7f, 2, 40 }, y[6] = { 0, 1, 1, 0, 1, 1 }, dz[6];
+    bce_ctx c = { z, y };
+    double l = dense_bce_forward_backward(dz, z, y, 6);
+    check("bce.logit", z, 6, dz, bce_loss, &c);
+    double want = 0;
+    for (int i = 0; i < 6; i++) {
+        double p = 1 / (1 + exp(-(double)z[i]));
+        want -= y[i] ? log(p) : log(1 - p);
+    }
+    cr_assert_float_eq(l, want / 6, 1e-6);
+    float big[1] = { -200 }, one[1] = { 1 };
+    cr_assert(isfinite(dense_bce_forward_backward(NULL, big, one, 1)), "stable for large logits");
+}
