@@ -1,0 +1,784 @@
+/*
+ * model.c: the models of model.h on the CPU backend.
+ *
+ * Parameters are registered first (pointer-to-view and size), then one block each is allocated
+ * for parameters, gradients and moments and the views are set. Activation buffers are sized for
+ * the configured batch. Batch flow:
+ *   gather  entry k -> table row -> unique slot u (row header `mark` = u + 1 during the batch);
+ *           Uw (U) first-order weights, Ue (U, E) embeddings of the unique rows
+ *   forward/backward over the dense layers, ending in dUw, dUe
+ *   update  optimizer inside each unique row; dense optimizer over the block
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "../src/util.h"
+#include "layers.h"
+
+static const char *kind_names[MODEL_COUNT] = { "lr", "fm", "ffm", "dnn", "widedeep", "deepfm", "dcnv2", "dlrm" };
+
+int model_kind_from_name(const char *name)
+{
+    for (int i = 0; i < MODEL_COUNT; i++)
+        if (!strcmp(name, kind_names[i])) return i;
+    return -1;
+}
+
+const char *model_kind_name(model_kind k) { return (unsigned)k < MODEL_COUNT ? kind_names[k] : "?"; }
+
+void model_config_default(model_config *c, model_kind kind)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->dim = kind == MODEL_FFM ? 4 : 16;
+    c->n_hidden = 3;
+    c->hidden[0] = c->hidden[1] = c->hidden[2] = 400;
+    c->n_bottom = 2;
+    c->bottom[0] = 64;
+    c->bottom[1] = c->dim;
+    c->cross_layers = 3;
+    c->init_std = 1e-2f;   /* FuxiCTR's normal(0, 1e-4 variance) */
+    c->seed = 1;
+    c->batch = 4096;
+    dense_opt_default(&c->dopt, DOPT_ADAM);
+    sparse_opt_default(&c->sopt, SOPT_ADAM);
+}
+
+/* ---- parameter registry ---- */
+typedef struct {
+    float **p, **g;
+    size_t n;
+    int init;        /* 0 zeros, 1 ones, 2 uniform(-a, a) */
+    float a;
+} preq;
+
+typedef struct {
+    int in, out;
+    float *w, *b, *dw, *db;
+    float *gamma, *beta, *dgamma, *dbeta, *run_mean, *run_var;
+    int relu, bn;
+    float *z, *y, *d, *mean, *rstd;   /* activations (B, out); d = after dropout */
+    uint8_t *mask;
+    const float *x;                   /* input of the last forward (borrowed) */
+} fc;
+
+typedef struct {
+    int n;
+    fc l[MODEL_MAX_LAYERS + 1];
+} mlp;
+
+struct model {
+    model_config c;
+    int F, ND;            /* pooled fields, dense values */
+    int32_t *slot;        /* field -> slot, -1 for num fields */
+    int32_t *dslot;       /* (ND) unused for now: dense values come from the block */
+    emb_table *t;
+    int has_w, E;         /* E: embedding floats per row (dim, or F*dim for ffm) */
+    /* dense parameter block */
+    preq *reqs;
+    int n_reqs, cap_reqs;
+    float *params, *grads, *moments, *buffers;
+    size_t n_params, n_buffers;
+    uint64_t step;
+    /* parameters */
+    float *bias, *dbias, *wd, *dwd;   /* global bias; wide weights on dense values (ND) */
+    mlp deep, bottom, top;
+    int n_cross;
+    float *cw[MODEL_MAX_LAYERS], *cb[MODEL_MAX_LAYERS], *dcw[MODEL_MAX_LAYERS], *dcb[MODEL_MAX_LAYERS];
+    float *xl[MODEL_MAX_LAYERS + 1], *ct[MODEL_MAX_LAYERS], *dxl[2], *dx0, *ctmp;
+    float *head_w, *head_b, *dhead_w, *dhead_b;  /* dcnv2 final linear */
+    /* batch buffers */
+    int B;
+    float *logit, *dlogit, *label, *dense;   /* (B), (B), (B), (B, ND) */
+    float *pooled, *dpooled;                 /* (B, F, E) */
+    float *x0, *dx0full;                     /* (B, X0) concat of pooled and dense */
+    int X0;
+    float *fm_out, *dfm, *deep_out, *cat, *dcat, *dots, *ddots, *inter, *dinter, *hl, *dhl;
+    /* unique rows of the batch */
+    uint32_t *uidx, *urow;
+    size_t cap_k, cap_u, U;
+    float *Uw, *Ue, *dUw, *dUe;
+    int zero_slot;        /* inference: slot of the zero row for unknown keys */
+    uint64_t *lrp;        /* (B + 1) the batch's row_ptr, starting at 0 */
+    float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
+};
+
+static void reserve(model *m, float **p, float **g, size_t n, int init, float a)
+{
+    if (m->n_reqs == m->cap_reqs) m->reqs = xrealloc(m->reqs, (size_t)(m->cap_reqs = m->cap_reqs ? m->cap_reqs * 2 : 32) * sizeof *m->reqs);
+    m->reqs[m->n_reqs++] = (preq){ p, g, n, init, a };
+}
+
+static void fc_reserve(model *m, fc *f, int in, int out, int relu, int bn)
+{
+    f->in = in;
+    f->out = out;
+    f->relu = relu;
+    f->bn = bn;
+    float a = 1.0f / sqrtf((float)in);   /* PyTorch's Linear default */
+    reserve(m, &f->w, &f->dw, (size_t)in * out, 2, a);
+    reserve(m, &f->b, &f->db, (size_t)out, 2, a);
+    if (bn) {
+        reserve(m, &f->gamma, &f->dgamma, (size_t)out, 1, 0);
+        reserve(m, &f->beta, &f->dbeta, (size_t)out, 0, 0);
+        reserve(m, &f->run_mean, NULL, (size_t)out, 0, 0);
+        reserve(m, &f->run_var, NULL, (size_t)out, 1, 0);
+    }
+}
+
+/* MLP: hidden layers relu (+ bn, dropout), then a head to `head` outputs (0: none) */
+static int mlp_reserve(model *m, mlp *p, int in, const int *sizes, int n, int head, int relu_all, int bn)
+{
+    p->n = 0;
+    for (int i = 0; i < n; i++) {
+        fc_reserve(m, &p->l[p->n++], in, sizes[i], 1, bn && !(relu_all && i == n - 1));
+        in = sizes[i];
+    }
+    if (head) fc_reserve(m, &p->l[p->n++], in, head, 0, 0);
+    return head ? head : in;
+}
+
+static void mlp_alloc(mlp *p, int B, float dropout)
+{
+    for (int i = 0; i < p->n; i++) {
+        fc *f = &p->l[i];
+        size_t n = (size_t)B * f->out;
+        f->z = xcalloc(n, sizeof(float));
+        f->y = xcalloc(n, sizeof(float));
+        f->d = f->relu && dropout > 0 ? xcalloc(n, sizeof(float)) : NULL;
+        f->mask = f->d ? xcalloc(n, 1) : NULL;
+        f->mean = xcalloc((size_t)f->out, sizeof(float));
+        f->rstd = xcalloc((size_t)f->out, sizeof(float));
+    }
+}
+
+static void mlp_free(mlp *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        fc *f = &p->l[i];
+        free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd);
+    }
+}
+
+static int mlp_width(const mlp *p)
+{
+    int w = 0;
+    for (int i = 0; i < p->n; i++) w = p->l[i].out > w ? p->l[i].out : w;
+    return w;
+}
+
+static const float *fc_out(const fc *f) { return f->d ? f->d : f->y; }
+
+static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int train)
+{
+    for (int i = 0; i < p->n; i++) {
+        fc *f = &p->l[i];
+        size_t n = (size_t)B * f->out;
+        f->x = x;
+        dense_linear_forward(f->z, x, f->w, f->b, B, f->in, f->out);
+        if (f->bn)
+            dense_batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B,
+                                    f->out, 0.1f, 1e-5f, train);
+        else
+            memcpy(f->y, f->z, n * sizeof(float));
+        if (f->relu) dense_relu_forward(f->y, f->y, n);
+        if (f->d)
+            dense_dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
+                                  m->step * 64 + (uint64_t)(p - &m->deep), train);
+        x = fc_out(f);
+    }
+    return x;
+}
+
+/* dout (B, out of the last layer) -> din (B, in of the first; NULL: not needed); s0, s1 scratch */
+static void mlp_backward(model *m, mlp *p, float *din, const float *dout, float *s0, float *s1, int B)
+{
+    const float *g = dout;
+    for (int i = p->n - 1; i >= 0; i--) {
+        fc *f = &p->l[i];
+        size_t n = (size_t)B * f->out;
+        float *t = s0;
+        if (f->d) {
+            dense_dropout_backward(t, g, f->mask, n, m->c.dropout);
+            g = t;
+        }
+        if (f->relu) {
+            dense_relu_backward(t, g, f->y, n);
+            g = t;
+        }
+        if (f->bn) {
+            dense_batchnorm_backward(s1, f->dgamma, f->dbeta, g, f->z, f->mean, f->rstd, f->gamma, B, f->out);
+            g = s1;
+        }
+        float *dx = i == 0 ? din : (g == s0 ? s1 : s0);
+        dense_linear_backward(dx, f->dw, f->db, g, f->x, f->w, B, f->in, f->out);
+        g = dx;
+    }
+}
+
+static int uses_w(model_kind k) { return k == MODEL_LR || k == MODEL_FM || k == MODEL_FFM || k == MODEL_WIDEDEEP || k == MODEL_DEEPFM; }
+static int uses_emb(model_kind k) { return k != MODEL_LR; }
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void alloc_params(model *m)
+{
+    size_t np = 0, nb = 0;
+    for (int i = 0; i < m->n_reqs; i++) {
+        if (m->reqs[i].g) np += m->reqs[i].n;
+        else nb += m->reqs[i].n;
+    }
+    m->n_params = np;
+    m->n_buffers = nb;
+    m->params = xcalloc(np ? np : 1, sizeof(float));
+    m->grads = xcalloc(np ? np : 1, sizeof(float));
+    m->moments = xcalloc(np * (size_t)(dense_opt_moments(m->c.dopt.kind) ? dense_opt_moments(m->c.dopt.kind) : 1) + 1, sizeof(float));
+    m->buffers = xcalloc(nb ? nb : 1, sizeof(float));
+    uint64_t rs = m->c.seed ^ 0x5deece66dull;
+    size_t op = 0, ob = 0;
+    for (int i = 0; i < m->n_reqs; i++) {
+        preq *r = &m->reqs[i];
+        float *p;
+        if (r->g) {
+            p = m->params + op;
+            *r->g = m->grads + op;
+            op += r->n;
+        } else {
+            p = m->buffers + ob;
+            ob += r->n;
+        }
+        *r->p = p;
+        for (size_t j = 0; j < r->n; j++) {
+            if (r->init == 1) p[j] = 1.0f;
+            else if (r->init == 2) p[j] = (float)(((double)(splitmix(&rs) >> 11) * (1.0 / 9007199254740992.0) * 2 - 1) * r->a);
+        }
+    }
+}
+
+model *model_create(const model_config *c, const data_schema *schema)
+{
+    model *m = xcalloc(1, sizeof *m);
+    m->c = *c;
+    m->B = c->batch;
+    m->slot = xmalloc((schema->n_fields ? schema->n_fields : 1) * sizeof *m->slot);
+    for (uint32_t f = 0; f < schema->n_fields; f++) m->slot[f] = schema->kind[f] == FIELD_CAT ? m->F++ : -1;
+    m->ND = (int)schema->n_dense;
+    m->has_w = uses_w(c->kind);
+    m->E = !uses_emb(c->kind) ? 0 : c->kind == MODEL_FFM ? m->F * c->dim : c->dim;
+    emb_table_config tc = { m->E, m->has_w, c->sopt, c->init_std, 0, c->seed, c->min_show };
+    m->t = emb_table_create(&tc);
+
+    int B = m->B, D = c->dim;
+    reserve(m, &m->bias, &m->dbias, 1, 0, 0);
+    if (m->has_w && m->ND) reserve(m, &m->wd, &m->dwd, (size_t)m->ND, 0, 0);
+    m->X0 = m->F * D + m->ND;
+    int deep_out = 0, top_in = 0;
+    switch (c->kind) {
+    case MODEL_DNN: case MODEL_WIDEDEEP: case MODEL_DEEPFM:
+        mlp_reserve(m, &m->deep, m->X0, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
+        break;
+    case MODEL_DCNV2:
+        m->n_cross = c->cross_layers;
+        for (int i = 0; i < m->n_cross; i++) {
+            float a = 1.0f / sqrtf((float)m->X0);
+            reserve(m, &m->cw[i], &m->dcw[i], (size_t)m->X0 * m->X0, 2, a);
+            reserve(m, &m->cb[i], &m->dcb[i], (size_t)m->X0, 0, 0);
+        }
+        deep_out = mlp_reserve(m, &m->deep, m->X0, c->hidden, c->n_hidden, 0, 0, c->batchnorm);
+        {
+            int in = m->X0 + deep_out;
+            float a = 1.0f / sqrtf((float)in);
+            reserve(m, &m->head_w, &m->dhead_w, (size_t)in, 2, a);
+            reserve(m, &m->head_b, &m->dhead_b, 1, 2, a);
+        }
+        break;
+    case MODEL_DLRM: {
+        int nf = m->F + (m->ND ? 1 : 0);
+        if (m->ND) {
+            int sizes[MODEL_MAX_LAYERS];
+            memcpy(sizes, c->bottom, sizeof sizes);
+            sizes[c->n_bottom - 1] = D;   /* the bottom MLP ends at the embedding size */
+            mlp_reserve(m, &m->bottom, m->ND, sizes, c->n_bottom, 0, 1, 0);
+        }
+        top_in = nf * (nf - 1) / 2 + (m->ND ? D : 0);
+        mlp_reserve(m, &m->top, top_in, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
+        break;
+    }
+    default:
+        break;
+    }
+    alloc_params(m);
+
+    m->lrp = xcalloc((size_t)B + 1, sizeof *m->lrp);
+    m->dbot = xcalloc((size_t)B * D, sizeof(float));
+    m->logit = xcalloc((size_t)B, sizeof(float));
+    m->dlogit = xcalloc((size_t)B, sizeof(float));
+    m->label = xcalloc((size_t)B, sizeof(float));
+    m->dense = xcalloc((size_t)B * (m->ND ? m->ND : 1), sizeof(float));
+    if (m->E) {
+        m->pooled = xcalloc((size_t)B * m->F * m->E, sizeof(float));
+        m->dpooled = xcalloc((size_t)B * m->F * m->E, sizeof(float));
+    }
+    m->fm_out = xcalloc((size_t)B, sizeof(float));
+    m->dfm = xcalloc((size_t)B, sizeof(float));
+    if (m->deep.n || m->top.n || m->bottom.n) {
+        m->x0 = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->dx0full = xcalloc((size_t)B * m->X0, sizeof(float));
+        mlp_alloc(&m->deep, B, c->dropout);
+        mlp_alloc(&m->top, B, c->dropout);
+        mlp_alloc(&m->bottom, B, 0);
+        int w = mlp_width(&m->deep);
+        if (mlp_width(&m->top) > w) w = mlp_width(&m->top);
+        if (mlp_width(&m->bottom) > w) w = mlp_width(&m->bottom);
+        if (m->X0 > w) w = m->X0;
+        if (top_in > w) w = top_in;
+        w += m->X0 + deep_out + 1;
+        m->hl = xcalloc((size_t)B * w, sizeof(float));
+        m->dhl = xcalloc((size_t)B * w, sizeof(float));
+        m->cat = xcalloc((size_t)B * w, sizeof(float));
+        m->dcat = xcalloc((size_t)B * w, sizeof(float));
+    }
+    if (c->kind == MODEL_DCNV2) {
+        for (int i = 0; i <= m->n_cross; i++) m->xl[i] = xcalloc((size_t)B * m->X0, sizeof(float));
+        for (int i = 0; i < m->n_cross; i++) m->ct[i] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->dxl[0] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->dxl[1] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->ctmp = xcalloc((size_t)B * m->X0, sizeof(float));
+    }
+    if (c->kind == MODEL_DLRM) {
+        int nf = m->F + (m->ND ? 1 : 0);
+        m->inter = xcalloc((size_t)B * nf * D, sizeof(float));
+        m->dinter = xcalloc((size_t)B * nf * D, sizeof(float));
+        m->dots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
+        m->ddots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
+    }
+    return m;
+}
+
+void model_destroy(model *m)
+{
+    if (!m) return;
+    emb_table_destroy(m->t);
+    mlp_free(&m->deep), mlp_free(&m->top), mlp_free(&m->bottom);
+    for (int i = 0; i <= MODEL_MAX_LAYERS; i++) free(m->xl[i]);
+    for (int i = 0; i < MODEL_MAX_LAYERS; i++) free(m->ct[i]);
+    free(m->dxl[0]), free(m->dxl[1]), free(m->ctmp);
+    free(m->inter), free(m->dinter), free(m->dots), free(m->ddots);
+    free(m->logit), free(m->dlogit), free(m->label), free(m->dense), free(m->pooled), free(m->dpooled);
+    free(m->fm_out), free(m->dfm), free(m->x0), free(m->dx0full), free(m->hl), free(m->dhl), free(m->cat), free(m->dcat);
+    free(m->uidx), free(m->urow), free(m->Uw), free(m->Ue), free(m->dUw), free(m->dUe);
+    free(m->lrp), free(m->dbot);
+    free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot), free(m->dslot);
+    free(m);
+}
+
+const model_config *model_config_of(const model *m) { return &m->c; }
+emb_table *model_table(model *m) { return m->t; }
+uint64_t model_step(const model *m) { return m->step; }
+
+/* ---- gather: entries -> unique rows ---- */
+static void ensure_unique(model *m, size_t nnz)
+{
+    if (nnz + 1 > m->cap_k) {
+        m->cap_k = (nnz + 1) * 2;
+        m->uidx = xrealloc(m->uidx, m->cap_k * sizeof *m->uidx);
+    }
+    if (nnz + 1 > m->cap_u) {
+        m->cap_u = (nnz + 1) * 2;
+        m->urow = xrealloc(m->urow, m->cap_u * sizeof *m->urow);
+        m->Uw = xrealloc(m->Uw, m->cap_u * sizeof *m->Uw);
+        m->dUw = xrealloc(m->dUw, m->cap_u * sizeof *m->dUw);
+        if (m->E) {
+            m->Ue = xrealloc(m->Ue, m->cap_u * (size_t)m->E * sizeof *m->Ue);
+            m->dUe = xrealloc(m->dUe, m->cap_u * (size_t)m->E * sizeof *m->dUe);
+        }
+    }
+}
+
+/* mode 0: train (touch: count shows, create rows), 1: train without counting (gradient checks),
+ * 2: inference (unknown keys read a zero slot) */
+static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass, int mode)
+{
+    uint64_t k0 = b->row_ptr[r0], k1 = b->row_ptr[r1];
+    size_t nnz = (size_t)(k1 - k0);
+    ensure_unique(m, nnz);
+    m->U = 0;
+    m->zero_slot = -1;
+    int V = emb_table_values(m->t);
+    size_t r = r0;   /* the sample of entry k, for its label (the click counter) */
+    for (uint64_t k = k0; k < k1; k++) {
+        uint16_t f = b->field[k];
+        int64_t row;
+        while (b->row_ptr[r + 1] <= k) r++;
+        if (mode == 0) {
+            row = emb_table_touch(m->t, b->key[k], f, b->label[r] > 0.5f, pass);
+        } else if (mode == 1) {
+            row = emb_table_get(m->t, b->key[k]);
+        } else {
+            row = emb_table_lookup(m->t, b->key[k], f);
+        }
+        uint32_t u;
+        if (row < 0) {
+            if (m->zero_slot < 0) {
+                m->zero_slot = (int)m->U;
+                m->urow[m->U] = UINT32_MAX;
+                m->Uw[m->U] = 0;
+                if (m->E) memset(m->Ue + m->U * (size_t)m->E, 0, (size_t)m->E * sizeof(float));
+                m->U++;
+            }
+            u = (uint32_t)m->zero_slot;
+        } else {
+            emb_row_head *h = emb_table_head(m->t, (uint32_t)row);
+            if (h->mark == 0) {
+                h->mark = (uint32_t)m->U + 1;
+                m->urow[m->U] = (uint32_t)row;
+                const float *v = emb_table_vals(m->t, (uint32_t)row);
+                if (m->has_w) m->Uw[m->U] = v[0];
+                if (m->E) memcpy(m->Ue + m->U * (size_t)m->E, v + m->has_w, (size_t)m->E * sizeof(float));
+                m->U++;
+            }
+            u = h->mark - 1;
+        }
+        m->uidx[k - k0] = u;
+    }
+    (void)V;
+    for (size_t u = 0; u < m->U; u++)
+        if (m->urow[u] != UINT32_MAX) emb_table_head(m->t, m->urow[u])->mark = 0;
+}
+
+/* ---- forward / backward ---- */
+static void forward(model *m, const sample_block *b, size_t r0, int B, int train)
+{
+    const uint64_t *rp = b->row_ptr + r0;
+    uint64_t k0 = rp[0];
+    uint64_t *lrp = m->lrp;
+    for (int i = 0; i <= B; i++) lrp[i] = rp[i] - k0;
+    const uint16_t *field = b->field + k0;
+    const float *val = b->val + k0;
+    int D = m->c.dim, ND = m->ND, F = m->F;
+    if (ND) memcpy(m->dense, b->dense + r0 * (size_t)ND, (size_t)B * ND * sizeof(float));
+    for (int i = 0; i < B; i++) m->logit[i] = m->bias[0];
+    if (m->has_w) {
+        for (int i = 0; i < B; i++) {
+            float s = 0;
+            for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
+                if (m->slot[field[k]] >= 0) s += val[k] * m->Uw[m->uidx[k]];
+            if (ND)
+                for (int j = 0; j < ND; j++) s += m->dense[(size_t)i * ND + j] * m->wd[j];
+            m->logit[i] += s;
+        }
+    }
+    if (m->E) dense_pool_forward(m->pooled, m->Ue, m->uidx, field, val, lrp, m->slot, m->c.pool_mean, B, F, m->E);
+    switch (m->c.kind) {
+    case MODEL_FM: case MODEL_DEEPFM:
+        dense_fm_forward(m->fm_out, m->pooled, B, F, D);
+        for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
+        break;
+    case MODEL_FFM:
+        dense_ffm_forward(m->fm_out, m->pooled, B, F, D);
+        for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
+        break;
+    default:
+        break;
+    }
+    if (m->deep.n && m->c.kind != MODEL_DLRM) {
+        const float *parts[2] = { m->pooled, m->dense };
+        int C[2] = { F * D, ND };
+        dense_concat_forward(m->x0, parts, C, ND ? 2 : 1, B);
+    }
+    if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
+        const float *o = mlp_forward(m, &m->deep, m->x0, B, train);
+        for (int i = 0; i < B; i++) m->logit[i] += o[i];
+    } else if (m->c.kind == MODEL_DCNV2) {
+        memcpy(m->xl[0], m->x0, (size_t)B * m->X0 * sizeof(float));
+        for (int l = 0; l < m->n_cross; l++)
+            dense_cross_forward(m->xl[l + 1], m->ct[l], m->x0, m->xl[l], m->cw[l], m->cb[l], B, m->X0);
+        const float *h = mlp_forward(m, &m->deep, m->x0, B, train);
+        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
+        const float *parts[2] = { m->xl[m->n_cross], h };
+        int C[2] = { m->X0, dh };
+        dense_concat_forward(m->cat, parts, C, dh ? 2 : 1, B);
+        int W = m->X0 + dh;
+        for (int i = 0; i < B; i++) {
+            const float *x = m->cat + (size_t)i * W;
+            float acc = m->head_b[0];
+            for (int j = 0; j < W; j++) acc += x[j] * m->head_w[j];
+            m->logit[i] += acc;
+        }
+    } else if (m->c.kind == MODEL_DLRM) {
+        int nf = F + (ND ? 1 : 0);
+        const float *bot = ND ? mlp_forward(m, &m->bottom, m->dense, B, train) : NULL;
+        const float *parts[2] = { bot, m->pooled };
+        int C[2] = { D, F * D };
+        if (ND) dense_concat_forward(m->inter, parts, C, 2, B);
+        else memcpy(m->inter, m->pooled, (size_t)B * F * D * sizeof(float));
+        int P = nf * (nf - 1) / 2;
+        dense_dot_forward(m->dots, m->inter, B, nf, D);
+        const float *tp[2] = { bot, m->dots };
+        int TC[2] = { D, P };
+        if (ND) dense_concat_forward(m->cat, tp, TC, 2, B);
+        else memcpy(m->cat, m->dots, (size_t)B * P * sizeof(float));
+        const float *o = mlp_forward(m, &m->top, m->cat, B, train);
+        for (int i = 0; i < B; i++) m->logit[i] += o[i];
+    }
+}
+
+static void backward(model *m, const sample_block *b, size_t r0, int B)
+{
+    uint64_t k0 = b->row_ptr[r0];
+    uint64_t *lrp = m->lrp;
+    for (int i = 0; i <= B; i++) lrp[i] = b->row_ptr[r0 + i] - k0;
+    const uint16_t *field = b->field + k0;
+    const float *val = b->val + k0;
+    int D = m->c.dim, ND = m->ND, F = m->F;
+    const float *g = m->dlogit;
+    for (int i = 0; i < B; i++) m->dbias[0] += g[i];
+    memset(m->dUw, 0, m->U * sizeof(float));
+    if (m->E) memset(m->dUe, 0, m->U * (size_t)m->E * sizeof(float));
+    if (m->has_w) {
+        for (int i = 0; i < B; i++) {
+            for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
+                if (m->slot[field[k]] >= 0) m->dUw[m->uidx[k]] += val[k] * g[i];
+            for (int j = 0; j < ND; j++) m->dwd[j] += m->dense[(size_t)i * ND + j] * g[i];
+        }
+    }
+    if (!m->E) return;
+    size_t pn = (size_t)B * F * m->E;
+    memset(m->dpooled, 0, pn * sizeof(float));
+    switch (m->c.kind) {
+    case MODEL_FM: case MODEL_DEEPFM:
+        dense_fm_backward(m->dpooled, g, m->pooled, B, F, D);
+        break;
+    case MODEL_FFM:
+        dense_ffm_backward(m->dpooled, g, m->pooled, B, F, D);
+        break;
+    default:
+        break;
+    }
+    float *s0 = m->hl, *s1 = m->dhl;
+    if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
+        mlp_backward(m, &m->deep, m->dx0full, g, s0, s1, B);
+    } else if (m->c.kind == MODEL_DCNV2) {
+        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0, W = m->X0 + dh;
+        for (int i = 0; i < B; i++) {
+            float gi = g[i];
+            m->dhead_b[0] += gi;
+            const float *x = m->cat + (size_t)i * W;
+            float *dc = m->dcat + (size_t)i * W;
+            for (int j = 0; j < W; j++) {
+                m->dhead_w[j] += gi * x[j];
+                dc[j] = gi * m->head_w[j];
+            }
+        }
+        float *dparts[2] = { m->dxl[0], m->ctmp };
+        int C[2] = { m->X0, dh };
+        dense_concat_backward(dparts, m->dcat, C, dh ? 2 : 1, B, 0);
+        /* deep branch: d x0 from the MLP */
+        memset(m->dx0full, 0, (size_t)B * m->X0 * sizeof(float));
+        if (dh) {
+            float *dx0_deep = m->dxl[1];
+            mlp_backward(m, &m->deep, dx0_deep, m->ctmp, s0, s1, B);
+            for (size_t j = 0; j < (size_t)B * m->X0; j++) m->dx0full[j] += dx0_deep[j];
+        }
+        /* cross branch, last layer first; dxl[0] holds d x_L */
+        float *dcur = m->dxl[0], *dnext = m->dxl[1];
+        for (int l = m->n_cross - 1; l >= 0; l--) {
+            dense_cross_backward(m->dx0full, dnext, m->dcw[l], m->dcb[l], m->ctmp, dcur, m->x0, m->xl[l], m->ct[l],
+                                 m->cw[l], B, m->X0);
+            float *t = dcur;
+            dcur = dnext;
+            dnext = t;
+        }
+        for (size_t j = 0; j < (size_t)B * m->X0; j++) m->dx0full[j] += dcur[j];   /* x_0 = x0 */
+    } else if (m->c.kind == MODEL_DLRM) {
+        int nf = F + (ND ? 1 : 0), P = nf * (nf - 1) / 2;
+        mlp_backward(m, &m->top, m->dcat, g, s0, s1, B);
+        float *dbot = m->dbot;
+        if (ND) {
+            float *dtp[2] = { dbot, m->ddots };
+            int TC[2] = { D, P };
+            dense_concat_backward(dtp, m->dcat, TC, 2, B, 0);
+        } else {
+            memcpy(m->ddots, m->dcat, (size_t)B * P * sizeof(float));
+        }
+        dense_dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
+        if (ND) {
+            /* the interaction's gradient splits into d bottom-out (into dcat, free by now) and d pooled */
+            float *dparts[2] = { m->dcat, m->dpooled };
+            int C[2] = { D, F * D };
+            dense_concat_backward(dparts, m->dinter, C, 2, B, 0);
+            for (size_t j = 0; j < (size_t)B * D; j++) dbot[j] += m->dcat[j];
+            mlp_backward(m, &m->bottom, NULL, dbot, s0, s1, B);
+        } else {
+            for (size_t j = 0; j < pn; j++) m->dpooled[j] += m->dinter[j];
+        }
+    }
+    if (m->deep.n && m->c.kind != MODEL_DLRM) {
+        /* pooled part of d x0 */
+        for (int i = 0; i < B; i++) {
+            const float *src = m->dx0full + (size_t)i * m->X0;
+            float *dst = m->dpooled + (size_t)i * F * D;
+            for (int j = 0; j < F * D; j++) dst[j] += src[j];
+        }
+    }
+    dense_pool_backward(m->dUe, m->dpooled, m->uidx, field, val, lrp, m->slot, m->c.pool_mean, B, F, m->E);
+}
+
+static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1, int train)
+{
+    int B = (int)(r1 - r0);
+    CHECK(B <= m->B);
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    memcpy(m->label, b->label + r0, (size_t)B * sizeof(float));
+    forward(m, b, r0, B, train);
+    double loss = dense_bce_forward_backward(m->dlogit, m->logit, m->label, B);
+    backward(m, b, r0, B);
+    return loss;
+}
+
+double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1)
+{
+    gather(m, b, r0, r1, 0, 1);
+    return loss_and_grads(m, b, r0, r1, 1);
+}
+
+double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
+{
+    gather(m, b, r0, r1, pass, 0);
+    double loss = loss_and_grads(m, b, r0, r1, 1);
+    m->step++;
+    int V = emb_table_values(m->t);
+    float *g = xmalloc((size_t)V * sizeof *g);
+    if (m->c.emb_l2_all > 0) {
+        /* FuxiCTR's embedding regularizer (l2/2 * ||E||^2 over the whole table every step): every
+         * row gets l2 * v, plus its data gradient if the batch touched it (found by its mark) */
+        for (size_t u = 0; u < m->U; u++) emb_table_head(m->t, m->urow[u])->mark = (uint32_t)u + 1;
+        size_t n = emb_table_rows(m->t);
+        for (size_t r = 0; r < n; r++) {
+            emb_row_head *h = emb_table_head(m->t, (uint32_t)r);
+            const float *v = emb_table_vals(m->t, (uint32_t)r);
+            for (int i = 0; i < V; i++) g[i] = m->c.emb_l2_all * v[i];
+            if (h->mark) {
+                size_t u = h->mark - 1;
+                h->mark = 0;
+                if (m->has_w) g[0] += m->dUw[u];
+                for (int i = 0; i < m->E; i++) g[m->has_w + i] += m->dUe[u * (size_t)m->E + (size_t)i];
+            }
+            emb_table_update(m->t, (uint32_t)r, g, m->step);
+        }
+    } else {
+        for (size_t u = 0; u < m->U; u++) {
+            if (m->has_w) g[0] = m->dUw[u];
+            if (m->E) memcpy(g + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
+            emb_table_update(m->t, m->urow[u], g, m->step);
+        }
+    }
+    free(g);
+    dense_opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
+    return loss;
+}
+
+void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, double *prob)
+{
+    size_t done = r0;
+    while (done < r1) {
+        size_t end = done + (size_t)m->B < r1 ? done + (size_t)m->B : r1;
+        int B = (int)(end - done);
+        gather(m, b, done, end, 0, 2);
+        forward(m, b, done, B, 0);
+        for (int i = 0; i < B; i++) prob[done - r0 + (size_t)i] = 1.0 / (1.0 + exp(-(double)m->logit[i]));
+        done = end;
+    }
+}
+
+void model_dense(model *m, float **params, float **grads, size_t *n)
+{
+    *params = m->params;
+    *grads = m->grads;
+    *n = m->n_params;
+}
+
+int model_row_grad(const model *m, uint32_t row, float *g)
+{
+    for (size_t u = 0; u < m->U; u++)
+        if (m->urow[u] == row) {
+            if (m->has_w) g[0] = m->dUw[u];
+            if (m->E) memcpy(g + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
+            return 0;
+        }
+    return -1;
+}
+
+#define DENSE_MAGIC "CTRBXDNS"
+#define DENSE_VERSION 1u
+
+int model_save_dense(const model *m, void *file)
+{
+    FILE *f = file;
+    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    uint64_t hdr[5] = { DENSE_VERSION, m->n_params, m->n_buffers, nm, m->step };
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, hdr, sizeof hdr);
+    XXH64_update(st, m->params, m->n_params * sizeof(float));
+    XXH64_update(st, m->buffers, m->n_buffers * sizeof(float));
+    XXH64_update(st, m->moments, nm * sizeof(float));
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    int ok = fwrite(DENSE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
+             fwrite(m->params, sizeof(float), m->n_params, f) == m->n_params &&
+             fwrite(m->buffers, sizeof(float), m->n_buffers, f) == m->n_buffers &&
+             fwrite(m->moments, sizeof(float), nm, f) == nm && fwrite(&h, 8, 1, f) == 1;
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+int model_load_dense(model *m, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    char magic[8];
+    uint64_t hdr[5];
+    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, DENSE_MAGIC, 8) || fread(hdr, sizeof hdr, 1, f) != 1) {
+        snprintf(err, errlen, "dense parameters: bad magic or truncated header");
+        return -EBADMSG;
+    }
+    if (hdr[0] != DENSE_VERSION || hdr[1] != m->n_params || hdr[2] != m->n_buffers || hdr[3] != nm) {
+        snprintf(err, errlen, "dense parameters: %llu parameters in the file, the model has %zu",
+                 (unsigned long long)hdr[1], m->n_params);
+        return -EBADMSG;
+    }
+    uint64_t h;
+    if (fread(m->params, sizeof(float), m->n_params, f) != m->n_params ||
+        fread(m->buffers, sizeof(float), m->n_buffers, f) != m->n_buffers ||
+        fread(m->moments, sizeof(float), nm, f) != nm || fread(&h, 8, 1, f) != 1) {
+        snprintf(err, errlen, "dense parameters: truncated");
+        return -EBADMSG;
+    }
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, hdr, sizeof hdr);
+    XXH64_update(st, m->params, m->n_params * sizeof(float));
+    XXH64_update(st, m->buffers, m->n_buffers * sizeof(float));
+    XXH64_update(st, m->moments, nm * sizeof(float));
+    int ok = XXH64_digest(st) == h;
+    XXH64_freeState(st);
+    if (!ok) {
+        snprintf(err, errlen, "dense parameters: checksum mismatch");
+        return -EBADMSG;
+    }
+    m->step = hdr[4];
+    return 0;
+}

@@ -1,0 +1,87 @@
+/*
+ * model.h: the CTR models, each a composition of the dense layers over pooled embeddings.
+ *
+ *   lr        bias + sum of first-order weights + linear on dense values
+ *   fm        lr + FM second-order term
+ *   ffm       lr + field-aware FM (each key has one dim-vector per field)
+ *   dnn       MLP on [pooled embeddings, dense values]
+ *   widedeep  lr + dnn
+ *   deepfm    lr + FM + dnn
+ *   dcnv2     cross network (DCN-V2) and MLP in parallel on [embeddings, dense], linear on both
+ *   dlrm      bottom MLP on dense values -> dot interaction with the embeddings -> top MLP
+ *
+ * A model owns its sparse table (embedding/table.h) and one block each for dense parameters,
+ * gradients and optimizer moments (views into them per layer), plus activation buffers sized for
+ * the batch. A training step: gather the batch's rows (de-duplicated), forward, backward,
+ * sparse update inside each touched row, dense optimizer step.
+ */
+#ifndef CTRBOX_DENSE_MODEL_H
+#define CTRBOX_DENSE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../datasets/block.h"
+#include "../embedding/table.h"
+#include "optim.h"
+
+typedef enum {
+    MODEL_LR = 0, MODEL_FM, MODEL_FFM, MODEL_DNN, MODEL_WIDEDEEP, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM,
+    MODEL_COUNT
+} model_kind;
+
+#define MODEL_MAX_LAYERS 8
+
+typedef struct {
+    model_kind kind;
+    int dim;                               /* embedding size */
+    int n_hidden, hidden[MODEL_MAX_LAYERS];   /* MLP (dnn, widedeep, deepfm, dcnv2 deep, dlrm top) */
+    int n_bottom, bottom[MODEL_MAX_LAYERS];   /* dlrm bottom MLP; its last size is dim */
+    int cross_layers;                      /* dcnv2 */
+    int batchnorm;
+    float dropout;
+    int pool_mean;                         /* mean pooling of multi-hot fields (default sum) */
+    float init_std;                        /* embedding init */
+    uint64_t seed;
+    int batch;                             /* largest batch */
+    dense_opt dopt;
+    sparse_opt sopt;
+    float emb_l2_all;                      /* L2 (coefficient/2 * ||E||^2) on every row each step */
+    uint32_t min_show;
+} model_config;
+
+int model_kind_from_name(const char *name);   /* -1 if unknown */
+const char *model_kind_name(model_kind k);
+/* Defaults for kind: dim 16, hidden 400,400,400, 3 cross layers, dlrm bottom 64,dim; Adam. */
+void model_config_default(model_config *c, model_kind kind);
+
+typedef struct model model;
+
+/* The schema says which fields are categorical (pooled) and how many dense values a row has. */
+model *model_create(const model_config *c, const data_schema *schema);
+void model_destroy(model *m);
+const model_config *model_config_of(const model *m);
+emb_table *model_table(model *m);
+
+/* One training step on rows [r0, r1) of b (r1 - r0 <= batch); returns the mean loss. */
+double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass);
+/* Probabilities of rows [r0, r1) (inference mode: running BN statistics, no dropout, unknown
+ * keys read zeros or their field's default row). */
+void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, double *prob);
+
+/* For gradient checks: the loss of rows [r0, r1) in training mode with gradients left in the
+ * gradient block and per-row gradients, without any update and without counting shows. */
+double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1);
+/* Dense parameters and their gradients (n floats each). */
+void model_dense(model *m, float **params, float **grads, size_t *n);
+/* Gradient of a table row's values from the last model_loss_and_grads (values floats); 0 if the
+ * row took part, -1 if not. */
+int model_row_grad(const model *m, uint32_t row, float *g);
+
+/* Dense state (parameters, BN running statistics, optimizer moments, step) to/from a stream:
+ * magic, version, sizes and an XXH64. 0 or -errno / -EBADMSG. */
+int model_save_dense(const model *m, void *file);
+int model_load_dense(model *m, void *file, char *err, size_t errlen);
+uint64_t model_step(const model *m);
+
+#endif

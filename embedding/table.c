@@ -1,0 +1,313 @@
+/*
+ * table.c: the in-memory sparse table (see table.h).
+ *
+ * Index: power-of-two array of {key, row + 1} (0 = empty), load factor at most 1/2, grown by
+ * doubling. Slab: rows * row_bytes, grown by doubling. Pending (not yet admitted) keys: a second
+ * index of {key, show, click}.
+ */
+#include "table.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "../src/util.h"
+
+typedef struct {
+    uint64_t key;
+    uint64_t row1;          /* row + 1; 0 = empty */
+} slot;
+
+typedef struct {
+    uint64_t key;
+    float show, click;
+} pending;
+
+struct emb_table {
+    emb_table_config c;
+    int V, S;
+    size_t row_bytes;
+    uint8_t *slab;
+    size_t rows, cap_rows;
+    slot *idx;
+    size_t idx_cap;         /* power of two */
+    pending *pend;
+    size_t pend_n, pend_cap;
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+emb_table *emb_table_create(const emb_table_config *c)
+{
+    emb_table *t = xcalloc(1, sizeof *t);
+    t->c = *c;
+    t->V = c->dim + (c->has_w ? 1 : 0);
+    t->S = sparse_optim_state_floats(c->opt.kind, t->V);
+    t->row_bytes = sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float);
+    t->idx_cap = 1024;
+    t->idx = xcalloc(t->idx_cap, sizeof *t->idx);
+    return t;
+}
+
+void emb_table_destroy(emb_table *t)
+{
+    if (!t) return;
+    free(t->slab);
+    free(t->idx);
+    free(t->pend);
+    free(t);
+}
+
+const emb_table_config *emb_table_config_of(const emb_table *t) { return &t->c; }
+int emb_table_values(const emb_table *t) { return t->V; }
+int emb_table_state_floats(const emb_table *t) { return t->S; }
+size_t emb_table_row_bytes(const emb_table *t) { return t->row_bytes; }
+size_t emb_table_rows(const emb_table *t) { return t->rows; }
+
+emb_row_head *emb_table_head(emb_table *t, uint32_t row) { return (emb_row_head *)(t->slab + (size_t)row * t->row_bytes); }
+float *emb_table_vals(emb_table *t, uint32_t row) { return (float *)(t->slab + (size_t)row * t->row_bytes + sizeof(emb_row_head)); }
+float *emb_table_state(emb_table *t, uint32_t row) { return emb_table_vals(t, row) + t->V; }
+
+int64_t emb_table_find(const emb_table *t, uint64_t key)
+{
+    size_t mask = t->idx_cap - 1, i = mix(key) & mask;
+    for (;;) {
+        const slot *s = &t->idx[i];
+        if (s->row1 == 0) return -1;
+        if (s->key == key) return (int64_t)(s->row1 - 1);
+        i = (i + 1) & mask;
+    }
+}
+
+static void idx_put(slot *idx, size_t cap, uint64_t key, uint64_t row1)
+{
+    size_t mask = cap - 1, i = mix(key) & mask;
+    while (idx[i].row1) i = (i + 1) & mask;
+    idx[i].key = key;
+    idx[i].row1 = row1;
+}
+
+static void idx_grow(emb_table *t)
+{
+    size_t cap = t->idx_cap * 2;
+    slot *n = xcalloc(cap, sizeof *n);
+    for (size_t i = 0; i < t->idx_cap; i++)
+        if (t->idx[i].row1) idx_put(n, cap, t->idx[i].key, t->idx[i].row1);
+    free(t->idx);
+    t->idx = n;
+    t->idx_cap = cap;
+}
+
+/* normal(0,1) from two hashes */
+static float gauss(uint64_t a, uint64_t b)
+{
+    double u = ((double)(a >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double v = ((double)(b >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void init_row(emb_table *t, uint32_t row, uint64_t key)
+{
+    emb_row_head *h = emb_table_head(t, row);
+    memset(h, 0, sizeof *h);
+    h->key = key;
+    float *v = emb_table_vals(t, row);
+    int off = 0;
+    if (t->c.has_w) v[off++] = 0.0f;
+    for (int d = 0; d < t->c.dim; d++) {
+        uint64_t in[2] = { key, (uint64_t)d };
+        uint64_t a = XXH3_64bits_withSeed(in, sizeof in, t->c.seed);
+        if (t->c.init_uniform) {
+            double u = ((double)(a >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+            v[off + d] = (float)((2 * u - 1) * t->c.init_std);
+        } else {
+            uint64_t b = XXH3_64bits_withSeed(in, sizeof in, t->c.seed ^ 0x9e3779b97f4a7c15ull);
+            v[off + d] = t->c.init_std * gauss(a, b);
+        }
+    }
+    sparse_optim_init_state(&t->c.opt, v + t->V, t->V);
+}
+
+uint32_t emb_table_get(emb_table *t, uint64_t key)
+{
+    int64_t r = emb_table_find(t, key);
+    if (r >= 0) return (uint32_t)r;
+    if ((t->rows + 1) * 2 > t->idx_cap) idx_grow(t);
+    if (t->rows == t->cap_rows) {
+        t->cap_rows = t->cap_rows ? t->cap_rows * 2 : 1024;
+        t->slab = xrealloc(t->slab, t->cap_rows * t->row_bytes);
+    }
+    CHECK(t->rows < UINT32_MAX);
+    uint32_t row = (uint32_t)t->rows++;
+    idx_put(t->idx, t->idx_cap, key, (uint64_t)row + 1);
+    init_row(t, row, key);
+    return row;
+}
+
+uint64_t emb_table_default_key(uint16_t field)
+{
+    static const char tag[] = "ctrbox:field-default";
+    return XXH3_64bits_withSeed(tag, sizeof tag - 1, (uint64_t)field + 0x10000);
+}
+
+/* pending index: open addressing on pend[], load at most 1/2 */
+static pending *pend_find(const emb_table *t, uint64_t key)
+{
+    if (!t->pend_cap) return NULL;
+    size_t mask = t->pend_cap - 1, i = mix(key) & mask;
+    while (t->pend[i].key != 0 || t->pend[i].show != 0) {
+        if (t->pend[i].key == key) return &t->pend[i];
+        i = (i + 1) & mask;
+    }
+    return NULL;
+}
+
+static pending *pend_add(emb_table *t, uint64_t key)
+{
+    if ((t->pend_n + 1) * 2 > t->pend_cap) {
+        size_t cap = t->pend_cap ? t->pend_cap * 2 : 1024;
+        pending *n = xcalloc(cap, sizeof *n);
+        for (size_t i = 0; i < t->pend_cap; i++) {
+            pending *p = &t->pend[i];
+            if (p->show == 0 && p->key == 0) continue;
+            size_t j = mix(p->key) & (cap - 1);
+            while (n[j].show != 0 || n[j].key != 0) j = (j + 1) & (cap - 1);
+            n[j] = *p;
+        }
+        free(t->pend);
+        t->pend = n;
+        t->pend_cap = cap;
+    }
+    size_t mask = t->pend_cap - 1, i = mix(key) & mask;
+    while (t->pend[i].show != 0 || t->pend[i].key != 0) i = (i + 1) & mask;
+    t->pend[i].key = key;
+    t->pend_n++;
+    return &t->pend[i];
+}
+
+uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass)
+{
+    int64_t r = emb_table_find(t, key);
+    if (r < 0 && t->c.min_show > 1) {
+        pending *p = pend_find(t, key);
+        if (!p) p = pend_add(t, key);
+        p->show += 1;
+        p->click += (float)click;
+        if (p->show < (float)t->c.min_show) {
+            uint32_t d = emb_table_get(t, emb_table_default_key(field));
+            emb_row_head *h = emb_table_head(t, d);
+            h->show += 1;
+            h->click += (float)click;
+            h->last_pass = pass;
+            return d;
+        }
+        /* admitted: the row starts with the counters gathered so far (this show included) */
+        float show = p->show, clk = p->click;
+        uint32_t row = emb_table_get(t, key);
+        emb_row_head *h = emb_table_head(t, row);
+        h->show = show;
+        h->click = clk;
+        h->last_pass = pass;
+        p->click = 0;   /* keep the slot (tombstone-free probing), but it no longer counts */
+        return row;
+    }
+    uint32_t row = r >= 0 ? (uint32_t)r : emb_table_get(t, key);
+    emb_row_head *h = emb_table_head(t, row);
+    h->show += 1;
+    h->click += (float)click;
+    h->last_pass = pass;
+    return row;
+}
+
+int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field)
+{
+    int64_t r = emb_table_find(t, key);
+    if (r >= 0 || t->c.min_show <= 1) return r;
+    return emb_table_find(t, emb_table_default_key(field));
+}
+
+void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
+{
+    float *v = emb_table_vals(t, row);
+    sparse_optim_update(&t->c.opt, v, v + t->V, g, t->V, step);
+}
+
+#define TABLE_MAGIC "CTRBXTBL"
+#define TABLE_VERSION 1u
+
+int emb_table_save(const emb_table *t, void *file)
+{
+    FILE *f = file;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint64_t hdr[6] = { TABLE_VERSION, (uint64_t)t->c.dim, (uint64_t)t->c.has_w, (uint64_t)t->c.opt.kind,
+                        (uint64_t)t->rows, (uint64_t)t->row_bytes };
+    int ok = fwrite(TABLE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1;
+    XXH64_update(st, hdr, sizeof hdr);
+    /* rows in row order; the mark scratch is zeroed so equal tables give equal bytes */
+    uint8_t *buf = xmalloc(t->row_bytes);
+    for (size_t r = 0; ok && r < t->rows; r++) {
+        memcpy(buf, t->slab + r * t->row_bytes, t->row_bytes);
+        ((emb_row_head *)buf)->mark = 0;
+        XXH64_update(st, buf, t->row_bytes);
+        ok = fwrite(buf, t->row_bytes, 1, f) == 1;
+    }
+    free(buf);
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    ok = ok && fwrite(&h, 8, 1, f) == 1;
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    char magic[8];
+    uint64_t hdr[6];
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, TABLE_MAGIC, 8) != 0 || fread(hdr, sizeof hdr, 1, f) != 1) {
+        snprintf(err, errlen, "sparse table: bad magic or truncated header");
+        return -EBADMSG;
+    }
+    if (hdr[0] != TABLE_VERSION || hdr[1] != (uint64_t)t->c.dim || hdr[2] != (uint64_t)t->c.has_w ||
+        hdr[3] != (uint64_t)t->c.opt.kind || hdr[5] != t->row_bytes || hdr[4] > UINT32_MAX) {
+        snprintf(err, errlen, "sparse table: version or layout differs from the model's (dim %llu, optimizer %llu)",
+                 (unsigned long long)hdr[1], (unsigned long long)hdr[3]);
+        return -EBADMSG;
+    }
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, hdr, sizeof hdr);
+    size_t n = (size_t)hdr[4];
+    uint8_t *buf = xmalloc(t->row_bytes);
+    int ret = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (fread(buf, t->row_bytes, 1, f) != 1) {
+            snprintf(err, errlen, "sparse table: truncated at row %zu of %zu", r, n);
+            ret = -EBADMSG;
+            break;
+        }
+        XXH64_update(st, buf, t->row_bytes);
+        emb_row_head *h = (emb_row_head *)buf;
+        uint32_t row = emb_table_get(t, h->key);
+        memcpy(t->slab + (size_t)row * t->row_bytes, buf, t->row_bytes);
+    }
+    free(buf);
+    uint64_t want = XXH64_digest(st), got;
+    XXH64_freeState(st);
+    if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
+        snprintf(err, errlen, "sparse table: checksum mismatch");
+        ret = -EBADMSG;
+    }
+    return ret;
+}

@@ -1,0 +1,76 @@
+/*
+ * table.h: the in-memory sparse table: one fixed-size record per 64-bit key.
+ *
+ * A record holds the key, the CTR counters (show, click, last pass seen), the trainable values
+ * (first-order weight if the table has one, then the embedding) and the optimizer state, read and
+ * updated together. Records live in one slab indexed by row number; an open-addressing index
+ * (linear probing) maps keys to rows. Row numbers are stable; row pointers are valid until the
+ * next insert. New rows are initialised from a hash of (seed, key), so a row's first value does
+ * not depend on insertion order or on where the row lived before: the same seed and data give the
+ * same model with any tiering.
+ * Admission: with min_show > 0 a key first only counts shows and clicks (in a small side index);
+ * it reads the shared default row of its field until it has min_show shows.
+ */
+#ifndef CTRBOX_EMBEDDING_TABLE_H
+#define CTRBOX_EMBEDDING_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sparse_optim.h"
+
+typedef struct {
+    int dim;               /* embedding floats per row */
+    int has_w;             /* a first-order weight before the embedding */
+    sparse_opt opt;
+    float init_std;        /* embedding init: normal(0, init_std) (uniform if init_uniform) */
+    int init_uniform;      /* uniform in [-init_std, init_std] */
+    uint64_t seed;
+    uint32_t min_show;     /* admission threshold (0: every key gets its row at once) */
+} emb_table_config;
+
+typedef struct {
+    uint64_t key;
+    float show, click;
+    uint32_t last_pass;
+    uint32_t mark;         /* scratch for batch de-duplication (not persisted) */
+} emb_row_head;
+
+typedef struct emb_table emb_table;
+
+emb_table *emb_table_create(const emb_table_config *c);
+void emb_table_destroy(emb_table *t);
+const emb_table_config *emb_table_config_of(const emb_table *t);
+
+/* Trainable values per row (has_w + dim) and floats of optimizer state. */
+int emb_table_values(const emb_table *t);
+int emb_table_state_floats(const emb_table *t);
+size_t emb_table_row_bytes(const emb_table *t);
+size_t emb_table_rows(const emb_table *t);
+
+/* Row of key, or -1. */
+int64_t emb_table_find(const emb_table *t, uint64_t key);
+/* Row of key, created (and initialised) if absent. */
+uint32_t emb_table_get(emb_table *t, uint64_t key);
+emb_row_head *emb_table_head(emb_table *t, uint32_t row);
+float *emb_table_vals(emb_table *t, uint32_t row);     /* (values) then (state) */
+float *emb_table_state(emb_table *t, uint32_t row);
+
+/* The row a key trains, counting the show (and click): its own row, or with admission pending
+ * the default row of its field. */
+uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass);
+/* The row a key reads at inference (no counting, nothing created): own row, field default row,
+ * or -1 if neither exists. */
+int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field);
+/* The key of field f's shared default row. */
+uint64_t emb_table_default_key(uint16_t field);
+
+/* Apply the optimizer to a row with gradient g (values). */
+void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step);
+
+/* Write / read every row (and pending counters) to an open stream; 0 or -errno (format with
+ * magic, version and an XXH64 over the whole section, validated on read). */
+int emb_table_save(const emb_table *t, void *file /* FILE* */);
+int emb_table_load(emb_table *t, void *file /* FILE* */, char *err, size_t errlen);
+
+#endif

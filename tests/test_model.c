@@ -1,0 +1,183 @@
+/*
+ * test_model.c: a finite-difference check of every model's full backward pass (dense parameters
+ * and the embedding rows the batch touches), with and without dense inputs, batch norm and
+ * dropout; and a few training steps lower the loss.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dense/model.h"
+
+/* 6 rows, fields 0..2 categorical (field 1 multi-hot, valued), optional 2 dense values. */
+static void make_batch(sample_block *b, data_schema *s, int nd)
+{
+    schema_init(s, 3 + (uint32_t)nd);
+    for (int i = 0; i < nd; i++) {
+        s->kind[3 + i] = FIELD_NUM;
+        s->dense_slot[3 + i] = i;
+    }
+    s->n_dense = (uint32_t)nd;
+    block_init(b, (uint32_t)nd);
+    unsigned seed = 5;
+    for (int r = 0; r < 6; r++) {
+        block_reserve(b, 1, 8);
+        int n = 0;
+        uint64_t keys[4] = { 100 + (uint64_t)(r % 3), 200 + (uint64_t)(r % 2), 300 + (uint64_t)r % 4, 210 };
+        uint16_t fields[4] = { 0, 1, 2, 1 };
+        float vals[4] = { 1, 0.5f + 0.1f * (float)r, 1, 1.5f };
+        int cnt = r % 2 ? 4 : 3;
+        for (int j = 0; j < cnt; j++, n++) {
+            b->key[b->nnz] = keys[j];
+            b->field[b->nnz] = fields[j];
+            b->val[b->nnz] = vals[j];
+            b->nnz++;
+        }
+        for (int i = 0; i < nd; i++) b->dense[(size_t)r * nd + i] = (float)rand_r(&seed) / RAND_MAX * 2;
+        b->label[r] = (float)(r % 3 == 0);
+        b->rows++;
+        b->row_ptr[b->rows] = b->nnz;
+    }
+}
+
+static model_config small_config(model_kind k, int bn, float dropout)
+{
+    model_config c;
+    model_config_default(&c, k);
+    c.dim = 3;
+    c.n_hidden = 2;
+    c.hidden[0] = 5;
+    c.hidden[1] = 4;
+    c.n_bottom = 2;
+    c.bottom[0] = 4;
+    c.bottom[1] = 3;
+    c.cross_layers = 2;
+    c.batchnorm = bn;
+    c.dropout = dropout;
+    c.init_std = 0.5f;
+    c.batch = 8;
+    return c;
+}
+
+/* Central difference of the loss in one float; a second, smaller step is tried where the first
+ * disagrees, since a step can cross a ReLU kink. */
+typedef struct {
+    model *m;
+    sample_block *b;
+} ctx;
+
+static double numeric(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, float eps)
+{
+    float *v = where(c, arg);
+    float keep = v[i];
+    v[i] = keep + eps;
+    double lp = model_loss_and_grads(c->m, c->b, 0, 6);
+    v = where(c, arg);
+    v[i] = keep - eps;
+    double lm = model_loss_and_grads(c->m, c->b, 0, 6);
+    v = where(c, arg);
+    v[i] = keep;
+    return (lp - lm) / (2.0 * eps);
+}
+
+static float *dense_where(ctx *c, void *arg)
+{
+    float *p, *g;
+    size_t n;
+    (void)arg;
+    model_dense(c->m, &p, &g, &n);
+    return p;
+}
+
+static float *row_where(ctx *c, void *arg) { return emb_table_vals(model_table(c->m), *(uint32_t *)arg); }
+
+static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, double analytic, double *num)
+{
+    *num = numeric(c, where, arg, i, 1e-3f);
+    if (fabs(*num - analytic) <= 2e-3 + 3e-2 * fabs(*num)) return 1;
+    *num = numeric(c, where, arg, i, 1e-4f);
+    return fabs(*num - analytic) <= 5e-3 + 3e-2 * fabs(*num);
+}
+
+static void check_model(model_kind k, int nd, int bn, float dropout)
+{
+    sample_block b;
+    data_schema s;
+    make_batch(&b, &s, nd);
+    model_config c = small_config(k, bn, dropout);
+    model *m = model_create(&c, &s);
+    float *p, *g;
+    size_t n;
+    model_dense(m, &p, &g, &n);
+    /* move parameters off zero so every path carries gradient */
+    unsigned seed = 9;
+    for (size_t i = 0; i < n; i++) p[i] += ((float)rand_r(&seed) / RAND_MAX - 0.5f) * 0.4f;
+    model_loss_and_grads(m, &b, 0, 6);
+    float *ga = malloc(n * sizeof *ga);
+    memcpy(ga, g, n * sizeof *ga);
+    char what[64];
+    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g", model_kind_name(k), nd, bn, dropout);
+    ctx cx = { m, &b };
+    int bad = 0;
+    double num;
+    for (size_t i = 0; i < n; i++)
+        if (!agrees(&cx, dense_where, NULL, (int)i, ga[i], &num)) {
+            fprintf(stderr, "%s dense[%zu]: analytic %g numeric %g\n", what, i, (double)ga[i], num);
+            bad++;
+        }
+    /* every embedding row of the batch */
+    emb_table *t = model_table(m);
+    int V = emb_table_values(t);
+    float *rg = malloc((size_t)V * sizeof *rg);
+    for (uint32_t r = 0; r < emb_table_rows(t); r++) {
+        model_loss_and_grads(m, &b, 0, 6);
+        cr_assert_eq(model_row_grad(m, r, rg), 0);
+        for (int i = 0; i < V; i++)
+            if (!agrees(&cx, row_where, &r, i, rg[i], &num)) {
+                fprintf(stderr, "%s row %u value %d: analytic %g numeric %g\n", what, r, i, (double)rg[i], num);
+                bad++;
+            }
+    }
+    cr_assert_eq(bad, 0, "%s: %d gradients disagree (listed on stderr)", what, bad);
+    cr_assert_gt(emb_table_rows(t), 5);
+    free(rg), free(ga);
+    model_destroy(m);
+    block_free(&b);
+    schema_free(&s);
+}
+
+Test(model, gradient_check_every_model)
+{
+    for (int k = 0; k < MODEL_COUNT; k++)
+        for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0);
+}
+
+Test(model, gradient_check_batchnorm_dropout)
+{
+    model_kind ks[] = { MODEL_DNN, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM };
+    for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f);
+}
+
+Test(model, training_lowers_the_loss)
+{
+    for (int k = 0; k < MODEL_COUNT; k++) {
+        sample_block b;
+        data_schema s;
+        make_batch(&b, &s, 2);
+        model_config c = small_config((model_kind)k, 0, 0);
+        c.dopt.lr = 0.01f;
+        c.sopt.lr = 0.01f;
+        model *m = model_create(&c, &s);
+        double first = model_train_batch(m, &b, 0, 6, 0), last = first;
+        for (int i = 0; i < 200; i++) last = model_train_batch(m, &b, 0, 6, 0);
+        cr_assert_lt(last, first * 0.7, "%s: loss %f -> %f", model_kind_name((model_kind)k), first, last);
+        double prob[6];
+        model_predict_batch(m, &b, 0, 6, prob);
+        for (int i = 0; i < 6; i++) cr_assert(prob[i] > 0 && prob[i] < 1);
+        model_destroy(m);
+        block_free(&b);
+        schema_free(&s);
+    }
+}
