@@ -7,9 +7,9 @@ BIN     ?= bin
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+LDLIBS   = -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 
-LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/model.c embedding/table.c embedding/sparse_optim.c \
+LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/model.c embedding/table.c embedding/sparse_optim.c src/train.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c

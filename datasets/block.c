@@ -122,3 +122,18 @@ int block_vals_all_one(const sample_block *b)
         if (b->val[i] != 1.0f) return 0;
     return 1;
 }
+
+void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1)
+{
+    CHECK(dst->n_dense == src->n_dense && r0 <= r1 && r1 <= src->rows);
+    size_t rows = r1 - r0, k0 = (size_t)src->row_ptr[r0], nnz = (size_t)src->row_ptr[r1] - k0;
+    block_reserve(dst, rows, nnz);
+    memcpy(dst->label + dst->rows, src->label + r0, rows * sizeof *dst->label);
+    memcpy(dst->dense + dst->rows * dst->n_dense, src->dense + r0 * src->n_dense, rows * src->n_dense * sizeof *dst->dense);
+    for (size_t i = 0; i < rows; i++) dst->row_ptr[dst->rows + i + 1] = dst->nnz + (src->row_ptr[r0 + i + 1] - k0);
+    memcpy(dst->key + dst->nnz, src->key + k0, nnz * sizeof *dst->key);
+    memcpy(dst->field + dst->nnz, src->field + k0, nnz * sizeof *dst->field);
+    memcpy(dst->val + dst->nnz, src->val + k0, nnz * sizeof *dst->val);
+    dst->rows += rows;
+    dst->nnz += nnz;
+}

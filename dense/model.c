@@ -389,6 +389,13 @@ const model_config *model_config_of(const model *m) { return &m->c; }
 emb_table *model_table(model *m) { return m->t; }
 uint64_t model_step(const model *m) { return m->step; }
 
+void model_scale_lr(model *m, float factor)
+{
+    m->c.dopt.lr *= factor;
+    m->c.sopt.lr *= factor;
+    emb_table_set_lr(m->t, m->c.sopt.lr);
+}
+
 /* ---- gather: entries -> unique rows ---- */
 static void ensure_unique(model *m, size_t nnz)
 {

@@ -83,5 +83,7 @@ int model_row_grad(const model *m, uint32_t row, float *g);
 int model_save_dense(const model *m, void *file);
 int model_load_dense(model *m, void *file, char *err, size_t errlen);
 uint64_t model_step(const model *m);
+/* Scale both learning rates (dense and sparse) by factor. */
+void model_scale_lr(model *m, float factor);
 
 #endif

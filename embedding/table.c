@@ -237,6 +237,8 @@ int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field)
     return emb_table_find(t, emb_table_default_key(field));
 }
 
+void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }
+
 void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 {
     float *v = emb_table_vals(t, row);

@@ -65,6 +65,8 @@ int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field);
 /* The key of field f's shared default row. */
 uint64_t emb_table_default_key(uint16_t field);
 
+/* Change the sparse learning rate (a learning-rate schedule). */
+void emb_table_set_lr(emb_table *t, float lr);
 /* Apply the optimizer to a row with gradient g (values). */
 void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step);
 

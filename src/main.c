@@ -1,11 +1,13 @@
 /*
- * main.c: the ctrbox program. Commands so far:
- *   eval --scores FILE [--json]   AUC, logloss and rows of a "label<TAB>probability" file
- *                                 (on a generator's truth file: the oracle).
+ * main.c: the ctrbox program.
+ *   train    train a model from logs or cbx files, early-stopping on a validation set
+ *   eval     AUC, logloss, calibration (and gAUC) of a model on data, or of a scores file
+ *   predict  one probability per input row
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <ini.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,13 +16,32 @@
 
 #include "../io/parse.h"
 #include "../io/stream.h"
+#include "cli.h"
 #include "metrics.h"
+#include "modelfile.h"
+#include "train.h"
 #include "util.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ctrbox COMMAND [options]\n"
-               "  eval --scores FILE [--json]   AUC, logloss, rows of label<TAB>probability lines\n");
+    fprintf(f,
+            "usage: ctrbox COMMAND [options]\n"
+            "  train --model M --format F --train FILE... [--valid FILE...] --out DIR [options]\n"
+            "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
+            "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
+            "  predict --model DIR --data FILE... --out FILE\n"
+            "train options:\n"
+            "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
+            "  --model lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm\n"
+            "  --dim N (16)  --hidden 400,400,400  --bottom 64,16 (dlrm)  --cross N (3, dcnv2)\n"
+            "  --batchnorm  --dropout P  --pool sum|mean\n"
+            "  --epochs N (10)  --batch N (4096)  --seed S (1)  --threads N (2)  --shuffle-rows N (1000000, 0: off)\n"
+            "  --lr X (dense, 1e-3)  --dense-opt adam|adagrad|sgd  --dense-l2 X\n"
+            "  --sparse-lr X  --sparse-opt adam|adagrad|rowwise_adagrad|sgd|ftrl  --l2 X (rows touched)\n"
+            "  --emb-l2 X (whole table, every step)  --init-std X (0.01)  --min-show N (admission)\n"
+            "  --patience N (2)  --lr-decay F (1: none)  --eval-every STEPS  --quiet\n"
+            "%s",
+            cli_input_usage);
 }
 
 /* Read label<TAB>probability lines; dies with file:line on a bad one. */
@@ -57,45 +78,322 @@ static size_t read_scores(const char *path, float **label_out, double **prob_out
     return n;
 }
 
-static void print_json_metrics(double auc, double logloss, size_t rows, size_t pos)
+static json_t *jnum(double x) { return isnan(x) ? json_null() : json_real(x); }
+
+static void print_result(const eval_result *r, int json, int with_model)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "auc", isnan(auc) ? json_null() : json_real(auc));
-    json_object_set_new(o, "logloss", isnan(logloss) ? json_null() : json_real(logloss));
-    json_object_set_new(o, "rows", json_integer((json_int_t)rows));
-    json_object_set_new(o, "positives", json_integer((json_int_t)pos));
-    char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    puts(s);
-    free(s);
-    json_decref(o);
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "auc", jnum(r->auc));
+        json_object_set_new(o, "logloss", jnum(r->logloss));
+        json_object_set_new(o, "rows", json_integer((json_int_t)r->rows));
+        json_object_set_new(o, "positives", json_integer((json_int_t)r->positives));
+        if (with_model) json_object_set_new(o, "calibration", jnum(r->calibration));
+        if (!isnan(r->gauc)) json_object_set_new(o, "gauc", json_real(r->gauc));
+        char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+        puts(s);
+        free(s);
+        json_decref(o);
+        return;
+    }
+    printf("auc %.6f  logloss %.6f  rows %zu  positives %zu", r->auc, r->logloss, r->rows, r->positives);
+    if (with_model) printf("  calibration %.4f", r->calibration);
+    if (!isnan(r->gauc)) printf("  gauc %.6f", r->gauc);
+    printf("\n");
 }
 
-static int cmd_eval(int argc, char **argv)
+/* Collect FILE arguments after an option that takes several (--train a b c). */
+static void more_files(int argc, char **argv, char **list, int *n)
 {
-    static const struct option opts[] = {
-        { "scores", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' }, { 0, 0, 0, 0 },
+    while (optind < argc && argv[optind][0] != '-') list[(*n)++] = argv[optind++];
+}
+
+static int model_data_eval(const char *dir, char **data, int n_data, cli_input *in, int format_given,
+                           const char *pred_out, const char *group, int json, int predict_only)
+{
+    char err[1024];
+    model *m;
+    model_meta meta;
+    if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
+    source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
+    if (format_given) so = in->so;
+    so.max_bad_ratio = in->so.max_bad_ratio;
+    sample_block b;
+    data_schema ds;
+    if (read_all_rows(data, n_data, &so, &b, &ds, err, sizeof err) < 0) die("%s", err);
+    if (ds.n_fields != meta.schema.n_fields || ds.n_dense != meta.schema.n_dense)
+        die("%s: %u fields and %u dense values, the model was trained on %u and %u", data[0], ds.n_fields, ds.n_dense,
+            meta.schema.n_fields, meta.schema.n_dense);
+    int gf = -1;
+    if (group) {
+        for (uint32_t f = 0; f < meta.schema.n_fields; f++)
+            if (!strcmp(meta.schema.names[f], group)) gf = (int)f;
+        if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
+    }
+    double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
+    eval_result r;
+    evaluate_block(m, &b, prob, gf, &r);
+    if (pred_out) {
+        durable_file f;
+        int ret = durable_open(&f, pred_out);
+        if (ret < 0) die("%s: cannot create: %s", pred_out, strerror(-ret));
+        for (size_t i = 0; i < b.rows; i++)
+            if (predict_only) fprintf(f.f, "%.9g\n", prob[i]);
+            else fprintf(f.f, "%d\t%.9g\n", b.label[i] > 0.5f, prob[i]);
+        if ((ret = durable_commit(&f)) < 0) die("%s: cannot write: %s", pred_out, strerror(-ret));
+    }
+    if (!predict_only) print_result(&r, json, 1);
+    free(prob);
+    block_free(&b);
+    schema_free(&ds);
+    model_meta_free(&meta);
+    model_destroy(m);
+    return 0;
+}
+
+static int cmd_eval(int argc, char **argv, int predict)
+{
+    static const struct option extra[] = {
+        { "scores", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' },
+        { "model", required_argument, 0, 'm' },  { "data", required_argument, 0, 'd' },
+        { "pred-out", required_argument, 0, 'p' }, { "out", required_argument, 0, 'p' },
+        { "group", required_argument, 0, 'g' }, { 0, 0, 0, 0 },
     };
-    const char *scores = NULL;
-    int json = 0, c;
+    struct option *opts = cli_options_with_input(extra);
+    cli_input in;
+    cli_input_init(&in);
+    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL;
+    char **data = xcalloc((size_t)argc + 1, sizeof *data);
+    int json = 0, n_data = 0, format_given = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == CLI_OPT_FORMAT) format_given = 1;
+        if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case 's': scores = optarg; break;
         case 'j': json = 1; break;
+        case 'm': dir = optarg; break;
+        case 'd': data[n_data++] = optarg; more_files(argc, argv, data, &n_data); break;
+        case 'p': pred = optarg; break;
+        case 'g': group = optarg; break;
         default: usage(stderr); return 2;
         }
     }
-    if (!scores) die("eval: --scores FILE is required (model evaluation comes with training)");
+    if (predict) {
+        if (!dir || !n_data || !pred) die("predict: --model, --data and --out are required");
+        return model_data_eval(dir, data, n_data, &in, format_given, pred, NULL, 0, 1);
+    }
+    if (dir) {
+        if (!n_data) die("eval: --data FILE is required with --model");
+        return model_data_eval(dir, data, n_data, &in, format_given, pred, group, json, 0);
+    }
+    if (!scores) die("eval: give --model DIR --data FILE, or --scores FILE");
     float *label;
     double *prob;
     size_t n = read_scores(scores, &label, &prob);
-    size_t pos = 0;
-    for (size_t i = 0; i < n; i++) pos += label[i] > 0.5f;
-    double auc = metrics_auc(label, prob, n), ll = metrics_logloss(label, prob, n);
-    if (json) print_json_metrics(auc, ll, n, pos);
-    else printf("auc %.6f  logloss %.6f  rows %zu  positives %zu\n", auc, ll, n, pos);
+    eval_result r = { 0 };
+    r.rows = n;
+    for (size_t i = 0; i < n; i++) r.positives += label[i] > 0.5f;
+    r.auc = metrics_auc(label, prob, n);
+    r.logloss = metrics_logloss(label, prob, n);
+    r.gauc = NAN;
+    print_result(&r, json, 0);
     free(label);
     free(prob);
+    free(data);
+    free(opts);
     return 0;
+}
+
+/* ---- train ---- */
+enum {
+    T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
+    T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
+    T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG,
+};
+static const struct option train_extra[] = {
+    { "model", required_argument, 0, T_MODEL }, { "train", required_argument, 0, T_TRAIN },
+    { "valid", required_argument, 0, T_VALID }, { "out", required_argument, 0, T_OUT },
+    { "dim", required_argument, 0, T_DIM }, { "hidden", required_argument, 0, T_HIDDEN },
+    { "bottom", required_argument, 0, T_BOTTOM }, { "cross", required_argument, 0, T_CROSS },
+    { "batchnorm", no_argument, 0, T_BN }, { "dropout", required_argument, 0, T_DROPOUT },
+    { "pool", required_argument, 0, T_POOL }, { "epochs", required_argument, 0, T_EPOCHS },
+    { "batch", required_argument, 0, T_BATCH }, { "seed", required_argument, 0, T_SEED },
+    { "threads", required_argument, 0, T_THREADS }, { "shuffle-rows", required_argument, 0, T_SHUFFLE },
+    { "lr", required_argument, 0, T_LR }, { "dense-opt", required_argument, 0, T_DOPT },
+    { "dense-l2", required_argument, 0, T_DL2 }, { "sparse-lr", required_argument, 0, T_SLR },
+    { "sparse-opt", required_argument, 0, T_SOPT }, { "l2", required_argument, 0, T_L2 },
+    { "emb-l2", required_argument, 0, T_EMBL2 }, { "init-std", required_argument, 0, T_INIT },
+    { "min-show", required_argument, 0, T_MINSHOW }, { "patience", required_argument, 0, T_PATIENCE },
+    { "lr-decay", required_argument, 0, T_DECAY }, { "eval-every", required_argument, 0, T_EVERY },
+    { "quiet", no_argument, 0, T_QUIET }, { "config", required_argument, 0, T_CONFIG }, { 0, 0, 0, 0 },
+};
+
+static double num_arg(const char *name, const char *arg, double lo, double hi)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (*end || end == arg || !(v >= lo && v <= hi)) die("--%s %s: want a number in [%g, %g]", name, arg, lo, hi);
+    return v;
+}
+
+static int list_arg(const char *name, const char *arg, int *v)
+{
+    uint64_t *l;
+    int n = parse_u64_list(arg, &l);
+    if (n < 0 || n > MODEL_MAX_LAYERS) die("--%s %s: want up to %d sizes like 400,400,400", name, arg, MODEL_MAX_LAYERS);
+    for (int i = 0; i < n; i++) {
+        if (l[i] < 1 || l[i] > 65536) die("--%s %s: sizes between 1 and 65536", name, arg);
+        v[i] = (int)l[i];
+    }
+    free(l);
+    return n;
+}
+
+typedef struct {
+    int argc, cap;
+    char **argv;
+    const char *path;
+    char err[300];
+} ini_args;
+
+static int ini_option(void *user, const char *section, const char *name, const char *value)
+{
+    ini_args *a = user;
+    (void)section;
+    const struct option *o = NULL;
+    for (const struct option *p = train_extra; p->name; p++)
+        if (!strcmp(p->name, name)) o = p;
+    for (const struct option *p = cli_input_options; p->name; p++)
+        if (!strcmp(p->name, name)) o = p;
+    if (!o || o->val == T_CONFIG) {
+        snprintf(a->err, sizeof a->err, "%s: unknown key '%s'", a->path, name);
+        return 0;
+    }
+    if (a->argc + 3 > a->cap) a->argv = xrealloc(a->argv, (size_t)(a->cap = a->cap * 2 + 8) * sizeof *a->argv);
+    size_t n = strlen(name) + 3;
+    char *flag = xmalloc(n);
+    snprintf(flag, n, "--%s", name);
+    if (o->has_arg == no_argument) {
+        if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes")) a->argv[a->argc++] = flag;
+        else free(flag);
+    } else {
+        a->argv[a->argc++] = flag;
+        a->argv[a->argc++] = xstrdup(value);
+    }
+    return 1;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    /* a --config file's options go first, so the command line overrides them */
+    ini_args ia = { 1, 8, xcalloc(8, sizeof(char *)), NULL, "" };
+    ia.argv[0] = argv[0];
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config")) {
+            ia.path = argv[i + 1];
+            int r = ini_parse(ia.path, ini_option, &ia);
+            if (r < 0) die("%s: cannot open", ia.path);
+            if (ia.err[0]) die("%s", ia.err);
+            if (r > 0) die("%s:%d: not key = value", ia.path, r);
+        }
+    char **av = xcalloc((size_t)(ia.argc + argc + 1), sizeof *av);
+    int ac = 0;
+    for (int i = 0; i < ia.argc; i++) av[ac++] = ia.argv[i];
+    for (int i = 1; i < argc; i++) av[ac++] = argv[i];
+
+    struct option *opts = cli_options_with_input(train_extra);
+    cli_input in;
+    cli_input_init(&in);
+    train_opts o = { 0 };
+    model_kind kind = MODEL_COUNT;
+    /* first pass: the model kind, for its defaults */
+    for (int i = 1; i + 1 < ac; i++)
+        if (!strcmp(av[i], "--model")) {
+            int k = model_kind_from_name(av[i + 1]);
+            if (k < 0) die("--model %s: want lr, fm, ffm, dnn, widedeep, deepfm, dcnv2 or dlrm", av[i + 1]);
+            kind = (model_kind)k;
+        }
+    if (kind == MODEL_COUNT) die("train: --model is required");
+    model_config_default(&o.mc, kind);
+    o.epochs = 10;
+    o.patience = 2;
+    o.lr_decay = 1;
+    o.shuffle_rows = 1000000;
+    o.threads = 2;
+    o.train = xcalloc((size_t)ac + 1, sizeof *o.train);
+    o.valid = xcalloc((size_t)ac + 1, sizeof *o.valid);
+    int sparse_lr_set = 0, bottom_set = 0, c;
+    optind = 1;
+    while ((c = getopt_long(ac, av, "", opts, NULL)) != -1) {
+        if (cli_input_option(&in, c, optarg)) continue;
+        switch (c) {
+        case T_MODEL: case T_CONFIG: break;
+        case T_TRAIN: o.train[o.n_train++] = optarg; more_files(ac, av, o.train, &o.n_train); break;
+        case T_VALID: o.valid[o.n_valid++] = optarg; more_files(ac, av, o.valid, &o.n_valid); break;
+        case T_OUT: o.out = optarg; break;
+        case T_DIM: o.mc.dim = (int)num_arg("dim", optarg, 1, 4096); break;
+        case T_HIDDEN: o.mc.n_hidden = list_arg("hidden", optarg, o.mc.hidden); break;
+        case T_BOTTOM: o.mc.n_bottom = list_arg("bottom", optarg, o.mc.bottom); bottom_set = 1; break;
+        case T_CROSS: o.mc.cross_layers = (int)num_arg("cross", optarg, 0, MODEL_MAX_LAYERS); break;
+        case T_BN: o.mc.batchnorm = 1; break;
+        case T_DROPOUT: o.mc.dropout = (float)num_arg("dropout", optarg, 0, 0.99); break;
+        case T_POOL:
+            if (strcmp(optarg, "sum") && strcmp(optarg, "mean")) die("--pool %s: want sum or mean", optarg);
+            o.mc.pool_mean = !strcmp(optarg, "mean");
+            break;
+        case T_EPOCHS: o.epochs = (int)num_arg("epochs", optarg, 1, 1e6); break;
+        case T_BATCH: o.mc.batch = (int)num_arg("batch", optarg, 1, 1 << 20); break;
+        case T_SEED: o.mc.seed = (uint64_t)num_arg("seed", optarg, 0, 1e15); break;
+        case T_THREADS: o.threads = (int)num_arg("threads", optarg, 1, 256); break;
+        case T_SHUFFLE: o.shuffle_rows = (size_t)num_arg("shuffle-rows", optarg, 0, 1e10); break;
+        case T_LR: o.mc.dopt.lr = (float)num_arg("lr", optarg, 0, 100); break;
+        case T_DOPT: {
+            int k = dense_opt_from_name(optarg);
+            if (k < 0) die("--dense-opt %s: want adam, adagrad or sgd", optarg);
+            float lr = o.mc.dopt.lr, l2 = o.mc.dopt.l2;
+            dense_opt_default(&o.mc.dopt, (dense_opt_kind)k);
+            o.mc.dopt.lr = lr, o.mc.dopt.l2 = l2;
+            break;
+        }
+        case T_DL2: o.mc.dopt.l2 = (float)num_arg("dense-l2", optarg, 0, 100); break;
+        case T_SLR: o.mc.sopt.lr = (float)num_arg("sparse-lr", optarg, 0, 100); sparse_lr_set = 1; break;
+        case T_SOPT: {
+            int k = sparse_opt_from_name(optarg);
+            if (k < 0) die("--sparse-opt %s: want adam, adagrad, rowwise_adagrad, sgd or ftrl", optarg);
+            float lr = o.mc.sopt.lr, l2 = o.mc.sopt.l2;
+            sparse_opt_default(&o.mc.sopt, (sparse_opt_kind)k);
+            o.mc.sopt.lr = lr, o.mc.sopt.l2 = l2;
+            break;
+        }
+        case T_L2: o.mc.sopt.l2 = (float)num_arg("l2", optarg, 0, 100); break;
+        case T_EMBL2: o.mc.emb_l2_all = (float)num_arg("emb-l2", optarg, 0, 100); break;
+        case T_INIT: o.mc.init_std = (float)num_arg("init-std", optarg, 0, 10); break;
+        case T_MINSHOW: o.mc.min_show = (uint32_t)num_arg("min-show", optarg, 0, 1e9); break;
+        case T_PATIENCE: o.patience = (int)num_arg("patience", optarg, 1, 1e6); break;
+        case T_DECAY: o.lr_decay = (float)num_arg("lr-decay", optarg, 0, 1); break;
+        case T_EVERY: o.eval_every = (uint64_t)num_arg("eval-every", optarg, 0, 1e15); break;
+        case T_QUIET: o.quiet = 1; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!o.n_train || !o.out) die("train: --train and --out are required");
+    if (in.so.fmt == FMT_NONE && !cbx_file_is_cbx(o.train[0])) die("train: --format is required for text input");
+    if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;   /* one learning rate unless told otherwise */
+    if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
+    if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);
+    o.in = in.so;
+    o.schema_spec = in.so.schema_spec;
+    o.offsets = in.offsets;
+    if (o.in.fmt == FMT_NONE) o.in.fmt = FMT_CBX;
+    int ret = train_run(&o);
+    free(o.train);
+    free(o.valid);
+    free(opts);
+    cli_input_free(&in);
+    for (int i = 1; i < ia.argc; i++) free(ia.argv[i]);
+    free(ia.argv);
+    free(av);
+    return ret;
 }
 
 int main(int argc, char **argv)
@@ -107,7 +405,9 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     argv[1] = argv[0];
     argc--, argv++;
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv, 0);
+    if (!strcmp(cmd, "predict")) return cmd_eval(argc, argv, 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     fprintf(stderr, "ctrbox: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

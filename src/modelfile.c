@@ -1,0 +1,281 @@
+/*
+ * modelfile.c: the model file (see modelfile.h); JSON through jansson.
+ */
+#define _GNU_SOURCE
+#include "modelfile.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "util.h"
+
+#define MF_MAGIC "CTRBXMDL"
+#define MF_END "CTRBXEND"
+#define MF_VERSION 1u
+
+static json_t *int_list(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static json_t *meta_to_json(const model_meta *mm)
+{
+    const model_config *c = &mm->cfg;
+    json_t *o = json_object(), *mo = json_object(), *so = json_object(), *io = json_object();
+    json_object_set_new(mo, "kind", json_string(model_kind_name(c->kind)));
+    json_object_set_new(mo, "dim", json_integer(c->dim));
+    json_object_set_new(mo, "hidden", int_list(c->hidden, c->n_hidden));
+    json_object_set_new(mo, "bottom", int_list(c->bottom, c->n_bottom));
+    json_object_set_new(mo, "cross_layers", json_integer(c->cross_layers));
+    json_object_set_new(mo, "batchnorm", json_boolean(c->batchnorm));
+    json_object_set_new(mo, "dropout", json_real(c->dropout));
+    json_object_set_new(mo, "pool_mean", json_boolean(c->pool_mean));
+    json_object_set_new(mo, "init_std", json_real(c->init_std));
+    json_object_set_new(mo, "seed", json_integer((json_int_t)c->seed));
+    json_object_set_new(mo, "batch", json_integer(c->batch));
+    json_object_set_new(mo, "dense_opt", json_string(dense_opt_name(c->dopt.kind)));
+    json_object_set_new(mo, "lr", json_real(c->dopt.lr));
+    json_object_set_new(mo, "dense_l2", json_real(c->dopt.l2));
+    json_object_set_new(mo, "sparse_opt", json_string(sparse_opt_name(c->sopt.kind)));
+    json_object_set_new(mo, "sparse_lr", json_real(c->sopt.lr));
+    json_object_set_new(mo, "l2", json_real(c->sopt.l2));
+    json_object_set_new(mo, "emb_l2", json_real(c->emb_l2_all));
+    json_object_set_new(mo, "min_show", json_integer(c->min_show));
+    json_object_set_new(o, "model", mo);
+    json_t *fields = json_array();
+    for (uint32_t f = 0; f < mm->schema.n_fields; f++) {
+        json_t *fo = json_object();
+        json_object_set_new(fo, "name", json_string(mm->schema.names[f]));
+        json_object_set_new(fo, "kind", json_string(mm->schema.kind[f] == FIELD_NUM ? "num" : "cat"));
+        json_array_append_new(fields, fo);
+    }
+    json_object_set_new(so, "fields", fields);
+    json_object_set_new(so, "n_dense", json_integer(mm->schema.n_dense));
+    json_object_set_new(so, "num_mode", json_integer(mm->schema.num_mode));
+    json_object_set_new(o, "schema", so);
+    json_object_set_new(io, "format", json_string(format_name(mm->input.fmt)));
+    json_object_set_new(io, "num", json_string(mm->input.num == NUM_BUCKET ? "bucket" : "log"));
+    if (mm->schema_spec) json_object_set_new(io, "schema", json_string(mm->schema_spec));
+    if (mm->input.n_offsets) {
+        json_t *a = json_array();
+        for (int i = 0; i < mm->input.n_offsets; i++) json_array_append_new(a, json_integer((json_int_t)mm->offsets[i]));
+        json_object_set_new(io, "field_offsets", a);
+    }
+    json_object_set_new(o, "input", io);
+    return o;
+}
+
+static int get_int_list(json_t *a, int *v, int max)
+{
+    int n = (int)json_array_size(a);
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) v[i] = (int)json_integer_value(json_array_get(a, (size_t)i));
+    return n;
+}
+
+static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
+{
+    memset(mm, 0, sizeof *mm);
+    json_t *mo = json_object_get(o, "model"), *so = json_object_get(o, "schema"), *io = json_object_get(o, "input");
+    int kind = mo ? model_kind_from_name(json_string_value(json_object_get(mo, "kind")) ?: "") : -1;
+    if (!so || !io || kind < 0) {
+        snprintf(err, errlen, "model description is incomplete");
+        return -EBADMSG;
+    }
+    model_config *c = &mm->cfg;
+    model_config_default(c, (model_kind)kind);
+    c->dim = (int)json_integer_value(json_object_get(mo, "dim"));
+    c->n_hidden = get_int_list(json_object_get(mo, "hidden"), c->hidden, MODEL_MAX_LAYERS);
+    c->n_bottom = get_int_list(json_object_get(mo, "bottom"), c->bottom, MODEL_MAX_LAYERS);
+    c->cross_layers = (int)json_integer_value(json_object_get(mo, "cross_layers"));
+    c->batchnorm = json_is_true(json_object_get(mo, "batchnorm"));
+    c->dropout = (float)json_real_value(json_object_get(mo, "dropout"));
+    c->pool_mean = json_is_true(json_object_get(mo, "pool_mean"));
+    c->init_std = (float)json_real_value(json_object_get(mo, "init_std"));
+    c->seed = (uint64_t)json_integer_value(json_object_get(mo, "seed"));
+    c->batch = (int)json_integer_value(json_object_get(mo, "batch"));
+    int dk = dense_opt_from_name(json_string_value(json_object_get(mo, "dense_opt")) ?: "");
+    int sk = sparse_opt_from_name(json_string_value(json_object_get(mo, "sparse_opt")) ?: "");
+    if (dk < 0 || sk < 0 || c->dim <= 0 || c->batch <= 0) {
+        snprintf(err, errlen, "model description has bad values");
+        return -EBADMSG;
+    }
+    dense_opt_default(&c->dopt, (dense_opt_kind)dk);
+    sparse_opt_default(&c->sopt, (sparse_opt_kind)sk);
+    c->dopt.lr = (float)json_real_value(json_object_get(mo, "lr"));
+    c->dopt.l2 = (float)json_real_value(json_object_get(mo, "dense_l2"));
+    c->sopt.lr = (float)json_real_value(json_object_get(mo, "sparse_lr"));
+    c->sopt.l2 = (float)json_real_value(json_object_get(mo, "l2"));
+    c->emb_l2_all = (float)json_real_value(json_object_get(mo, "emb_l2"));
+    c->min_show = (uint32_t)json_integer_value(json_object_get(mo, "min_show"));
+    json_t *fields = json_object_get(so, "fields");
+    uint32_t nf = (uint32_t)json_array_size(fields);
+    if (nf > CBX_MAX_FIELDS) {
+        snprintf(err, errlen, "model description has too many fields");
+        return -EBADMSG;
+    }
+    schema_init(&mm->schema, nf);
+    uint32_t dense = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        json_t *fo = json_array_get(fields, f);
+        schema_set_name(&mm->schema, f, json_string_value(json_object_get(fo, "name")) ?: "?");
+        if (!strcmp(json_string_value(json_object_get(fo, "kind")) ?: "cat", "num")) {
+            mm->schema.kind[f] = FIELD_NUM;
+            mm->schema.dense_slot[f] = (int32_t)dense++;
+        }
+    }
+    mm->schema.n_dense = (uint32_t)json_integer_value(json_object_get(so, "n_dense"));
+    mm->schema.num_mode = (uint32_t)json_integer_value(json_object_get(so, "num_mode"));
+    if (mm->schema.n_dense != dense) {
+        snprintf(err, errlen, "model description: dense count does not match the fields");
+        return -EBADMSG;
+    }
+    source_opts_default(&mm->input);
+    mm->input.fmt = format_from_name(json_string_value(json_object_get(io, "format")) ?: "");
+    mm->input.num = !strcmp(json_string_value(json_object_get(io, "num")) ?: "log", "bucket") ? NUM_BUCKET : NUM_LOG;
+    const char *spec = json_string_value(json_object_get(io, "schema"));
+    if (spec) mm->input.schema_spec = mm->schema_spec = xstrdup(spec);
+    json_t *offs = json_object_get(io, "field_offsets");
+    if (offs && json_array_size(offs)) {
+        int n = (int)json_array_size(offs);
+        mm->offsets = xmalloc((size_t)n * sizeof *mm->offsets);
+        for (int i = 0; i < n; i++) mm->offsets[i] = (uint64_t)json_integer_value(json_array_get(offs, (size_t)i));
+        mm->input.field_offsets = mm->offsets;
+        mm->input.n_offsets = n;
+    }
+    return 0;
+}
+
+void model_meta_free(model_meta *mm)
+{
+    schema_free(&mm->schema);
+    free(mm->schema_spec);
+    free(mm->offsets);
+    memset(mm, 0, sizeof *mm);
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = xmalloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+int modelfile_save(const char *dir, const model *m, const model_meta *meta, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot create folder: %s", dir, strerror(e));
+        return -e;
+    }
+    char *path = join(dir, "model.ctrbox");
+    durable_file f;
+    int ret = durable_open(&f, path);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(-ret));
+        free(path);
+        return ret;
+    }
+    json_t *j = meta_to_json(meta);
+    char *js = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    uint32_t hv[2] = { MF_VERSION, 0 };
+    uint64_t jl = strlen(js), jh = XXH64(js, jl, 0);
+    int ok = fwrite(MF_MAGIC, 1, 8, f.f) == 8 && fwrite(hv, sizeof hv, 1, f.f) == 1 && fwrite(&jl, 8, 1, f.f) == 1 &&
+             fwrite(js, 1, jl, f.f) == jl && fwrite(&jh, 8, 1, f.f) == 1;
+    free(js);
+    if (ok) ok = model_save_dense(m, f.f) == 0;
+    if (ok) ok = emb_table_save(model_table((model *)m), f.f) == 0;
+    if (ok) ok = fwrite(MF_END, 1, 8, f.f) == 8;
+    if (!ok) {
+        int e = errno ? errno : EIO;
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(e));
+        durable_abort(&f);
+        free(path);
+        return -e;
+    }
+    ret = durable_commit(&f);
+    if (ret < 0) snprintf(err, errlen, "%s: cannot commit: %s", path, strerror(-ret));
+    free(path);
+    return ret;
+}
+
+int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen)
+{
+    *out = NULL;
+    memset(meta, 0, sizeof *meta);
+    char *path = join(dir, "model.ctrbox");
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        free(path);
+        return -e;
+    }
+    char magic[8], msg[300];
+    uint32_t hv[2];
+    uint64_t jl = 0, jh;
+    int ret = -EBADMSG;
+    model *m = NULL;
+    char *js = NULL;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MF_MAGIC, 8) || fread(hv, sizeof hv, 1, f) != 1 ||
+        fread(&jl, 8, 1, f) != 1) {
+        snprintf(err, errlen, "%s: not a ctrbox model file", path);
+        goto fail;
+    }
+    if (hv[0] != MF_VERSION || jl > (64u << 20)) {
+        snprintf(err, errlen, "%s: model file version %u, this build reads %u", path, hv[0], MF_VERSION);
+        goto fail;
+    }
+    js = xmalloc(jl + 1);
+    if (fread(js, 1, jl, f) != jl || fread(&jh, 8, 1, f) != 1 || XXH64(js, jl, 0) != jh) {
+        snprintf(err, errlen, "%s: model description truncated or corrupt", path);
+        goto fail;
+    }
+    js[jl] = 0;
+    json_error_t je;
+    json_t *j = json_loads(js, 0, &je);
+    if (!j) {
+        snprintf(err, errlen, "%s: model description is not JSON", path);
+        goto fail;
+    }
+    ret = meta_from_json(j, meta, msg, sizeof msg);
+    json_decref(j);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        goto fail;
+    }
+    m = model_create(&meta->cfg, &meta->schema);
+    ret = model_load_dense(m, f, msg, sizeof msg);
+    if (ret == 0) ret = emb_table_load(model_table(m), f, msg, sizeof msg);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        goto fail;
+    }
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MF_END, 8) || fgetc(f) != EOF) {
+        snprintf(err, errlen, "%s: truncated or trailing bytes after the model", path);
+        ret = -EBADMSG;
+        goto fail;
+    }
+    fclose(f);
+    free(js);
+    free(path);
+    *out = m;
+    return 0;
+fail:
+    fclose(f);
+    free(js);
+    free(path);
+    model_destroy(m);
+    model_meta_free(meta);
+    return ret;
+}

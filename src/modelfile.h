@@ -1,0 +1,31 @@
+/*
+ * modelfile.h: a trained model on disk, one file DIR/model.ctrbox written durably, so a crash
+ * leaves either the old model or the new one.
+ *
+ * Layout: magic "CTRBXMDL", u32 version, u32 reserved, u64 JSON length, the JSON (model config,
+ * data schema and input options), u64 XXH64 of the JSON; the dense section (model_save_dense);
+ * the sparse table section (emb_table_save); magic "CTRBXEND".
+ */
+#ifndef CTRBOX_MODELFILE_H
+#define CTRBOX_MODELFILE_H
+
+#include <stddef.h>
+
+#include "../datasets/source.h"
+#include "../dense/model.h"
+
+typedef struct {
+    model_config cfg;
+    data_schema schema;
+    source_opts input;            /* fmt, num, schema_spec, offsets as trained (strings owned) */
+    char *schema_spec;
+    uint64_t *offsets;
+} model_meta;
+
+/* Write m with its metadata to DIR/model.ctrbox (DIR is created if missing). 0 or -errno. */
+int modelfile_save(const char *dir, const model *m, const model_meta *meta, char *err, size_t errlen);
+/* Load DIR/model.ctrbox: a new model and its metadata (caller frees both). 0 or <0. */
+int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen);
+void model_meta_free(model_meta *meta);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * train.c: epochs over the training inputs with a buffered shuffle, evaluation on the validation
+ * set (each epoch and every N steps), early stopping on validation AUC with a learning-rate drop,
+ * the best model kept in the output folder, a progress line on stderr and a JSON-lines log.
+ */
+#define _GNU_SOURCE
+#include "train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "metrics.h"
+#include "modelfile.h"
+#include "util.h"
+
+int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
+                  char *err, size_t errlen)
+{
+    data_source *s;
+    int ret = source_open(&s, paths, n, in, err, errlen);
+    if (ret < 0) return ret;
+    sample_block b;
+    block_init(&b, source_schema(s)->n_dense);
+    block_init(all, source_schema(s)->n_dense);
+    while ((ret = source_next(s, &b, err, errlen)) > 0) block_append(all, &b, 0, b.rows);
+    if (ret == 0 && schema) schema_copy(schema, source_schema(s));
+    block_free(&b);
+    source_close(s);
+    if (ret < 0) block_free(all);
+    return ret;
+}
+
+static int cmp_group(const void *x, const void *y, void *keys)
+{
+    const uint64_t *gk = keys;
+    uint64_t a = gk[*(const size_t *)x], c = gk[*(const size_t *)y];
+    return (a > c) - (a < c);
+}
+
+static double group_auc(const sample_block *b, const double *prob, int field)
+{
+    /* rows sorted by group key; per group AUC weighted by its rows (groups with one class skip) */
+    size_t n = b->rows;
+    uint64_t *gk = xmalloc(n * sizeof *gk);
+    size_t *ord = xmalloc(n * sizeof *ord);
+    for (size_t i = 0; i < n; i++) {
+        gk[i] = 0;
+        for (uint64_t k = b->row_ptr[i]; k < b->row_ptr[i + 1]; k++)
+            if (b->field[k] == field) {
+                gk[i] = b->key[k];
+                break;
+            }
+        ord[i] = i;
+    }
+    qsort_r(ord, n, sizeof *ord, cmp_group, gk);
+    float *l = xmalloc(n * sizeof *l);
+    double *p = xmalloc(n * sizeof *p);
+    double num = 0, den = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && gk[ord[j]] == gk[ord[i]]) {
+            l[j - i] = b->label[ord[j]];
+            p[j - i] = prob[ord[j]];
+            j++;
+        }
+        double a = metrics_auc(l, p, j - i);
+        if (!isnan(a)) {
+            num += a * (double)(j - i);
+            den += (double)(j - i);
+        }
+        i = j;
+    }
+    free(gk), free(ord), free(l), free(p);
+    return den > 0 ? num / den : NAN;
+}
+
+void evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r)
+{
+    double *p = prob ? prob : xmalloc((b->rows ? b->rows : 1) * sizeof *p);
+    model_predict_batch(m, b, 0, b->rows, p);
+    memset(r, 0, sizeof *r);
+    r->rows = b->rows;
+    double sum = 0;
+    for (size_t i = 0; i < b->rows; i++) {
+        r->positives += b->label[i] > 0.5f;
+        sum += p[i];
+    }
+    r->auc = metrics_auc(b->label, p, b->rows);
+    r->logloss = metrics_logloss(b->label, p, b->rows);
+    r->calibration = r->positives ? (sum / (double)b->rows) / ((double)r->positives / (double)b->rows) : NAN;
+    r->gauc = group_field >= 0 ? group_auc(b, p, group_field) : NAN;
+    if (!prob) free(p);
+}
+
+typedef struct {
+    const train_opts *o;
+    model *m;
+    model_meta meta;
+    sample_block valid;
+    int have_valid;
+    FILE *log;
+    double best_auc;
+    int bad_epochs;
+    uint64_t rows_done, rows_epoch_prev;
+    double t_start, t_epoch, t_last_print;
+    double loss_sum;
+    uint64_t loss_n;
+    int epoch;
+    uint64_t epoch_rows;          /* rows of one epoch, known after the first */
+} trainer;
+
+static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
+{
+    if (!t->log) return;
+    fprintf(t->log,
+            "{\"kind\": \"%s\", \"epoch\": %d, \"step\": %llu, \"rows\": %llu, \"train_loss\": %.6f, "
+            "\"valid_auc\": %.6f, \"valid_logloss\": %.6f, \"valid_rows\": %zu, \"lr\": %g, "
+            "\"samples_per_s\": %.1f, \"seconds\": %.2f}\n",
+            kind, t->epoch, (unsigned long long)model_step(t->m), (unsigned long long)t->rows_done,
+            t->loss_n ? t->loss_sum / (double)t->loss_n : NAN, r->auc, r->logloss, r->rows,
+            (double)model_config_of(t->m)->dopt.lr, dt > 0 ? (double)t->rows_done / dt : 0.0, dt);
+    fflush(t->log);
+}
+
+static int save_model(trainer *t)
+{
+    char err[600];
+    if (modelfile_save(t->o->out, t->m, &t->meta, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Evaluate; keep the model if it is the best so far. Returns 1 if it improved. */
+static int evaluate_and_keep(trainer *t, const char *kind)
+{
+    eval_result r;
+    evaluate_block(t->m, &t->valid, NULL, -1, &r);
+    double dt = now_sec() - t->t_start;
+    log_eval(t, kind, &r, dt);
+    int better = !(r.auc <= t->best_auc);   /* NaN (one class) counts as better only the first time */
+    if (!t->o->quiet)
+        fprintf(stderr, "%s[%s] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", isatty(2) ? "\n" : "", kind, t->epoch,
+                (unsigned long long)model_step(t->m), r.auc, r.logloss, better ? " (best)" : "");
+    if (better) {
+        t->best_auc = r.auc;
+        if (save_model(t) < 0) return -1;
+    }
+    return better;
+}
+
+static void progress(trainer *t, int force)
+{
+    double now = now_sec();
+    int tty = isatty(2);
+    if (t->o->quiet || (!force && now - t->t_last_print < (tty ? 0.5 : 10.0))) return;
+    t->t_last_print = now;
+    double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rows_done - t->rows_epoch_prev) / dt : 0;
+    char eta[64] = "";
+    if (t->epoch > 1 && !t->epoch_rows) t->epoch_rows = t->rows_epoch_prev / (uint64_t)(t->epoch - 1);
+    if (t->epoch_rows && rate > 0) {
+        double left = (double)t->epoch_rows * (t->o->epochs - t->epoch + 1) - (double)(t->rows_done - t->rows_epoch_prev);
+        snprintf(eta, sizeof eta, "  ETA %.0fs", left > 0 ? left / rate : 0);
+    }
+    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s", tty ? "\r" : "", t->epoch,
+            (unsigned long long)(t->rows_done - t->rows_epoch_prev), rate,
+            t->loss_n ? t->loss_sum / (double)t->loss_n : 0.0, eta, tty ? "   " : "\n");
+}
+
+/* Train on the rows of buf in (shuffled) order, one batch at a time. */
+static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
+{
+    const train_opts *o = t->o;
+    size_t n = buf->rows, B = (size_t)o->mc.batch;
+    size_t *perm = xmalloc((n ? n : 1) * sizeof *perm);
+    for (size_t i = 0; i < n; i++) perm[i] = i;
+    if (o->shuffle_rows) {
+        uint64_t s = XXH64(&chunk, sizeof chunk, o->mc.seed * 7919 + (uint64_t)t->epoch);
+        for (size_t i = n; i > 1; i--) {   /* Fisher-Yates with a seeded xorshift */
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            size_t j = (size_t)(s % i);
+            size_t tmp = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = tmp;
+        }
+    }
+    sample_block batch;
+    block_init(&batch, buf->n_dense);
+    int ret = 0;
+    for (size_t i = 0; i < n && ret == 0; i += B) {
+        size_t end = i + B < n ? i + B : n;
+        block_clear(&batch);
+        for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
+        double loss = model_train_batch(t->m, &batch, 0, batch.rows, (uint32_t)t->epoch);
+        t->loss_sum += loss * (double)batch.rows;
+        t->loss_n += batch.rows;
+        t->rows_done += batch.rows;
+        progress(t, 0);
+        if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0)
+            if (evaluate_and_keep(t, "step") < 0) ret = -1;
+    }
+    block_free(&batch);
+    free(perm);
+    return ret;
+}
+
+static int run_epoch(trainer *t)
+{
+    const train_opts *o = t->o;
+    char err[1024];
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return -1;
+    }
+    sample_block b, buf;
+    block_init(&b, source_schema(s)->n_dense);
+    block_init(&buf, source_schema(s)->n_dense);
+    size_t cap = o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16;
+    uint64_t chunk = 0;
+    int ret;
+    while ((ret = source_next(s, &b, err, sizeof err)) > 0) {
+        block_append(&buf, &b, 0, b.rows);
+        if (buf.rows >= cap) {
+            if (train_buffer(t, &buf, chunk++) < 0) {
+                ret = -2;
+                break;
+            }
+            block_clear(&buf);
+        }
+    }
+    if (ret == 0 && buf.rows) ret = train_buffer(t, &buf, chunk++) < 0 ? -2 : 0;
+    if (ret == -1 || (ret < 0 && ret != -2)) fprintf(stderr, "\nctrbox: %s\n", err);
+    block_free(&b);
+    block_free(&buf);
+    source_close(s);
+    return ret < 0 ? -1 : 0;
+}
+
+int train_run(const train_opts *o)
+{
+    trainer t = { .o = o, .best_auc = -INFINITY };
+    char err[1024];
+    if (o->threads > 0) openblas_set_num_threads(o->threads);
+    /* the schema: from the first training file (and the validation set must agree) */
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return 1;
+    }
+    schema_copy(&t.meta.schema, source_schema(s));
+    source_close(s);
+    if (o->in.fmt == FMT_LIBFFM) {
+        fprintf(stderr, "ctrbox: libffm input: convert it to cbx first (its field count is known only at the end)\n");
+        return 1;
+    }
+    if (o->n_valid) {
+        data_schema vs;
+        if (read_all_rows(o->valid, o->n_valid, &o->in, &t.valid, &vs, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: %s\n", err);
+            return 1;
+        }
+        int same = vs.n_fields == t.meta.schema.n_fields && vs.n_dense == t.meta.schema.n_dense;
+        schema_free(&vs);
+        if (!same) {
+            fprintf(stderr, "ctrbox: the validation data's fields differ from the training data's\n");
+            return 1;
+        }
+        t.have_valid = 1;
+    }
+    t.meta.cfg = o->mc;
+    t.meta.input = o->in;
+    t.meta.schema_spec = (char *)o->schema_spec;
+    t.meta.offsets = (uint64_t *)o->offsets;
+    t.m = model_create(&o->mc, &t.meta.schema);
+    if (mkdir(o->out, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->out, strerror(errno));
+        return 1;
+    }
+    char logpath[4096];
+    snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
+    t.log = fopen(logpath, "w");
+    if (!t.log) {
+        fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
+        return 1;
+    }
+    t.t_start = now_sec();
+    int ret = 0;
+    for (t.epoch = 1; t.epoch <= o->epochs; t.epoch++) {
+        t.t_epoch = now_sec();
+        t.rows_epoch_prev = t.rows_done;
+        t.loss_sum = 0;
+        t.loss_n = 0;
+        if (run_epoch(&t) < 0) {
+            ret = 1;
+            break;
+        }
+        progress(&t, 1);
+        if (!t.have_valid) {
+            if (!o->quiet) fprintf(stderr, "\n");
+            if (save_model(&t) < 0) {
+                ret = 1;
+                break;
+            }
+            continue;
+        }
+        int better = evaluate_and_keep(&t, "epoch");
+        if (better < 0) {
+            ret = 1;
+            break;
+        }
+        if (!better) {
+            t.bad_epochs++;
+            if (t.bad_epochs >= o->patience) {
+                if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t.bad_epochs);
+                break;
+            }
+            if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t.m, o->lr_decay);
+        } else {
+            t.bad_epochs = 0;
+        }
+    }
+    if (ret == 0 && !o->quiet)
+        fprintf(stderr, "done in %.1f s; best validation AUC %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
+                t.best_auc, o->out);
+    fclose(t.log);
+    model_destroy(t.m);
+    schema_free(&t.meta.schema);
+    if (t.have_valid) block_free(&t.valid);
+    return ret;
+}
