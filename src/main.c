@@ -398,6 +398,7 @@ static int cmd_train(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    blas_select_core(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -331,8 +331,9 @@ int train_run(const train_opts *o)
         }
     }
     if (ret == 0 && !o->quiet)
-        fprintf(stderr, "done in %.1f s; best validation AUC %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
-                t.best_auc, o->out);
+        fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
+                t.have_valid ? "best validation AUC" : "last training loss",
+                t.have_valid ? t.best_auc : (t.loss_n ? t.loss_sum / (double)t.loss_n : NAN), o->out);
     fclose(t.log);
     model_destroy(t.m);
     schema_free(&t.meta.schema);

@@ -157,3 +157,18 @@ bad:
     *out = NULL;
     return -1;
 }
+
+void blas_select_core(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    const char *core = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        core = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        core = "Haswell";
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);   /* on failure, go on with the library's own choice */
+}

@@ -47,6 +47,12 @@ int durable_commit(durable_file *d);
 /* Close and delete the temporary file (after an error). */
 void durable_abort(durable_file *d);
 
+/* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3
+ * (Prescott) kernels, 5x slower than its AVX-512 ones. If OPENBLAS_CORETYPE is unset, pick the
+ * kernel family the CPU supports and re-execute the program with it set (the library reads it
+ * when loaded). A value the user set is kept. Call first thing in main. */
+void blas_select_core(char **argv);
+
 /* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
 int parse_u64_list(const char *s, uint64_t **out);
 
