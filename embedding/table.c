@@ -54,7 +54,8 @@ emb_table *emb_table_create(const emb_table_config *c)
     t->c = *c;
     t->V = c->dim + (c->has_w ? 1 : 0);
     t->S = sparse_optim_state_floats(c->opt.kind, t->V);
-    t->row_bytes = sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float);
+    /* rounded to 8 bytes so every record's header is aligned */
+    t->row_bytes = (sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float) + 7) & ~(size_t)7;
     t->idx_cap = 1024;
     t->idx = xcalloc(t->idx_cap, sizeof *t->idx);
     return t;
@@ -120,7 +121,7 @@ static float gauss(uint64_t a, uint64_t b)
 static void init_row(emb_table *t, uint32_t row, uint64_t key)
 {
     emb_row_head *h = emb_table_head(t, row);
-    memset(h, 0, sizeof *h);
+    memset(h, 0, t->row_bytes);   /* padding included, so saved tables are byte-for-byte reproducible */
     h->key = key;
     float *v = emb_table_vals(t, row);
     int off = 0;

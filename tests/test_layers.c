@@ -13,14 +13,28 @@
 #define EPS 1e-2f
 
 static unsigned seed = 12345;
+/* every buffer a test allocates, freed by the suite's teardown */
+static void *owned[256];
+static int n_owned;
+static void *own(void *p)
+{
+    cr_assert_lt(n_owned, 256);
+    return owned[n_owned++] = p;
+}
+static void free_owned(void)
+{
+    while (n_owned) free(owned[--n_owned]);
+}
+TestSuite(layers, .fini = free_owned);
+
 static float frand(void) { return (float)rand_r(&seed) / (float)RAND_MAX * 2.0f - 1.0f; }
 static float *rnd(size_t n)
 {
-    float *p = malloc(n * sizeof *p);
+    float *p = own(malloc(n * sizeof *p));
     for (size_t i = 0; i < n; i++) p[i] = frand();
     return p;
 }
-static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+static float *zeros(size_t n) { return own(calloc(n, sizeof(float))); }
 
 typedef double (*loss_fn)(void *ctx);
 
@@ -81,7 +95,7 @@ Test(layers, relu_sigmoid_dropout)
 {
     for (int kind = 0; kind < 3; kind++) {
         ew_ctx c = { kind, 40 };
-        c.in = rnd(40), c.out = zeros(40), c.r = rnd(40), c.mask = malloc(40);
+        c.in = rnd(40), c.out = zeros(40), c.r = rnd(40), c.mask = own(malloc(40));
         for (int i = 0; i < 40; i++)
             if (fabsf(c.in[i]) < 0.05f) c.in[i] = 0.3f;   /* away from relu's kink */
         float *din = zeros(40);
