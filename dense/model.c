@@ -356,7 +356,7 @@ model *model_create(const model_config *c, const data_schema *schema)
         for (int i = 0; i < m->n_cross; i++) m->ct[i] = xcalloc((size_t)B * m->X0, sizeof(float));
         m->dxl[0] = xcalloc((size_t)B * m->X0, sizeof(float));
         m->dxl[1] = xcalloc((size_t)B * m->X0, sizeof(float));
-        m->ctmp = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->ctmp = xcalloc((size_t)B * (m->X0 > deep_out ? m->X0 : deep_out), sizeof(float));   /* d x_L scratch and d deep-out */
     }
     if (c->kind == MODEL_DLRM) {
         int nf = m->F + (m->ND ? 1 : 0);

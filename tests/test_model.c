@@ -49,7 +49,7 @@ static model_config small_config(model_kind k, int bn, float dropout)
     c.dim = 3;
     c.n_hidden = 2;
     c.hidden[0] = 5;
-    c.hidden[1] = 4;
+    c.hidden[1] = 12;   /* wider than the 11 inputs of dcnv2's cross net: both buffer shapes occur */
     c.n_bottom = 2;
     c.bottom[0] = 4;
     c.bottom[1] = 3;

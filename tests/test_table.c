@@ -1,0 +1,155 @@
+/*
+ * test_table.c: the sparse table and its optimizers: rows keep key, counters, values and state
+ * together; initial values depend on (seed, key) only; admission by shows; save/load round trip
+ * and corruption detection; each sparse optimizer's step against its formula.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dense/optim.h"
+#include "../embedding/table.h"
+#include "helpers.h"
+
+TestSuite(table, .fini = th_cleanup);
+
+static emb_table_config cfg(sparse_opt_kind k, uint32_t min_show)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.1f, 0, 42, min_show };
+    sparse_opt_default(&c.opt, k);
+    return c;
+}
+
+Test(table, init_depends_on_seed_and_key_only)
+{
+    emb_table_config c = cfg(SOPT_ADAGRAD, 0);
+    emb_table *a = emb_table_create(&c), *b = emb_table_create(&c);
+    for (uint64_t k = 1; k <= 5000; k++) emb_table_get(a, k);
+    for (uint64_t k = 5000; k >= 1; k--) emb_table_get(b, k);   /* other order, other growth */
+    cr_assert_eq(emb_table_rows(a), 5000);
+    for (uint64_t k = 1; k <= 5000; k += 97) {
+        float *va = emb_table_vals(a, (uint32_t)emb_table_find(a, k)), *vb = emb_table_vals(b, (uint32_t)emb_table_find(b, k));
+        cr_assert(memcmp(va, vb, (size_t)emb_table_values(a) * sizeof(float)) == 0, "key %llu", (unsigned long long)k);
+        cr_assert_eq(va[0], 0.0f, "first-order weight starts at 0");
+    }
+    /* spread about init_std */
+    double s2 = 0;
+    for (uint64_t k = 1; k <= 5000; k++) {
+        float *v = emb_table_vals(a, (uint32_t)emb_table_find(a, k));
+        for (int d = 1; d < 5; d++) s2 += v[d] * v[d];
+    }
+    cr_assert_float_eq(sqrt(s2 / 20000), 0.1, 0.01);
+    cr_assert_eq(emb_table_find(a, 99999), -1);
+    emb_table_destroy(a);
+    emb_table_destroy(b);
+}
+
+Test(table, counters_and_admission)
+{
+    emb_table_config c = cfg(SOPT_SGD, 3);
+    emb_table *t = emb_table_create(&c);
+    uint32_t d = emb_table_touch(t, 77, 5, 1, 1);
+    cr_assert_eq(emb_table_head(t, d)->key, emb_table_default_key(5), "before 3 shows: the field's default row");
+    cr_assert_eq(emb_table_find(t, 77), -1, "no row of its own yet");
+    cr_assert_eq(emb_table_touch(t, 77, 5, 0, 2), d);
+    uint32_t r = emb_table_touch(t, 77, 5, 1, 3);
+    cr_assert_neq(r, d, "admitted at the third show");
+    emb_row_head *h = emb_table_head(t, r);
+    cr_assert_eq(h->key, 77);
+    cr_assert_float_eq(h->show, 3, 0);
+    cr_assert_float_eq(h->click, 2, 0);
+    cr_assert_eq(h->last_pass, 3);
+    cr_assert_eq(emb_table_touch(t, 77, 5, 0, 4), r);
+    cr_assert_float_eq(emb_table_head(t, r)->show, 4, 0);
+    cr_assert_eq(emb_table_lookup(t, 12345, 5), (int64_t)d, "unknown keys read the default row");
+    cr_assert_eq(emb_table_lookup(t, 12345, 9), -1);
+    emb_table_destroy(t);
+}
+
+Test(table, save_load_round_trip_and_corruption)
+{
+    emb_table_config c = cfg(SOPT_ADAM, 0);
+    emb_table *t = emb_table_create(&c);
+    float g[5] = { 0.1f, -0.2f, 0.3f, 0.4f, -0.5f };
+    for (uint64_t k = 1; k <= 300; k++) emb_table_update(t, emb_table_touch(t, k * 7919, 0, (int)(k % 2), 1), g, 1);
+    FILE *f = fopen(th_path("t.bin"), "wb");
+    cr_assert_eq(emb_table_save(t, f), 0);
+    fclose(f);
+    emb_table *u = emb_table_create(&c);
+    char err[256];
+    f = fopen(th_path("t.bin"), "rb");
+    cr_assert_eq(emb_table_load(u, f, err, sizeof err), 0, "%s", err);
+    fclose(f);
+    cr_assert_eq(emb_table_rows(u), 300);
+    for (uint64_t k = 1; k <= 300; k++) {
+        int64_t a = emb_table_find(t, k * 7919), b = emb_table_find(u, k * 7919);
+        cr_assert(b >= 0);
+        cr_assert(memcmp(emb_table_vals(t, (uint32_t)a) - 0, emb_table_vals(u, (uint32_t)b),
+                         (size_t)(emb_table_values(t) + emb_table_state_floats(t)) * sizeof(float)) == 0);
+        cr_assert_float_eq(emb_table_head(u, (uint32_t)b)->click, (float)(k % 2), 0);
+    }
+    size_t len;
+    char *bytes = th_read(th_path("t.bin"), &len);
+    bytes[len / 2] ^= 4;
+    th_write(th_path("bad.bin"), bytes, len);
+    emb_table *w = emb_table_create(&c);
+    f = fopen(th_path("bad.bin"), "rb");
+    cr_assert_lt(emb_table_load(w, f, err, sizeof err), 0);
+    cr_assert(strstr(err, "checksum"), "%s", err);
+    fclose(f);
+    emb_table_config other = cfg(SOPT_ADAGRAD, 0);
+    emb_table *x = emb_table_create(&other);
+    f = fopen(th_path("t.bin"), "rb");
+    cr_assert_lt(emb_table_load(x, f, err, sizeof err), 0, "a table of another layout is refused");
+    fclose(f);
+    free(bytes);
+    emb_table_destroy(t), emb_table_destroy(u), emb_table_destroy(w), emb_table_destroy(x);
+}
+
+Test(table, sparse_optimizer_steps)
+{
+    const float v0[2] = { 0.5f, -1.0f }, g[2] = { 0.2f, -0.4f };
+    for (int k = 0; k < 5; k++) {
+        sparse_opt o;
+        sparse_opt_default(&o, (sparse_opt_kind)k);
+        o.lr = 0.1f;
+        o.l2 = 0.01f;
+        float v[2], s[4];
+        memcpy(v, v0, sizeof v);
+        sparse_optim_init_state(&o, s, 2);
+        sparse_optim_update(&o, v, s, g, 2, 1);
+        for (int i = 0; i < 2; i++) {
+            double gi = g[i] + 0.01 * v0[i], want;
+            switch (k) {
+            case SOPT_SGD: want = v0[i] - 0.1 * gi; break;
+            case SOPT_ADAGRAD: want = v0[i] - 0.1 * gi / (fabs(gi) + 1e-10); break;
+            case SOPT_ROWWISE_ADAGRAD: {
+                double g0 = g[0] + 0.01 * v0[0], g1 = g[1] + 0.01 * v0[1];
+                want = v0[i] - 0.1 * gi / (sqrt((g0 * g0 + g1 * g1) / 2) + 1e-10);
+                break;
+            }
+            case SOPT_ADAM: want = v0[i] - 0.1 * (gi > 0 ? 1 : -1); break;   /* first step: lr * sign */
+            default: {   /* FTRL from z = g - sigma v, n = g^2 (no l2 in the gradient) */
+                double n = g[i] * g[i], sigma = sqrt(n) / o.ftrl_alpha, z = g[i] - sigma * v0[i];
+                want = -z / ((o.ftrl_beta + sqrt(n)) / o.ftrl_alpha);
+            }
+            }
+            cr_assert_float_eq(v[i], want, 1e-5, "%s value %d: %f vs %f", sparse_opt_name((sparse_opt_kind)k), i, v[i], want);
+        }
+    }
+}
+
+Test(table, dense_optimizer_steps)
+{
+    for (int k = 0; k < 3; k++) {
+        dense_opt o;
+        dense_opt_default(&o, (dense_opt_kind)k);
+        o.lr = 0.1f;
+        float p[2] = { 0.5f, -1.0f }, g[2] = { 0.2f, -0.4f }, m[4] = { 0 };
+        dense_opt_step(&o, p, g, m, 2, 1);
+        float want0 = k == DOPT_SGD ? 0.5f - 0.02f : 0.5f - 0.1f;   /* adam, adagrad: lr * sign on step 1 */
+        cr_assert_float_eq(p[0], want0, 1e-5, "%s", dense_opt_name((dense_opt_kind)k));
+    }
+}

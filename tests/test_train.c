@@ -1,0 +1,139 @@
+/*
+ * test_train.c: ctrbox train / eval / predict end to end on generated data: every model learns,
+ * one thread and a seed give the same model bytes twice, early stopping, the JSON log, INI
+ * configs, predictions, gAUC, and a corrupt model file is refused.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+TestSuite(train, .fini = th_cleanup);
+
+#define SMALL "--dim 4 --hidden 16,16 --bottom 8,4 --cross 2 --batch 256 --quiet"
+
+static void make_data(void)
+{
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 20000 --seed 1 --keys 0.001 --out tr.tsv && "
+                              "$B/ctrbox-data gen --rows 4000 --seed 1 --keys 0.001 --offset 20000 --out va.tsv --truth va.truth"),
+                 0);
+}
+
+static json_t *eval_json(const char *dir, const char *data)
+{
+    char *out;
+    int rc = th_run(&out, "$B/ctrbox eval --model %s --data %s --json", dir, data);
+    cr_assert_eq(rc, 0, "%s", out);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert_not_null(j, "%s", out);
+    free(out);
+    return j;
+}
+
+Test(train, every_model_learns)
+{
+    make_data();
+    const char *models[] = { "lr", "fm", "ffm", "dnn", "widedeep", "deepfm", "dcnv2", "dlrm" };
+    for (int i = 0; i < 8; i++) {
+        char *out;
+        int rc = th_run(&out, "$B/ctrbox train --model %s --format criteo --train tr.tsv --valid va.tsv --out m_%s "
+                              "--epochs 2 --lr 0.01 " SMALL, models[i], models[i]);
+        cr_assert_eq(rc, 0, "%s: %s", models[i], out);
+        free(out);
+        char dir[32];
+        snprintf(dir, sizeof dir, "m_%s", models[i]);
+        json_t *j = eval_json(dir, "va.tsv");
+        double auc = json_real_value(json_object_get(j, "auc"));
+        cr_assert_gt(auc, 0.70, "%s: test AUC %f", models[i], auc);
+        cr_assert_eq(json_integer_value(json_object_get(j, "rows")), 4000);
+        cr_assert(json_is_real(json_object_get(j, "calibration")));
+        json_decref(j);
+    }
+}
+
+Test(train, deterministic_with_one_thread)
+{
+    make_data();
+    const char *cmd = "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --valid va.tsv --epochs 2 "
+                      "--threads 1 --batchnorm --dropout 0.1 " SMALL;
+    cr_assert_eq(th_run(NULL, "%s --seed 3 --out a", cmd), 0);
+    cr_assert_eq(th_run(NULL, "%s --seed 3 --out b", cmd), 0);
+    cr_assert_eq(th_run(NULL, "%s --seed 4 --out c", cmd), 0);
+    cr_assert_eq(th_run(NULL, "cmp a/model.ctrbox b/model.ctrbox"), 0, "same seed, same bytes");
+    cr_assert_neq(th_run(NULL, "cmp -s a/model.ctrbox c/model.ctrbox"), 0, "another seed, another model");
+}
+
+Test(train, early_stopping_log_and_predictions)
+{
+    make_data();
+    char *out;
+    /* nothing can improve with lr 0: one epoch without a better AUC ends the run */
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.tsv --out s "
+                              "--epochs 6 --patience 1 --lr 0 " SMALL),
+                 0, "%s", out);
+    free(out);
+    cr_assert_eq(th_run(&out, "wc -l < s/log.jsonl"), 0);
+    cr_assert_eq(atoi(out), 2, "stopped after epoch 2: %s", out);
+    free(out);
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --model fm --format criteo --train tr.tsv --valid va.tsv --out f "
+                              "--epochs 2 --eval-every 20 --lr 0.01 " SMALL), 0, "%s", out);
+    free(out);
+    char *log = th_read(th_path("f/log.jsonl"), NULL);
+    char *line = strtok(log, "\n");
+    int steps = 0, epochs = 0;
+    while (line) {
+        json_t *j = json_loads(line, 0, NULL);
+        cr_assert_not_null(j, "log line is JSON: %s", line);
+        cr_assert(json_is_real(json_object_get(j, "valid_auc")));
+        const char *kind = json_string_value(json_object_get(j, "kind"));
+        steps += !strcmp(kind, "step");
+        epochs += !strcmp(kind, "epoch");
+        json_decref(j);
+        line = strtok(NULL, "\n");
+    }
+    free(log);
+    cr_assert_eq(epochs, 2);
+    cr_assert_eq(steps, 7, "20000 rows / 256 per batch = 79 steps per epoch, an evaluation every 20 steps");
+    cr_assert_eq(th_run(&out, "$B/ctrbox predict --model f --data va.tsv --out p.txt && wc -l < p.txt && "
+                              "$B/ctrbox eval --model f --data va.tsv --pred-out lp.txt --group C1 --json && "
+                              "$B/ctrbox eval --scores lp.txt --json"), 0, "%s", out);
+    cr_assert(strstr(out, "4000\n"), "one prediction per row: %s", out);
+    cr_assert(strstr(out, "\"gauc\""), "%s", out);
+    /* the scores file written by --pred-out gives the same AUC as the model evaluation */
+    char *a = strstr(out, "\"auc\": "), *b = a ? strstr(a + 1, "\"auc\": ") : NULL;
+    cr_assert(a && b);
+    cr_assert(strncmp(a, b, 14) == 0, "%s", out);
+    free(out);
+}
+
+Test(train, ini_config_and_bad_input)
+{
+    make_data();
+    th_write_str(th_path("m.ini"), "[model]\nmodel = dnn\ndim = 4\nhidden = 8\nbatchnorm = true\n[train]\nepochs = 1\nbatch = 256\n");
+    char *out;
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --config m.ini --format criteo --train tr.tsv --out i --quiet --dim 6"), 0, "%s", out);
+    free(out);
+    size_t len;
+    char *bytes = th_read(th_path("i/model.ctrbox"), &len);
+    cr_assert(strstr(bytes + 24, "\"kind\":\"dnn\"") && strstr(bytes + 24, "\"dim\":6") && strstr(bytes + 24, "\"hidden\":[8]") &&
+              strstr(bytes + 24, "\"batchnorm\":true"), "config read, command line wins: %.300s", bytes + 24);
+    bytes[len - 20] ^= 1;
+    th_write(th_path("i/model.ctrbox"), bytes, len);
+    free(bytes);
+    cr_assert_neq(th_run(&out, "$B/ctrbox eval --model i --data va.tsv"), 0);
+    cr_assert(strstr(out, "i/model.ctrbox"), "corruption is reported with the file: %s", out);
+    free(out);
+    th_write_str(th_path("bad.ini"), "[x]\nnot_an_option = 3\n");
+    cr_assert_neq(th_run(&out, "$B/ctrbox train --config bad.ini --model lr --format criteo --train tr.tsv --out z"), 0);
+    cr_assert(strstr(out, "not_an_option"), "%s", out);
+    free(out);
+    cr_assert_neq(th_run(&out, "$B/ctrbox train --model nope --train tr.tsv --out z"), 0);
+    cr_assert(strstr(out, "--model nope"), "%s", out);
+    free(out);
+    cr_assert_neq(th_run(&out, "$B/ctrbox eval --model missing --data va.tsv"), 0);
+    cr_assert(strstr(out, "missing/model.ctrbox"), "%s", out);
+    free(out);
+}
