@@ -44,6 +44,10 @@ $(BIN)/bench-ingest: $(BUILD)/bench/bench_ingest.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 
+$(BIN)/bench-train: $(BUILD)/bench/bench_train.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
 # The test suite: Criterion, all tests in one binary (tests that need ../shared/data skip without it).
 test: deps
 	@$(MAKE) --no-print-directory check-tests
@@ -61,8 +65,9 @@ demo: deps all
 
 bench:
 	@bash tools/install-deps.sh bench
-	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest
+	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest $(BIN)/bench-train
 	@bash bench/bench_ingest.sh
+	@bash bench/bench_train.sh
 
 FUZZ_TIME ?= 60
 fuzz:

@@ -116,18 +116,29 @@ typedef struct {
     uint64_t loss_n;
     int epoch;
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
+    double train_seconds;         /* time in training steps (batch assembly included, reading not) */
 } trainer;
+
+/* A number for JSON: null when it is not finite. */
+static const char *jnum(char *buf, size_t n, double x)
+{
+    if (isfinite(x)) snprintf(buf, n, "%.6f", x);
+    else snprintf(buf, n, "null");
+    return buf;
+}
 
 static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 {
     if (!t->log) return;
+    char a[32], b[32], c[32];
     fprintf(t->log,
-            "{\"kind\": \"%s\", \"epoch\": %d, \"step\": %llu, \"rows\": %llu, \"train_loss\": %.6f, "
-            "\"valid_auc\": %.6f, \"valid_logloss\": %.6f, \"valid_rows\": %zu, \"lr\": %g, "
-            "\"samples_per_s\": %.1f, \"seconds\": %.2f}\n",
+            "{\"kind\": \"%s\", \"epoch\": %d, \"step\": %llu, \"rows\": %llu, \"train_loss\": %s, "
+            "\"valid_auc\": %s, \"valid_logloss\": %s, \"valid_rows\": %zu, \"lr\": %g, "
+            "\"samples_per_s\": %.1f, \"train_samples_per_s\": %.1f, \"seconds\": %.2f}\n",
             kind, t->epoch, (unsigned long long)model_step(t->m), (unsigned long long)t->rows_done,
-            t->loss_n ? t->loss_sum / (double)t->loss_n : NAN, r->auc, r->logloss, r->rows,
-            (double)model_config_of(t->m)->dopt.lr, dt > 0 ? (double)t->rows_done / dt : 0.0, dt);
+            jnum(a, sizeof a, t->loss_n ? t->loss_sum / (double)t->loss_n : NAN), jnum(b, sizeof b, r ? r->auc : NAN),
+            jnum(c, sizeof c, r ? r->logloss : NAN), r ? r->rows : 0, (double)model_config_of(t->m)->dopt.lr,
+            dt > 0 ? (double)t->rows_done / dt : 0.0, t->train_seconds > 0 ? (double)t->rows_done / t->train_seconds : 0.0, dt);
     fflush(t->log);
 }
 
@@ -197,6 +208,7 @@ static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
     sample_block batch;
     block_init(&batch, buf->n_dense);
     int ret = 0;
+    double t0 = now_sec();
     for (size_t i = 0; i < n && ret == 0; i += B) {
         size_t end = i + B < n ? i + B : n;
         block_clear(&batch);
@@ -206,9 +218,13 @@ static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
         t->loss_n += batch.rows;
         t->rows_done += batch.rows;
         progress(t, 0);
-        if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0)
+        if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0) {
+            t->train_seconds += now_sec() - t0;
             if (evaluate_and_keep(t, "step") < 0) ret = -1;
+            t0 = now_sec();
+        }
     }
+    t->train_seconds += now_sec() - t0;
     block_free(&batch);
     free(perm);
     return ret;
@@ -308,6 +324,7 @@ int train_run(const train_opts *o)
         progress(&t, 1);
         if (!t.have_valid) {
             if (!o->quiet) fprintf(stderr, "\n");
+            log_eval(&t, "epoch", NULL, now_sec() - t.t_start);
             if (save_model(&t) < 0) {
                 ret = 1;
                 break;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Training benchmark against the PyTorch peer (Debian's python3-torch, CPU, 2 threads) on the same
+# generated data, models, sizes, batch and optimizer (Adam 1e-3, one epoch in file order), plus
+# the MLP's GFLOP/s against cblas_sgemm on the same shapes. Both sides use the same OpenBLAS
+# kernel family (OPENBLAS_CORETYPE, as ctrbox picks it). Env: ROWS (1000000), TEST_ROWS (100000),
+# MODELS ("lr fm deepfm"), BENCH_DIR (build/bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROWS=${ROWS:-1000000}
+TEST_ROWS=${TEST_ROWS:-100000}
+MODELS=${MODELS:-lr fm deepfm}
+DIR=${BENCH_DIR:-build/bench}
+PY=/usr/bin/python3
+mkdir -p "$DIR"
+tr="$DIR/train-$ROWS.tsv"; te="$DIR/test-$ROWS.tsv"
+[ -f "$tr" ] || bin/ctrbox-data gen --rows "$ROWS" --seed 1 --out "$tr"
+[ -f "$te" ] || bin/ctrbox-data gen --rows "$TEST_ROWS" --seed 1 --offset "$ROWS" --out "$te" --truth "$te.truth"
+[ -f "$tr.cbx" ] || bin/ctrbox-data convert --format criteo --in "$tr" --out "$tr.cbx" 2>/dev/null
+if grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; elif grep -q avx2 /proc/cpuinfo; then core=Haswell; else core=; fi
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core}
+
+auc() { bin/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['auc'])"; }
+oracle=$(auc "$te.truth")
+mlp=$(bin/bench-train mlp 4096 $((26 * 16 + 13)) 400,400,400,1)
+results="[]"
+for m in $MODELS; do
+    out="$DIR/ctrbox-$m"
+    rm -rf "$out"
+    bin/ctrbox train --model "$m" --train "$tr.cbx" --out "$out" --epochs 1 --batch 4096 --dim 16 \
+        --hidden 400,400,400 --lr 0.001 --shuffle-rows 0 --threads 2 --quiet
+    c_sps=$($PY -c "import json; print(json.loads(open('$out/log.jsonl').read().splitlines()[-1])['train_samples_per_s'])" 2>/dev/null || true)
+    if [ -z "$c_sps" ]; then   # no validation set: the rate comes from the final progress figures
+        c_sps=$(bin/ctrbox eval --model "$out" --data "$te" --format criteo --json >/dev/null; echo NaN)
+    fi
+    bin/ctrbox eval --model "$out" --data "$te" --format criteo --pred-out "$out/test.pred" >/dev/null
+    c_auc=$(auc "$out/test.pred")
+    p_json=$($PY bench/peer_torch.py --model "$m" --train "$tr" --test "$te" --pred-out "$DIR/torch-$m.pred" \
+        --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001 --threads 2)
+    p_sps=$(echo "$p_json" | $PY -c "import json,sys; print(json.load(sys.stdin)['samples_per_s'])")
+    p_auc=$(auc "$DIR/torch-$m.pred")
+    results=$($PY -c "import json; r=json.loads('$results'); r.append({'model':'$m','ctrbox_samples_per_s':$c_sps,'torch_samples_per_s':$p_sps,'ctrbox_test_auc':$c_auc,'torch_test_auc':$p_auc}); print(json.dumps(r))")
+done
+$PY - "$DIR/train.json" <<PY
+import json, sys
+r = {"rows": $ROWS, "test_rows": $TEST_ROWS, "oracle_test_auc": $oracle, "openblas_coretype": "$OPENBLAS_CORETYPE",
+     "models": json.loads('$results'), "mlp": json.loads('$mlp')}
+json.dump(r, open(sys.argv[1], "w"), indent=2)
+targets = {"deepfm": 2.0, "fm": 3.0, "lr": 2.0}
+print(f"training benchmark, {r['rows']:,} rows, one epoch, batch 4096, dim 16, Adam 1e-3 (oracle test AUC {r['oracle_test_auc']:.4f})")
+for m in r["models"]:
+    x = m["ctrbox_samples_per_s"] / m["torch_samples_per_s"]
+    print(f"  {m['model']:7s} ctrbox {m['ctrbox_samples_per_s']:>10,.0f} samples/s  torch {m['torch_samples_per_s']:>10,.0f}"
+          f"  -> {x:.2f}x (target {targets.get(m['model'], 0):.0f}x)   test AUC ctrbox {m['ctrbox_test_auc']:.4f} torch {m['torch_test_auc']:.4f}"
+          f" (diff {m['ctrbox_test_auc'] - m['torch_test_auc']:+.4f})")
+mlp = r["mlp"]
+print(f"  MLP {mlp['shape']} at batch {mlp['batch']}: {mlp['mlp_gflops']:.0f} GFLOP/s vs cblas_sgemm {mlp['sgemm_gflops']:.0f} on the same shapes -> {mlp['ratio']*100:.0f}% (target 60%)")
+print(f"  results: {sys.argv[1]}")
+PY
