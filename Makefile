@@ -18,7 +18,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench fuzz asan clean
+.PHONY: all deps test check-tests demo bench frappe fuzz asan clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data
 
 deps:
@@ -68,6 +68,10 @@ bench:
 	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest $(BIN)/bench-train
 	@bash bench/bench_ingest.sh
 	@bash bench/bench_train.sh
+
+# Frappe quality (BARS protocol): trains LR, FM, DeepFM, DCN-V2, DLRM and prints their test AUC.
+frappe: deps all
+	@bash bench/frappe.sh
 
 FUZZ_TIME ?= 60
 fuzz:

@@ -62,6 +62,23 @@ Test(metrics, known_values)
     cr_assert(isfinite(metrics_logloss(l, ext, 4)));
 }
 
+Test(metrics, sklearn_reference_values)
+{
+    /* Made with Debian's python3-sklearn 1.2.1:
+     *   from sklearn.metrics import roc_auc_score, log_loss
+     *   y = [1,0,1,0,1,1,0,0,1,0]; p = [0.9,0.9,0.5,0.5,0.5,0.2,0.2,0.1,0.7,0.7]
+     *   roc_auc_score(y, p) -> 0.5800000000000001; log_loss(y, p) -> 0.7985976878002512
+     *   and for y = [0,0,1,1], p = [0.1,0.4,0.35,0.8]: 0.75 and 0.47228795380917615 */
+    float y[10] = { 1, 0, 1, 0, 1, 1, 0, 0, 1, 0 };
+    double p[10] = { 0.9, 0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1, 0.7, 0.7 };
+    cr_assert_float_eq(metrics_auc(y, p, 10), 0.5800000000000001, 1e-12);
+    cr_assert_float_eq(metrics_logloss(y, p, 10), 0.7985976878002512, 1e-12);
+    float y4[4] = { 0, 0, 1, 1 };
+    double p4[4] = { 0.1, 0.4, 0.35, 0.8 };
+    cr_assert_float_eq(metrics_auc(y4, p4, 4), 0.75, 1e-12);
+    cr_assert_float_eq(metrics_logloss(y4, p4, 4), 0.47228795380917615, 1e-12);
+}
+
 Test(metrics, eval_scores_cli)
 {
     th_write_str(th_path("s.tsv"), "0\t0.1\n0\t0.4\n1\t0.35\n1\t0.8\n");
