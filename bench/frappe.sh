@@ -16,7 +16,7 @@ OFF=0,957,5039,5046,5053,5055,5058,5060,5069,5149
 common=(--format libsvm --field-offsets "$OFF" --train "$D/train_reconstructed.libsvm" --valid "$D/valid.libsvm"
         --epochs 100 --dim 10 --batch 4096 --lr 0.001 --lr-decay 0.1 --patience 2 --threads "${THREADS:-2}" --quiet)
 deep=(--hidden 400,400,400 --batchnorm --dropout 0.2 --emb-l2 0.05)
-declare -A extra=([lr]="" [fm]="" [deepfm]="${deep[*]}" [dcnv2]="${deep[*]} --cross 3" [dlrm]="--hidden 400,400,400 --dropout 0.2 --emb-l2 0.05")
+declare -A extra=([lr]="" [fm]="" [deepfm]="${deep[*]}" [dcnv2]="${deep[*]} --cross 3" [dlrm]="${deep[*]} --interaction cat")
 declare -A target=([lr]=0.933 [fm]=0.965 [deepfm]=0.982 [dcnv2]=0.982 [dlrm]=0.982)
 declare -A bars=([lr]=0.9356 [fm]=0.9671 [deepfm]=0.9842 [dcnv2]=0.9845 [dlrm]=0.9840)
 printf '%-8s %-10s %-10s %-8s %-8s %s\n' model test_auc logloss target BARS seconds

@@ -313,7 +313,7 @@ model *model_create(const model_config *c, const data_schema *schema)
             sizes[c->n_bottom - 1] = D;   /* the bottom MLP ends at the embedding size */
             mlp_reserve(m, &m->bottom, m->ND, sizes, c->n_bottom, 0, 1, 0);
         }
-        top_in = nf * (nf - 1) / 2 + (m->ND ? D : 0);
+        top_in = c->dlrm_cat ? nf * D : nf * (nf - 1) / 2 + (m->ND ? D : 0);
         mlp_reserve(m, &m->top, top_in, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
         break;
     }
@@ -533,12 +533,16 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
         if (ND) dense_concat_forward(m->inter, parts, C, 2, B);
         else memcpy(m->inter, m->pooled, (size_t)B * F * D * sizeof(float));
         int P = nf * (nf - 1) / 2;
-        dense_dot_forward(m->dots, m->inter, B, nf, D);
-        const float *tp[2] = { bot, m->dots };
-        int TC[2] = { D, P };
-        if (ND) dense_concat_forward(m->cat, tp, TC, 2, B);
-        else memcpy(m->cat, m->dots, (size_t)B * P * sizeof(float));
-        const float *o = mlp_forward(m, &m->top, m->cat, B, train);
+        const float *top_in = m->inter;   /* cat: the vectors themselves */
+        if (!m->c.dlrm_cat) {
+            dense_dot_forward(m->dots, m->inter, B, nf, D);
+            const float *tp[2] = { bot, m->dots };
+            int TC[2] = { D, P };
+            if (ND) dense_concat_forward(m->cat, tp, TC, 2, B);
+            else memcpy(m->cat, m->dots, (size_t)B * P * sizeof(float));
+            top_in = m->cat;
+        }
+        const float *o = mlp_forward(m, &m->top, top_in, B, train);
         for (int i = 0; i < B; i++) m->logit[i] += o[i];
     }
 }
@@ -612,16 +616,21 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
         for (size_t j = 0; j < (size_t)B * m->X0; j++) m->dx0full[j] += dcur[j];   /* x_0 = x0 */
     } else if (m->c.kind == MODEL_DLRM) {
         int nf = F + (ND ? 1 : 0), P = nf * (nf - 1) / 2;
-        mlp_backward(m, &m->top, m->dcat, g, s0, s1, B);
         float *dbot = m->dbot;
-        if (ND) {
-            float *dtp[2] = { dbot, m->ddots };
-            int TC[2] = { D, P };
-            dense_concat_backward(dtp, m->dcat, TC, 2, B, 0);
-        } else {
-            memcpy(m->ddots, m->dcat, (size_t)B * P * sizeof(float));
+        if (m->c.dlrm_cat) {   /* the top MLP read the vectors themselves */
+            mlp_backward(m, &m->top, m->dinter, g, s0, s1, B);
+            if (ND) memset(dbot, 0, (size_t)B * D * sizeof(float));
+        } else {               /* it read [bottom output, dot products] */
+            mlp_backward(m, &m->top, m->dcat, g, s0, s1, B);
+            if (ND) {
+                float *dtp[2] = { dbot, m->ddots };
+                int TC[2] = { D, P };
+                dense_concat_backward(dtp, m->dcat, TC, 2, B, 0);
+            } else {
+                memcpy(m->ddots, m->dcat, (size_t)B * P * sizeof(float));
+            }
+            dense_dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
         }
-        dense_dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
         if (ND) {
             /* the interaction's gradient splits into d bottom-out (into dcat, free by now) and d pooled */
             float *dparts[2] = { m->dcat, m->dpooled };

@@ -9,6 +9,7 @@
  *   deepfm    lr + FM + dnn
  *   dcnv2     cross network (DCN-V2) and MLP in parallel on [embeddings, dense], linear on both
  *   dlrm      bottom MLP on dense values -> dot interaction with the embeddings -> top MLP
+ *             (or, with dlrm_cat, the concatenated vectors into the top MLP)
  *
  * A model owns its sparse table (embedding/table.h) and one block each for dense parameters,
  * gradients and optimizer moments (views into them per layer), plus activation buffers sized for
@@ -38,6 +39,7 @@ typedef struct {
     int n_hidden, hidden[MODEL_MAX_LAYERS];   /* MLP (dnn, widedeep, deepfm, dcnv2 deep, dlrm top) */
     int n_bottom, bottom[MODEL_MAX_LAYERS];   /* dlrm bottom MLP; its last size is dim */
     int cross_layers;                      /* dcnv2 */
+    int dlrm_cat;                          /* dlrm interaction: 0 dot products (+ bottom output), 1 concatenation (FuxiCTR's "cat") */
     int batchnorm;
     float dropout;
     int pool_mean;                         /* mean pooling of multi-hot fields (default sum) */

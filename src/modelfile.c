@@ -35,6 +35,7 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "hidden", int_list(c->hidden, c->n_hidden));
     json_object_set_new(mo, "bottom", int_list(c->bottom, c->n_bottom));
     json_object_set_new(mo, "cross_layers", json_integer(c->cross_layers));
+    json_object_set_new(mo, "interaction", json_string(c->dlrm_cat ? "cat" : "dot"));
     json_object_set_new(mo, "batchnorm", json_boolean(c->batchnorm));
     json_object_set_new(mo, "dropout", json_real(c->dropout));
     json_object_set_new(mo, "pool_mean", json_boolean(c->pool_mean));
@@ -96,6 +97,7 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     c->n_hidden = get_int_list(json_object_get(mo, "hidden"), c->hidden, MODEL_MAX_LAYERS);
     c->n_bottom = get_int_list(json_object_get(mo, "bottom"), c->bottom, MODEL_MAX_LAYERS);
     c->cross_layers = (int)json_integer_value(json_object_get(mo, "cross_layers"));
+    c->dlrm_cat = !strcmp(json_string_value(json_object_get(mo, "interaction")) ?: "dot", "cat");
     c->batchnorm = json_is_true(json_object_get(mo, "batchnorm"));
     c->dropout = (float)json_real_value(json_object_get(mo, "dropout"));
     c->pool_mean = json_is_true(json_object_get(mo, "pool_mean"));

@@ -101,12 +101,13 @@ static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, doub
     return fabs(*num - analytic) <= 5e-3 + 3e-2 * fabs(*num);
 }
 
-static void check_model(model_kind k, int nd, int bn, float dropout)
+static void check_model(model_kind k, int nd, int bn, float dropout, int cat)
 {
     sample_block b;
     data_schema s;
     make_batch(&b, &s, nd);
     model_config c = small_config(k, bn, dropout);
+    c.dlrm_cat = cat;
     model *m = model_create(&c, &s);
     float *p, *g;
     size_t n;
@@ -118,7 +119,7 @@ static void check_model(model_kind k, int nd, int bn, float dropout)
     float *ga = malloc(n * sizeof *ga);
     memcpy(ga, g, n * sizeof *ga);
     char what[64];
-    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g", model_kind_name(k), nd, bn, dropout);
+    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d", model_kind_name(k), nd, bn, dropout, cat);
     ctx cx = { m, &b };
     int bad = 0;
     double num;
@@ -151,13 +152,14 @@ static void check_model(model_kind k, int nd, int bn, float dropout)
 Test(model, gradient_check_every_model)
 {
     for (int k = 0; k < MODEL_COUNT; k++)
-        for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0);
+        for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0, 0);
+    for (int nd = 0; nd <= 2; nd += 2) check_model(MODEL_DLRM, nd, 0, 0, 1);   /* dlrm's concatenation variant */
 }
 
 Test(model, gradient_check_batchnorm_dropout)
 {
     model_kind ks[] = { MODEL_DNN, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM };
-    for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f);
+    for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f, 0);
 }
 
 Test(model, training_lowers_the_loss)
