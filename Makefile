@@ -5,9 +5,9 @@ CC      ?= cc
 BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O2
-CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
+CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+LDLIBS   = -fopenmp -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 
 LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/model.c embedding/table.c embedding/sparse_optim.c src/train.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c \

@@ -107,6 +107,14 @@ struct model {
     float *Uw, *Ue, *dUw, *dUe;
     int zero_slot;        /* inference: slot of the zero row for unknown keys */
     uint64_t *lrp;        /* (B + 1) the batch's row_ptr, starting at 0 */
+    /* the batch's distinct keys: open addressing over lslot (power of two), then per key */
+    uint32_t *lslot;      /* key index + 1, 0 = empty */
+    size_t lcap;
+    uint64_t *lkey;
+    uint32_t *lshow, *lclick, *lu, *ent;   /* per key: occurrences, clicks, unique slot; per entry: key index */
+    uint16_t *lfield;
+    int64_t *lfound;      /* per key: its row found in the table, or -1 */
+    size_t lkeys_cap;
     float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
 };
 
@@ -381,6 +389,7 @@ void model_destroy(model *m)
     free(m->fm_out), free(m->dfm), free(m->x0), free(m->dx0full), free(m->hl), free(m->dhl), free(m->cat), free(m->dcat);
     free(m->uidx), free(m->urow), free(m->Uw), free(m->Ue), free(m->dUw), free(m->dUe);
     free(m->lrp), free(m->dbot);
+    free(m->lslot), free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
     free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot), free(m->dslot);
     free(m);
 }
@@ -415,6 +424,68 @@ static void ensure_unique(model *m, size_t nnz)
     }
 }
 
+static uint64_t mixk(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    return x ^ (x >> 33);
+}
+
+/* Distinct keys of entries [k0, k1) in first-seen order: lkey/lfield/lshow/lclick per key,
+ * ent[k - k0] = key index. Returns the number of keys. The batch-local table stays in cache, so
+ * the big table sees each key once per batch. */
+static size_t distinct_keys(model *m, const sample_block *b, size_t r0, uint64_t k0, uint64_t k1)
+{
+    size_t nnz = (size_t)(k1 - k0);
+    if (nnz * 2 > m->lcap) {
+        size_t cap = 1024;
+        while (cap < nnz * 2) cap *= 2;
+        free(m->lslot);
+        m->lslot = xcalloc(cap, sizeof *m->lslot);
+        m->lcap = cap;
+    }
+    if (nnz > m->lkeys_cap) {
+        m->lkeys_cap = nnz * 2;
+        m->lkey = xrealloc(m->lkey, m->lkeys_cap * sizeof *m->lkey);
+        m->lshow = xrealloc(m->lshow, m->lkeys_cap * sizeof *m->lshow);
+        m->lclick = xrealloc(m->lclick, m->lkeys_cap * sizeof *m->lclick);
+        m->lu = xrealloc(m->lu, m->lkeys_cap * sizeof *m->lu);
+        m->ent = xrealloc(m->ent, m->lkeys_cap * sizeof *m->ent);
+        m->lfield = xrealloc(m->lfield, m->lkeys_cap * sizeof *m->lfield);
+        m->lfound = xrealloc(m->lfound, m->lkeys_cap * sizeof *m->lfound);
+    }
+    size_t n = 0, mask = m->lcap - 1, r = r0;
+    for (uint64_t k = k0; k < k1; k++) {
+        while (b->row_ptr[r + 1] <= k) r++;
+        uint64_t key = b->key[k];
+        size_t i = mixk(key) & mask;
+        uint32_t li;
+        for (;;) {
+            uint32_t s = m->lslot[i];
+            if (s == 0) {
+                li = (uint32_t)n++;
+                m->lslot[i] = li + 1;
+                m->lu[li] = (uint32_t)i;   /* its slot, to clear it below (lu is rewritten by gather) */
+                m->lkey[li] = key;
+                m->lfield[li] = b->field[k];
+                m->lshow[li] = 0;
+                m->lclick[li] = 0;
+                break;
+            }
+            if (m->lkey[s - 1] == key) {
+                li = s - 1;
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        m->lshow[li]++;
+        m->lclick[li] += b->label[r] > 0.5f;
+        m->ent[k - k0] = li;
+    }
+    for (size_t j = 0; j < n; j++) m->lslot[m->lu[j]] = 0;   /* clear the slots used, for the next batch */
+    return n;
+}
+
 /* mode 0: train (touch: count shows, create rows), 1: train without counting (gradient checks),
  * 2: inference (unknown keys read a zero slot) */
 static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass, int mode)
@@ -424,19 +495,45 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
     ensure_unique(m, nnz);
     m->U = 0;
     m->zero_slot = -1;
-    int V = emb_table_values(m->t);
-    size_t r = r0;   /* the sample of entry k, for its label (the click counter) */
-    for (uint64_t k = k0; k < k1; k++) {
-        uint16_t f = b->field[k];
-        int64_t row;
-        while (b->row_ptr[r + 1] <= k) r++;
-        if (mode == 0) {
-            row = emb_table_touch(m->t, b->key[k], f, b->label[r] > 0.5f, pass);
-        } else if (mode == 1) {
-            row = emb_table_get(m->t, b->key[k]);
-        } else {
-            row = emb_table_lookup(m->t, b->key[k], f);
+    size_t nk = distinct_keys(m, b, r0, k0, k1);
+    /* Look every key up in parallel (the index is only read), prefetching index slots ahead;
+     * then create, count and de-duplicate in key order, prefetching rows ahead. */
+    enum { AHEAD = 8 };
+    #pragma omp parallel for schedule(static, 256)
+    for (size_t j = 0; j < nk; j++) {
+        if (j + AHEAD < nk) emb_table_prefetch(m->t, m->lkey[j + AHEAD]);
+        m->lfound[j] = emb_table_find(m->t, m->lkey[j]);
+    }
+    if (mode != 2 && m->c.min_show <= 1) {
+        /* every key has a row of its own, so distinct keys are distinct rows: create the missing
+         * rows in key order, then count and gather all rows in parallel */
+        for (size_t j = 0; j < nk; j++)
+            if (m->lfound[j] < 0) m->lfound[j] = emb_table_get(m->t, m->lkey[j]);
+        #pragma omp parallel for schedule(static, 256)
+        for (size_t j = 0; j < nk; j++) {
+            uint32_t row = (uint32_t)m->lfound[j];
+            if (mode == 0) {
+                emb_row_head *h = emb_table_head(m->t, row);
+                h->show += (float)m->lshow[j];
+                h->click += (float)m->lclick[j];
+                h->last_pass = pass;
+            }
+            m->urow[j] = row;
+            m->lu[j] = (uint32_t)j;
+            const float *v = emb_table_vals(m->t, row);
+            if (m->has_w) m->Uw[j] = v[0];
+            if (m->E) memcpy(m->Ue + j * (size_t)m->E, v + m->has_w, (size_t)m->E * sizeof(float));
         }
+        m->U = nk;
+        for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->ent[k];
+        return;
+    }
+    for (size_t j = 0; j < nk; j++) {
+        if (j + AHEAD < nk && m->lfound[j + AHEAD] >= 0) emb_table_prefetch_row(m->t, (uint32_t)m->lfound[j + AHEAD]);
+        int64_t row, f = m->lfound[j];
+        if (mode == 0) row = emb_table_touch_found(m->t, m->lkey[j], f, m->lfield[j], m->lshow[j], m->lclick[j], pass);
+        else if (mode == 1) row = f >= 0 ? f : emb_table_get(m->t, m->lkey[j]);
+        else row = f >= 0 ? f : emb_table_lookup(m->t, m->lkey[j], m->lfield[j]);
         uint32_t u;
         if (row < 0) {
             if (m->zero_slot < 0) {
@@ -449,7 +546,7 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
             u = (uint32_t)m->zero_slot;
         } else {
             emb_row_head *h = emb_table_head(m->t, (uint32_t)row);
-            if (h->mark == 0) {
+            if (h->mark == 0) {   /* several keys can share a row (a field's default row) */
                 h->mark = (uint32_t)m->U + 1;
                 m->urow[m->U] = (uint32_t)row;
                 const float *v = emb_table_vals(m->t, (uint32_t)row);
@@ -459,9 +556,9 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
             }
             u = h->mark - 1;
         }
-        m->uidx[k - k0] = u;
+        m->lu[j] = u;
     }
-    (void)V;
+    for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->lu[m->ent[k]];
     for (size_t u = 0; u < m->U; u++)
         if (m->urow[u] != UINT32_MAX) emb_table_head(m->t, m->urow[u])->mark = 0;
 }
@@ -696,10 +793,18 @@ double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
             emb_table_update(m->t, (uint32_t)r, g, m->step);
         }
     } else {
-        for (size_t u = 0; u < m->U; u++) {
-            if (m->has_w) g[0] = m->dUw[u];
-            if (m->E) memcpy(g + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
-            emb_table_update(m->t, m->urow[u], g, m->step);
+        /* each unique row is updated once, so rows can be updated in parallel: same result */
+        #pragma omp parallel
+        {
+            float *gt = xmalloc((size_t)V * sizeof *gt);
+            #pragma omp for schedule(static)
+            for (size_t u = 0; u < m->U; u++) {
+                if (m->urow[u] == UINT32_MAX) continue;
+                if (m->has_w) gt[0] = m->dUw[u];
+                if (m->E) memcpy(gt + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
+                emb_table_update(m->t, m->urow[u], gt, m->step);
+            }
+            free(gt);
         }
     }
     free(g);

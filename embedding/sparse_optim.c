@@ -78,8 +78,15 @@ void sparse_optim_update(const sparse_opt *o, float *v, float *s, const float *g
         break;
     }
     case SOPT_ADAM: {
+        /* bias corrections depend on the step only: computed once per step, not per row */
+        static _Thread_local struct { uint64_t step; float b1, b2; double c1, c2; } bc;
+        if (bc.step != step || bc.b1 != o->beta1 || bc.b2 != o->beta2) {
+            bc.step = step, bc.b1 = o->beta1, bc.b2 = o->beta2;
+            bc.c1 = 1.0 - pow(o->beta1, (double)step);
+            bc.c2 = 1.0 - pow(o->beta2, (double)step);
+        }
         float *m = s, *u = s + V;
-        double c1 = 1.0 - pow(o->beta1, (double)step), c2 = 1.0 - pow(o->beta2, (double)step);
+        double c1 = bc.c1, c2 = bc.c2;
         float a = (float)(lr * sqrt(c2) / c1);
         for (int i = 0; i < V; i++) {
             float gi = g[i] + l2 * v[i];

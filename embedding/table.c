@@ -197,23 +197,28 @@ static pending *pend_add(emb_table *t, uint64_t key)
     return &t->pend[i];
 }
 
-uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass)
+uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t shows, uint32_t clicks, uint32_t pass)
 {
-    int64_t r = emb_table_find(t, key);
+    return emb_table_touch_found(t, key, emb_table_find(t, key), field, shows, clicks, pass);
+}
+
+uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t field, uint32_t shows,
+                               uint32_t clicks, uint32_t pass)
+{
     if (r < 0 && t->c.min_show > 1) {
         pending *p = pend_find(t, key);
         if (!p) p = pend_add(t, key);
-        p->show += 1;
-        p->click += (float)click;
+        p->show += (float)shows;
+        p->click += (float)clicks;
         if (p->show < (float)t->c.min_show) {
             uint32_t d = emb_table_get(t, emb_table_default_key(field));
             emb_row_head *h = emb_table_head(t, d);
-            h->show += 1;
-            h->click += (float)click;
+            h->show += (float)shows;
+            h->click += (float)clicks;
             h->last_pass = pass;
             return d;
         }
-        /* admitted: the row starts with the counters gathered so far (this show included) */
+        /* admitted: the row starts with the counters gathered so far (these shows included) */
         float show = p->show, clk = p->click;
         uint32_t row = emb_table_get(t, key);
         emb_row_head *h = emb_table_head(t, row);
@@ -225,10 +230,25 @@ uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, 
     }
     uint32_t row = r >= 0 ? (uint32_t)r : emb_table_get(t, key);
     emb_row_head *h = emb_table_head(t, row);
-    h->show += 1;
-    h->click += (float)click;
+    h->show += (float)shows;
+    h->click += (float)clicks;
     h->last_pass = pass;
     return row;
+}
+
+uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass)
+{
+    return emb_table_touch_n(t, key, field, 1, click ? 1 : 0, pass);
+}
+
+void emb_table_prefetch(const emb_table *t, uint64_t key)
+{
+    __builtin_prefetch(&t->idx[mix(key) & (t->idx_cap - 1)]);
+}
+
+void emb_table_prefetch_row(const emb_table *t, uint32_t row)
+{
+    __builtin_prefetch(t->slab + (size_t)row * t->row_bytes);
 }
 
 int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field)

@@ -59,6 +59,15 @@ float *emb_table_state(emb_table *t, uint32_t row);
 /* The row a key trains, counting the show (and click): its own row, or with admission pending
  * the default row of its field. */
 uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass);
+/* The same for `shows` occurrences at once, `clicks` of them clicked (a batch's de-duplicated key). */
+uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t shows, uint32_t clicks, uint32_t pass);
+/* As emb_table_touch_n, with `found` the result of an earlier emb_table_find of the same key
+ * (rows inserted since for other keys do not change it). */
+uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t found, uint16_t field, uint32_t shows,
+                               uint32_t clicks, uint32_t pass);
+/* Hint that key will be looked up soon (prefetches its index slot); and that a row will be read. */
+void emb_table_prefetch(const emb_table *t, uint64_t key);
+void emb_table_prefetch_row(const emb_table *t, uint32_t row);
 /* The row a key reads at inference (no counting, nothing created): own row, field default row,
  * or -1 if neither exists. */
 int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field);

@@ -211,12 +211,17 @@ static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
     double t0 = now_sec();
     for (size_t i = 0; i < n && ret == 0; i += B) {
         size_t end = i + B < n ? i + B : n;
-        block_clear(&batch);
-        for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
-        double loss = model_train_batch(t->m, &batch, 0, batch.rows, (uint32_t)t->epoch);
-        t->loss_sum += loss * (double)batch.rows;
-        t->loss_n += batch.rows;
-        t->rows_done += batch.rows;
+        double loss;
+        if (o->shuffle_rows) {   /* gather the permuted rows into a batch */
+            block_clear(&batch);
+            for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
+            loss = model_train_batch(t->m, &batch, 0, batch.rows, (uint32_t)t->epoch);
+        } else {                 /* file order: train on the buffer's rows in place */
+            loss = model_train_batch(t->m, buf, i, end, (uint32_t)t->epoch);
+        }
+        t->loss_sum += loss * (double)(end - i);
+        t->loss_n += end - i;
+        t->rows_done += end - i;
         progress(t, 0);
         if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0) {
             t->train_seconds += now_sec() - t0;
