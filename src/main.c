@@ -178,13 +178,19 @@ static int cmd_eval(int argc, char **argv, int predict)
         default: usage(stderr); return 2;
         }
     }
+    int ret = 0;
     if (predict) {
         if (!dir || !n_data || !pred) die("predict: --model, --data and --out are required");
-        return model_data_eval(dir, data, n_data, &in, format_given, pred, NULL, 0, 1);
-    }
-    if (dir) {
+        ret = model_data_eval(dir, data, n_data, &in, format_given, pred, NULL, 0, 1);
+    } else if (dir) {
         if (!n_data) die("eval: --data FILE is required with --model");
-        return model_data_eval(dir, data, n_data, &in, format_given, pred, group, json, 0);
+        ret = model_data_eval(dir, data, n_data, &in, format_given, pred, group, json, 0);
+    }
+    if (predict || dir) {
+        free(data);
+        free(opts);
+        cli_input_free(&in);
+        return ret;
     }
     if (!scores) die("eval: give --model DIR --data FILE, or --scores FILE");
     float *label;
@@ -201,6 +207,7 @@ static int cmd_eval(int argc, char **argv, int predict)
     free(prob);
     free(data);
     free(opts);
+    cli_input_free(&in);
     return 0;
 }
 
