@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,7 +273,10 @@ int train_run(const train_opts *o)
 {
     trainer t = { .o = o, .best_auc = -INFINITY };
     char err[1024];
-    if (o->threads > 0) openblas_set_num_threads(o->threads);
+    if (o->threads > 0) {
+        openblas_set_num_threads(o->threads);
+        omp_set_num_threads(o->threads);
+    }
     /* the schema: from the first training file (and the validation set must agree) */
     data_source *s;
     if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {

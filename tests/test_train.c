@@ -109,6 +109,26 @@ Test(train, early_stopping_log_and_predictions)
     free(out);
 }
 
+Test(train, admission_by_min_show)
+{
+    make_data();
+    char *out;
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --model fm --format criteo --train tr.tsv --valid va.tsv --out a "
+                              "--epochs 2 --lr 0.01 --min-show 3 " SMALL), 0, "%s", out);
+    free(out);
+    json_t *j = eval_json("a", "va.tsv");
+    cr_assert_gt(json_real_value(json_object_get(j, "auc")), 0.70);
+    json_decref(j);
+    /* fewer rows than keys seen: rare keys share their field's row */
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --model fm --format criteo --train tr.tsv --out b --epochs 1 " SMALL " && "
+                              "$B/ctrbox train --model fm --format criteo --train tr.tsv --out c --epochs 1 --min-show 3 " SMALL " && "
+                              "stat -c %%s b/model.ctrbox c/model.ctrbox"), 0, "%s", out);
+    long sb = 0, sc = 0;
+    cr_assert_eq(sscanf(out, "%ld %ld", &sb, &sc), 2, "%s", out);
+    cr_assert_lt(sc * 2, sb, "admission keeps rare keys out of the table: %ld vs %ld bytes", sc, sb);
+    free(out);
+}
+
 Test(train, ini_config_and_bad_input)
 {
     make_data();
