@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/mix.h"
 #include "../src/util.h"
 
 #define HLL_P 14
@@ -62,15 +63,6 @@ void field_stats_destroy(field_stats *fs)
     free(fs);
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static void set_insert(field *f, uint64_t key);
 
 static void set_grow(field *f)
@@ -87,7 +79,7 @@ static void set_grow(field *f)
 
 static void set_insert(field *f, uint64_t key)
 {
-    size_t mask = f->cap - 1, i = mix(key) & mask;
+    size_t mask = f->cap - 1, i = mix64(key) & mask;
     while (f->slots[i]) {
         if (f->slots[i] == key) return;
         i = (i + 1) & mask;
@@ -99,7 +91,7 @@ static void set_insert(field *f, uint64_t key)
 
 static void add_key(field_stats *fs, field *f, uint64_t key)
 {
-    uint64_t h = mix(key ^ 0x9e3779b97f4a7c15ull);
+    uint64_t h = mix64(key ^ 0x9e3779b97f4a7c15ull);
     uint32_t idx = (uint32_t)(h >> (64 - HLL_P));
     uint64_t rest = h << HLL_P;
     uint8_t rank = rest ? (uint8_t)(__builtin_clzll(rest) + 1) : (uint8_t)(64 - HLL_P + 1);

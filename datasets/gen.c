@@ -15,6 +15,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../src/mix.h"
 #include "../src/util.h"
 
 #define N_INT 13
@@ -46,14 +47,6 @@ static const int inter_fields[] = { 0, 1, 4, 5, 7, 9, 12, 13, 17, 18 };
 typedef struct {
     uint64_t s[4];
 } rng;
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -177,7 +170,7 @@ int gen_write(const gen_opts *o, FILE *out, FILE *truth)
     char line[1024];
     for (uint64_t row = o->offset; row < o->offset + o->rows; row++) {
         uint64_t x = o->seed ^ (row * 0xd1342543de82ef95ull);   /* each row its own stream */
-        for (int i = 0; i < 4; i++) r.s[i] = splitmix(&x);
+        for (int i = 0; i < 4; i++) r.s[i] = splitmix64(&x);
         char *p = line + 2;   /* label written last */
         double logit = BIAS;
         for (int j = 0; j < N_INT; j++) {

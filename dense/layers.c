@@ -54,7 +54,8 @@ VECTORIZED void dense_sigmoid_backward(float *din, const float *dout, const floa
     for (size_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
 }
 
-static uint64_t mix64(uint64_t z)
+/* SplitMix64's finaliser: a dropout mask bit per element from (seed, step, index) */
+static inline uint64_t dropout_hash(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -71,9 +72,9 @@ VECTORIZED void dense_dropout_forward(float *out, uint8_t *mask, const float *in
     }
     float scale = 1.0f / (1.0f - p);
     uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
-    uint64_t base = mix64(seed ^ (step * 0x9e3779b97f4a7c15ull));
+    uint64_t base = dropout_hash(seed ^ (step * 0x9e3779b97f4a7c15ull));
     for (size_t i = 0; i < n; i++) {
-        uint8_t keep = mix64(base + i * 0x9e3779b97f4a7c15ull) >= threshold;
+        uint8_t keep = dropout_hash(base + i * 0x9e3779b97f4a7c15ull) >= threshold;
         mask[i] = keep;
         out[i] = keep ? in[i] * scale : 0.0f;
     }

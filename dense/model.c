@@ -19,6 +19,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../src/mix.h"
 #include "../src/util.h"
 #include "layers.h"
 
@@ -234,14 +235,6 @@ static void mlp_backward(model *m, mlp *p, float *din, const float *dout, float 
 static int uses_w(model_kind k) { return k == MODEL_LR || k == MODEL_FM || k == MODEL_FFM || k == MODEL_WIDEDEEP || k == MODEL_DEEPFM; }
 static int uses_emb(model_kind k) { return k != MODEL_LR; }
 
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void alloc_params(model *m)
 {
     size_t np = 0, nb = 0;
@@ -271,7 +264,7 @@ static void alloc_params(model *m)
         *r->p = p;
         for (size_t j = 0; j < r->n; j++) {
             if (r->init == 1) p[j] = 1.0f;
-            else if (r->init == 2) p[j] = (float)(((double)(splitmix(&rs) >> 11) * (1.0 / 9007199254740992.0) * 2 - 1) * r->a);
+            else if (r->init == 2) p[j] = (float)(((double)(splitmix64(&rs) >> 11) * (1.0 / 9007199254740992.0) * 2 - 1) * r->a);
         }
     }
 }
@@ -424,13 +417,6 @@ static void ensure_unique(model *m, size_t nnz)
     }
 }
 
-static uint64_t mixk(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    return x ^ (x >> 33);
-}
-
 /* Distinct keys of entries [k0, k1) in first-seen order: lkey/lfield/lshow/lclick per key,
  * ent[k - k0] = key index. Returns the number of keys. The batch-local table stays in cache, so
  * the big table sees each key once per batch. */
@@ -458,7 +444,7 @@ static size_t distinct_keys(model *m, const sample_block *b, size_t r0, uint64_t
     for (uint64_t k = k0; k < k1; k++) {
         while (b->row_ptr[r + 1] <= k) r++;
         uint64_t key = b->key[k];
-        size_t i = mixk(key) & mask;
+        size_t i = mix64(key) & mask;
         uint32_t li;
         for (;;) {
             uint32_t s = m->lslot[i];
@@ -846,19 +832,26 @@ int model_row_grad(const model *m, uint32_t row, float *g)
 #define DENSE_MAGIC "CTRBXDNS"
 #define DENSE_VERSION 1u
 
-int model_save_dense(const model *m, void *file)
+/* XXH64 over the dense section: header, parameters, buffers, moments */
+static uint64_t dense_digest(const model *m, const uint64_t *hdr, size_t hdr_bytes, size_t nm)
 {
-    FILE *f = file;
-    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
-    uint64_t hdr[5] = { DENSE_VERSION, m->n_params, m->n_buffers, nm, m->step };
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
-    XXH64_update(st, hdr, sizeof hdr);
+    XXH64_update(st, hdr, hdr_bytes);
     XXH64_update(st, m->params, m->n_params * sizeof(float));
     XXH64_update(st, m->buffers, m->n_buffers * sizeof(float));
     XXH64_update(st, m->moments, nm * sizeof(float));
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
+    return h;
+}
+
+int model_save_dense(const model *m, void *file)
+{
+    FILE *f = file;
+    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    uint64_t hdr[5] = { DENSE_VERSION, m->n_params, m->n_buffers, nm, m->step };
+    uint64_t h = dense_digest(m, hdr, sizeof hdr, nm);
     int ok = fwrite(DENSE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
              fwrite(m->params, sizeof(float), m->n_params, f) == m->n_params &&
              fwrite(m->buffers, sizeof(float), m->n_buffers, f) == m->n_buffers &&
@@ -888,15 +881,7 @@ int model_load_dense(model *m, void *file, char *err, size_t errlen)
         snprintf(err, errlen, "dense parameters: truncated");
         return -EBADMSG;
     }
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    XXH64_update(st, hdr, sizeof hdr);
-    XXH64_update(st, m->params, m->n_params * sizeof(float));
-    XXH64_update(st, m->buffers, m->n_buffers * sizeof(float));
-    XXH64_update(st, m->moments, nm * sizeof(float));
-    int ok = XXH64_digest(st) == h;
-    XXH64_freeState(st);
-    if (!ok) {
+    if (dense_digest(m, hdr, sizeof hdr, nm) != h) {
         snprintf(err, errlen, "dense parameters: checksum mismatch");
         return -EBADMSG;
     }

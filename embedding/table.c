@@ -15,6 +15,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../src/mix.h"
 #include "../src/util.h"
 
 typedef struct {
@@ -38,15 +39,6 @@ struct emb_table {
     pending *pend;
     size_t pend_n, pend_cap;
 };
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
 
 emb_table *emb_table_create(const emb_table_config *c)
 {
@@ -82,7 +74,7 @@ float *emb_table_state(emb_table *t, uint32_t row) { return emb_table_vals(t, ro
 
 int64_t emb_table_find(const emb_table *t, uint64_t key)
 {
-    size_t mask = t->idx_cap - 1, i = mix(key) & mask;
+    size_t mask = t->idx_cap - 1, i = mix64(key) & mask;
     for (;;) {
         const slot *s = &t->idx[i];
         if (s->row1 == 0) return -1;
@@ -93,7 +85,7 @@ int64_t emb_table_find(const emb_table *t, uint64_t key)
 
 static void idx_put(slot *idx, size_t cap, uint64_t key, uint64_t row1)
 {
-    size_t mask = cap - 1, i = mix(key) & mask;
+    size_t mask = cap - 1, i = mix64(key) & mask;
     while (idx[i].row1) i = (i + 1) & mask;
     idx[i].key = key;
     idx[i].row1 = row1;
@@ -166,7 +158,7 @@ uint64_t emb_table_default_key(uint16_t field)
 static pending *pend_find(const emb_table *t, uint64_t key)
 {
     if (!t->pend_cap) return NULL;
-    size_t mask = t->pend_cap - 1, i = mix(key) & mask;
+    size_t mask = t->pend_cap - 1, i = mix64(key) & mask;
     while (t->pend[i].key != 0 || t->pend[i].show != 0) {
         if (t->pend[i].key == key) return &t->pend[i];
         i = (i + 1) & mask;
@@ -182,7 +174,7 @@ static pending *pend_add(emb_table *t, uint64_t key)
         for (size_t i = 0; i < t->pend_cap; i++) {
             pending *p = &t->pend[i];
             if (p->show == 0 && p->key == 0) continue;
-            size_t j = mix(p->key) & (cap - 1);
+            size_t j = mix64(p->key) & (cap - 1);
             while (n[j].show != 0 || n[j].key != 0) j = (j + 1) & (cap - 1);
             n[j] = *p;
         }
@@ -190,7 +182,7 @@ static pending *pend_add(emb_table *t, uint64_t key)
         t->pend = n;
         t->pend_cap = cap;
     }
-    size_t mask = t->pend_cap - 1, i = mix(key) & mask;
+    size_t mask = t->pend_cap - 1, i = mix64(key) & mask;
     while (t->pend[i].show != 0 || t->pend[i].key != 0) i = (i + 1) & mask;
     t->pend[i].key = key;
     t->pend_n++;
@@ -243,7 +235,7 @@ uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, 
 
 void emb_table_prefetch(const emb_table *t, uint64_t key)
 {
-    __builtin_prefetch(&t->idx[mix(key) & (t->idx_cap - 1)]);
+    __builtin_prefetch(&t->idx[mix64(key) & (t->idx_cap - 1)]);
 }
 
 void emb_table_prefetch_row(const emb_table *t, uint32_t row)
