@@ -154,39 +154,39 @@ VECTORIZED void dense_batchnorm_backward(float *din, float *dgamma, float *dbeta
     free(sdyx);
 }
 
-VECTORIZED void dense_pool_forward(float *out, const float *emb, const uint32_t *uidx, const uint16_t *field,
-                        const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
-                        int F, int D)
+VECTORIZED void dense_pool_forward(float *out, const float *emb, const size_t *uoff, const uint32_t *uidx,
+                                   const uint16_t *field, const float *val, const uint64_t *row_ptr, const int32_t *slot,
+                                   const int *off, const int *dim, int mean, int B, int F, int W)
 {
-    memset(out, 0, (size_t)B * F * D * sizeof *out);
+    memset(out, 0, (size_t)B * W * sizeof *out);
     int *cnt = mean ? xcalloc((size_t)F, sizeof *cnt) : NULL;
     for (int b = 0; b < B; b++) {
-        float *o = out + (size_t)b * F * D;
+        float *o = out + (size_t)b * W;
         for (uint64_t k = row_ptr[b]; k < row_ptr[b + 1]; k++) {
             int s = slot[field[k]];
             if (s < 0) continue;
-            const float *e = emb + (size_t)uidx[k] * D;
-            float v = val[k], *os = o + (size_t)s * D;
-            for (int d = 0; d < D; d++) os[d] += v * e[d];
+            const float *e = emb + uoff[uidx[k]];
+            float v = val[k], *os = o + off[s];
+            for (int d = 0; d < dim[s]; d++) os[d] += v * e[d];
             if (mean) cnt[s]++;
         }
         if (mean)
             for (int s = 0; s < F; s++) {
                 if (cnt[s] > 1)
-                    for (int d = 0; d < D; d++) o[(size_t)s * D + d] /= (float)cnt[s];
+                    for (int d = 0; d < dim[s]; d++) o[off[s] + d] /= (float)cnt[s];
                 cnt[s] = 0;
             }
     }
     free(cnt);
 }
 
-VECTORIZED void dense_pool_backward(float *demb, const float *dout, const uint32_t *uidx, const uint16_t *field,
-                         const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
-                         int F, int D)
+VECTORIZED void dense_pool_backward(float *demb, const float *dout, const size_t *uoff, const uint32_t *uidx,
+                                    const uint16_t *field, const float *val, const uint64_t *row_ptr, const int32_t *slot,
+                                    const int *off, const int *dim, int mean, int B, int F, int W)
 {
     int *cnt = mean ? xcalloc((size_t)F, sizeof *cnt) : NULL;
     for (int b = 0; b < B; b++) {
-        const float *g = dout + (size_t)b * F * D;
+        const float *g = dout + (size_t)b * W;
         if (mean) {
             for (int s = 0; s < F; s++) cnt[s] = 0;
             for (uint64_t k = row_ptr[b]; k < row_ptr[b + 1]; k++)
@@ -197,9 +197,9 @@ VECTORIZED void dense_pool_backward(float *demb, const float *dout, const uint32
             if (s < 0) continue;
             float v = val[k];
             if (mean && cnt[s] > 1) v /= (float)cnt[s];
-            float *de = demb + (size_t)uidx[k] * D;
-            const float *gs = g + (size_t)s * D;
-            for (int d = 0; d < D; d++) de[d] += v * gs[d];
+            float *de = demb + uoff[uidx[k]];
+            const float *gs = g + off[s];
+            for (int d = 0; d < dim[s]; d++) de[d] += v * gs[d];
         }
     }
     free(cnt);

@@ -46,15 +46,16 @@ void dense_batchnorm_backward(float *din, float *dgamma, float *dbeta, const flo
                               const float *mean, const float *rstd, const float *gamma, int B, int C);
 
 /* Embedding pooling. Batch entries k (CSR row_ptr (B+1)) of sample b have unique-row index
- * uidx[k], field field[k] and value val[k]. slot[field] is the field's slot (F slots, -1: not
- * pooled). out (B, F, D) = sum (or mean, by entry count) of val * emb[uidx] per slot. */
-void dense_pool_forward(float *out, const float *emb, const uint32_t *uidx, const uint16_t *field,
-                        const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
-                        int F, int D);
-/* demb (U, D) += val * dout[b, slot] (/ count for mean) for every entry */
-void dense_pool_backward(float *demb, const float *dout, const uint32_t *uidx, const uint16_t *field,
-                         const float *val, const uint64_t *row_ptr, const int32_t *slot, int mean, int B,
-                         int F, int D);
+ * uidx[k], field field[k] and value val[k]; unique row u's vector starts at emb + uoff[u].
+ * slot[field] is the field's slot (F slots, -1: not pooled); slot s has dim[s] floats at offset
+ * off[s] of each output row. out (B, W) = sum (or mean, by entry count) of val * vector per slot. */
+void dense_pool_forward(float *out, const float *emb, const size_t *uoff, const uint32_t *uidx, const uint16_t *field,
+                        const float *val, const uint64_t *row_ptr, const int32_t *slot, const int *off, const int *dim,
+                        int mean, int B, int F, int W);
+/* demb += val * dout[b, slot] (/ count for mean) for every entry */
+void dense_pool_backward(float *demb, const float *dout, const size_t *uoff, const uint32_t *uidx, const uint16_t *field,
+                         const float *val, const uint64_t *row_ptr, const int32_t *slot, const int *off, const int *dim,
+                         int mean, int B, int F, int W);
 
 /* FM second-order term: out (B) = 0.5 * sum_d ((sum_f e)^2 - sum_f e^2), e (B, F, D) */
 void dense_fm_forward(float *out, const float *e, int B, int F, int D);

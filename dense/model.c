@@ -52,6 +52,59 @@ void model_config_default(model_config *c, model_kind kind)
     sparse_opt_default(&c->sopt, SOPT_ADAM);
 }
 
+/* The embedding size field_dims gives the field called name, or 0. */
+static int field_dim_of(const model_config *c, const char *name)
+{
+    const char *p = c->field_dims;
+    size_t n = strlen(name);
+    while (*p) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        if (eq && eq < end && (size_t)(eq - p) == n && !memcmp(p, name, n)) return atoi(eq + 1);
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int model_config_check(const model_config *c, const data_schema *schema, char *err, size_t errlen)
+{
+    const char *p = c->field_dims;
+    int sizes = 0, first = 0, mixed = 0;
+    while (*p) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        char *stop;
+        long d = eq && eq < end ? strtol(eq + 1, &stop, 10) : 0;
+        if (!eq || eq > end || eq == p || d < 1 || d > 4096 || stop != end) {
+            snprintf(err, errlen, "--field-dim: '%.*s' is not NAME=SIZE", (int)(end - p), p);
+            return -1;
+        }
+        int found = 0;
+        for (uint32_t f = 0; f < schema->n_fields; f++)
+            if (strlen(schema->names[f]) == (size_t)(eq - p) && !memcmp(schema->names[f], p, (size_t)(eq - p))) {
+                found = 1;
+                if (schema->kind[f] != FIELD_CAT) {
+                    snprintf(err, errlen, "--field-dim: field %s is numeric, it has no embedding", schema->names[f]);
+                    return -1;
+                }
+            }
+        if (!found) {
+            snprintf(err, errlen, "--field-dim: the data has no field '%.*s'", (int)(eq - p), p);
+            return -1;
+        }
+        if (sizes++ == 0) first = (int)d;
+        mixed |= d != first || d != c->dim;
+        p = *end ? end + 1 : end;
+    }
+    int pairwise = c->kind == MODEL_FM || c->kind == MODEL_FFM || c->kind == MODEL_DEEPFM || c->kind == MODEL_DLRM;
+    if (mixed && pairwise) {
+        snprintf(err, errlen, "--field-dim: %s combines fields' vectors pairwise, so all need the size --dim %d",
+                 model_kind_name(c->kind), c->dim);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- parameter registry ---- */
 typedef struct {
     float **p, **g;
@@ -80,8 +133,11 @@ struct model {
     int F, ND;            /* pooled fields, dense values */
     int32_t *slot;        /* field -> slot, -1 for num fields */
     int32_t *dslot;       /* (ND) unused for now: dense values come from the block */
-    emb_table *t;
-    int has_w, E;         /* E: embedding floats per row (dim, or F*dim for ffm) */
+    int n_tables;
+    emb_table **tab;      /* (n_tables) */
+    int *tE;              /* (n_tables) embedding floats per row (dim, or F*dim for ffm) */
+    int *stab, *soff, *sdim;   /* per slot: its table, its offset and width in a pooled row */
+    int has_w, E, W;      /* E: the widest table's floats per row; W: pooled row width */
     /* dense parameter block */
     preq *reqs;
     int n_reqs, cap_reqs;
@@ -104,6 +160,8 @@ struct model {
     float *fm_out, *dfm, *deep_out, *cat, *dcat, *dots, *ddots, *inter, *dinter, *hl, *dhl;
     /* unique rows of the batch */
     uint32_t *uidx, *urow;
+    uint16_t *utab;       /* table of each unique row */
+    size_t *uoff;         /* offset of each unique row's vector in Ue / dUe */
     size_t cap_k, cap_u, U;
     float *Uw, *Ue, *dUw, *dUe;
     int zero_slot;        /* inference: slot of the zero row for unknown keys */
@@ -278,14 +336,51 @@ model *model_create(const model_config *c, const data_schema *schema)
     for (uint32_t f = 0; f < schema->n_fields; f++) m->slot[f] = schema->kind[f] == FIELD_CAT ? m->F++ : -1;
     m->ND = (int)schema->n_dense;
     m->has_w = uses_w(c->kind);
-    m->E = !uses_emb(c->kind) ? 0 : c->kind == MODEL_FFM ? m->F * c->dim : c->dim;
-    emb_table_config tc = { m->E, m->has_w, c->sopt, c->init_std, 0, c->seed, c->min_show };
-    m->t = emb_table_create(&tc);
+    char err[300];
+    CHECK(model_config_check(c, schema, err, sizeof err) == 0);
+    /* tables: fields named in field_dims (or all, with table_per_field) get one each, in slot
+     * order; the others share table 0 */
+    int Fs = m->F ? m->F : 1;
+    m->stab = xcalloc((size_t)Fs, sizeof *m->stab);
+    m->soff = xcalloc((size_t)Fs, sizeof *m->soff);
+    m->sdim = xcalloc((size_t)Fs, sizeof *m->sdim);
+    int *tdim = xcalloc((size_t)Fs + 1, sizeof *tdim);
+    int shared = -1;
+    for (uint32_t f = 0; f < schema->n_fields; f++) {
+        int sl = m->slot[f];
+        if (sl < 0) continue;
+        int dim = field_dim_of(c, schema->names[f]);
+        if (dim == 0 && !c->table_per_field) {
+            if (shared < 0) {
+                shared = m->n_tables++;
+                tdim[shared] = c->dim;
+            }
+            m->stab[sl] = shared;
+        } else {
+            m->stab[sl] = m->n_tables;
+            tdim[m->n_tables++] = dim ? dim : c->dim;
+        }
+    }
+    if (m->n_tables == 0) tdim[m->n_tables++] = c->dim;   /* no categorical field: one empty table */
+    m->tab = xcalloc((size_t)m->n_tables, sizeof *m->tab);
+    m->tE = xcalloc((size_t)m->n_tables, sizeof *m->tE);
+    for (int t = 0; t < m->n_tables; t++) {
+        m->tE[t] = !uses_emb(c->kind) ? 0 : c->kind == MODEL_FFM ? m->F * tdim[t] : tdim[t];
+        if (m->tE[t] > m->E) m->E = m->tE[t];
+        emb_table_config tc = { m->tE[t], m->has_w, c->sopt, c->init_std, 0, c->seed + (uint64_t)t * 1000003, c->min_show };
+        m->tab[t] = emb_table_create(&tc);
+    }
+    for (int sl = 0; sl < m->F; sl++) {
+        m->sdim[sl] = m->tE[m->stab[sl]];
+        m->soff[sl] = m->W;
+        m->W += m->sdim[sl];
+    }
+    free(tdim);
 
     int B = m->B, D = c->dim;
     reserve(m, &m->bias, &m->dbias, 1, 0, 0);
     if (m->has_w && m->ND) reserve(m, &m->wd, &m->dwd, (size_t)m->ND, 0, 0);
-    m->X0 = m->F * D + m->ND;
+    m->X0 = m->W + m->ND;
     int deep_out = 0, top_in = 0;
     switch (c->kind) {
     case MODEL_DNN: case MODEL_WIDEDEEP: case MODEL_DEEPFM:
@@ -330,8 +425,8 @@ model *model_create(const model_config *c, const data_schema *schema)
     m->label = xcalloc((size_t)B, sizeof(float));
     m->dense = xcalloc((size_t)B * (m->ND ? m->ND : 1), sizeof(float));
     if (m->E) {
-        m->pooled = xcalloc((size_t)B * m->F * m->E, sizeof(float));
-        m->dpooled = xcalloc((size_t)B * m->F * m->E, sizeof(float));
+        m->pooled = xcalloc((size_t)B * m->W, sizeof(float));
+        m->dpooled = xcalloc((size_t)B * m->W, sizeof(float));
     }
     m->fm_out = xcalloc((size_t)B, sizeof(float));
     m->dfm = xcalloc((size_t)B, sizeof(float));
@@ -372,7 +467,8 @@ model *model_create(const model_config *c, const data_schema *schema)
 void model_destroy(model *m)
 {
     if (!m) return;
-    emb_table_destroy(m->t);
+    for (int t = 0; t < m->n_tables; t++) emb_table_destroy(m->tab[t]);
+    free(m->tab), free(m->tE), free(m->stab), free(m->soff), free(m->sdim), free(m->utab), free(m->uoff);
     mlp_free(&m->deep), mlp_free(&m->top), mlp_free(&m->bottom);
     for (int i = 0; i <= MODEL_MAX_LAYERS; i++) free(m->xl[i]);
     for (int i = 0; i < MODEL_MAX_LAYERS; i++) free(m->ct[i]);
@@ -388,14 +484,15 @@ void model_destroy(model *m)
 }
 
 const model_config *model_config_of(const model *m) { return &m->c; }
-emb_table *model_table(model *m) { return m->t; }
+int model_n_tables(const model *m) { return m->n_tables; }
+emb_table *model_table(model *m, int i) { return i >= 0 && i < m->n_tables ? m->tab[i] : NULL; }
 uint64_t model_step(const model *m) { return m->step; }
 
 void model_scale_lr(model *m, float factor)
 {
     m->c.dopt.lr *= factor;
     m->c.sopt.lr *= factor;
-    emb_table_set_lr(m->t, m->c.sopt.lr);
+    for (int t = 0; t < m->n_tables; t++) emb_table_set_lr(m->tab[t], m->c.sopt.lr);
 }
 
 /* ---- gather: entries -> unique rows ---- */
@@ -408,6 +505,8 @@ static void ensure_unique(model *m, size_t nnz)
     if (nnz + 1 > m->cap_u) {
         m->cap_u = (nnz + 1) * 2;
         m->urow = xrealloc(m->urow, m->cap_u * sizeof *m->urow);
+        m->utab = xrealloc(m->utab, m->cap_u * sizeof *m->utab);
+        m->uoff = xrealloc(m->uoff, (m->cap_u + 1) * sizeof *m->uoff);
         m->Uw = xrealloc(m->Uw, m->cap_u * sizeof *m->Uw);
         m->dUw = xrealloc(m->dUw, m->cap_u * sizeof *m->dUw);
         if (m->E) {
@@ -472,6 +571,35 @@ static size_t distinct_keys(model *m, const sample_block *b, size_t r0, uint64_t
     return n;
 }
 
+/* Unique slot for row `row` of table t (de-duplicated by the row's mark), its values copied in. */
+static uint32_t unique_row(model *m, int t, int64_t row)
+{
+    if (row < 0) {   /* inference, unknown key: a zero vector */
+        if (m->zero_slot < 0) {
+            m->zero_slot = (int)m->U;
+            m->urow[m->U] = UINT32_MAX;
+            m->utab[m->U] = 0;
+            m->uoff[m->U + 1] = m->uoff[m->U] + (size_t)m->E;
+            m->Uw[m->U] = 0;
+            if (m->E) memset(m->Ue + m->uoff[m->U], 0, (size_t)m->E * sizeof(float));
+            m->U++;
+        }
+        return (uint32_t)m->zero_slot;
+    }
+    emb_row_head *h = emb_table_head(m->tab[t], (uint32_t)row);
+    if (h->mark == 0) {   /* several keys can share a row (a field's default row) */
+        h->mark = (uint32_t)m->U + 1;
+        m->urow[m->U] = (uint32_t)row;
+        m->utab[m->U] = (uint16_t)t;
+        m->uoff[m->U + 1] = m->uoff[m->U] + (size_t)m->tE[t];
+        const float *v = emb_table_vals(m->tab[t], (uint32_t)row);
+        if (m->has_w) m->Uw[m->U] = v[0];
+        if (m->tE[t]) memcpy(m->Ue + m->uoff[m->U], v + m->has_w, (size_t)m->tE[t] * sizeof(float));
+        m->U++;
+    }
+    return h->mark - 1;
+}
+
 /* mode 0: train (touch: count shows, create rows), 1: train without counting (gradient checks),
  * 2: inference (unknown keys read a zero slot) */
 static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass, int mode)
@@ -480,73 +608,60 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
     size_t nnz = (size_t)(k1 - k0);
     ensure_unique(m, nnz);
     m->U = 0;
+    m->uoff[0] = 0;
     m->zero_slot = -1;
     size_t nk = distinct_keys(m, b, r0, k0, k1);
-    /* Look every key up in parallel (the index is only read), prefetching index slots ahead;
-     * then create, count and de-duplicate in key order, prefetching rows ahead. */
+    /* Look every key up in its field's table in parallel (the tables are only read), prefetching
+     * index slots ahead; then create, count and de-duplicate in key order. */
     enum { AHEAD = 8 };
     #pragma omp parallel for schedule(static, 256)
     for (size_t j = 0; j < nk; j++) {
-        if (j + AHEAD < nk) emb_table_prefetch(m->t, m->lkey[j + AHEAD]);
-        m->lfound[j] = emb_table_find(m->t, m->lkey[j]);
+        if (j + AHEAD < nk) emb_table_prefetch(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], m->lkey[j + AHEAD]);
+        m->lfound[j] = emb_table_find(m->tab[m->stab[m->slot[m->lfield[j]]]], m->lkey[j]);
     }
     if (mode != 2 && m->c.min_show <= 1) {
         /* every key has a row of its own, so distinct keys are distinct rows: create the missing
-         * rows in key order, then count and gather all rows in parallel */
-        for (size_t j = 0; j < nk; j++)
-            if (m->lfound[j] < 0) m->lfound[j] = emb_table_get(m->t, m->lkey[j]);
+         * rows in key order, lay out the vectors, then count and gather all rows in parallel */
+        for (size_t j = 0; j < nk; j++) {
+            int t = m->stab[m->slot[m->lfield[j]]];
+            if (m->lfound[j] < 0) m->lfound[j] = emb_table_get(m->tab[t], m->lkey[j]);
+            m->utab[j] = (uint16_t)t;
+            m->uoff[j + 1] = m->uoff[j] + (size_t)m->tE[t];
+        }
         #pragma omp parallel for schedule(static, 256)
         for (size_t j = 0; j < nk; j++) {
+            emb_table *tb = m->tab[m->utab[j]];
             uint32_t row = (uint32_t)m->lfound[j];
             if (mode == 0) {
-                emb_row_head *h = emb_table_head(m->t, row);
+                emb_row_head *h = emb_table_head(tb, row);
                 h->show += (float)m->lshow[j];
                 h->click += (float)m->lclick[j];
                 h->last_pass = pass;
             }
             m->urow[j] = row;
-            m->lu[j] = (uint32_t)j;
-            const float *v = emb_table_vals(m->t, row);
+            const float *v = emb_table_vals(tb, row);
             if (m->has_w) m->Uw[j] = v[0];
-            if (m->E) memcpy(m->Ue + j * (size_t)m->E, v + m->has_w, (size_t)m->E * sizeof(float));
+            int E = m->tE[m->utab[j]];
+            if (E) memcpy(m->Ue + m->uoff[j], v + m->has_w, (size_t)E * sizeof(float));
         }
         m->U = nk;
         for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->ent[k];
         return;
     }
     for (size_t j = 0; j < nk; j++) {
-        if (j + AHEAD < nk && m->lfound[j + AHEAD] >= 0) emb_table_prefetch_row(m->t, (uint32_t)m->lfound[j + AHEAD]);
+        int t = m->stab[m->slot[m->lfield[j]]];
+        emb_table *tb = m->tab[t];
+        if (j + AHEAD < nk && m->lfound[j + AHEAD] >= 0)
+            emb_table_prefetch_row(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], (uint32_t)m->lfound[j + AHEAD]);
         int64_t row, f = m->lfound[j];
-        if (mode == 0) row = emb_table_touch_found(m->t, m->lkey[j], f, m->lfield[j], m->lshow[j], m->lclick[j], pass);
-        else if (mode == 1) row = f >= 0 ? f : emb_table_get(m->t, m->lkey[j]);
-        else row = f >= 0 ? f : emb_table_lookup(m->t, m->lkey[j], m->lfield[j]);
-        uint32_t u;
-        if (row < 0) {
-            if (m->zero_slot < 0) {
-                m->zero_slot = (int)m->U;
-                m->urow[m->U] = UINT32_MAX;
-                m->Uw[m->U] = 0;
-                if (m->E) memset(m->Ue + m->U * (size_t)m->E, 0, (size_t)m->E * sizeof(float));
-                m->U++;
-            }
-            u = (uint32_t)m->zero_slot;
-        } else {
-            emb_row_head *h = emb_table_head(m->t, (uint32_t)row);
-            if (h->mark == 0) {   /* several keys can share a row (a field's default row) */
-                h->mark = (uint32_t)m->U + 1;
-                m->urow[m->U] = (uint32_t)row;
-                const float *v = emb_table_vals(m->t, (uint32_t)row);
-                if (m->has_w) m->Uw[m->U] = v[0];
-                if (m->E) memcpy(m->Ue + m->U * (size_t)m->E, v + m->has_w, (size_t)m->E * sizeof(float));
-                m->U++;
-            }
-            u = h->mark - 1;
-        }
-        m->lu[j] = u;
+        if (mode == 0) row = emb_table_touch_found(tb, m->lkey[j], f, m->lfield[j], m->lshow[j], m->lclick[j], pass);
+        else if (mode == 1) row = f >= 0 ? f : emb_table_get(tb, m->lkey[j]);
+        else row = f >= 0 ? f : emb_table_lookup(tb, m->lkey[j], m->lfield[j]);
+        m->lu[j] = unique_row(m, t, row);
     }
     for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->lu[m->ent[k]];
     for (size_t u = 0; u < m->U; u++)
-        if (m->urow[u] != UINT32_MAX) emb_table_head(m->t, m->urow[u])->mark = 0;
+        if (m->urow[u] != UINT32_MAX) emb_table_head(m->tab[m->utab[u]], m->urow[u])->mark = 0;
 }
 
 /* ---- forward / backward ---- */
@@ -571,7 +686,9 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
             m->logit[i] += s;
         }
     }
-    if (m->E) dense_pool_forward(m->pooled, m->Ue, m->uidx, field, val, lrp, m->slot, m->c.pool_mean, B, F, m->E);
+    if (m->E)
+        dense_pool_forward(m->pooled, m->Ue, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+                           B, F, m->W);
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
         dense_fm_forward(m->fm_out, m->pooled, B, F, D);
@@ -586,7 +703,7 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
     }
     if (m->deep.n && m->c.kind != MODEL_DLRM) {
         const float *parts[2] = { m->pooled, m->dense };
-        int C[2] = { F * D, ND };
+        int C[2] = { m->W, ND };
         dense_concat_forward(m->x0, parts, C, ND ? 2 : 1, B);
     }
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
@@ -641,7 +758,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
     const float *g = m->dlogit;
     for (int i = 0; i < B; i++) m->dbias[0] += g[i];
     memset(m->dUw, 0, m->U * sizeof(float));
-    if (m->E) memset(m->dUe, 0, m->U * (size_t)m->E * sizeof(float));
+    if (m->E) memset(m->dUe, 0, m->uoff[m->U] * sizeof(float));
     if (m->has_w) {
         for (int i = 0; i < B; i++) {
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
@@ -650,7 +767,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
         }
     }
     if (!m->E) return;
-    size_t pn = (size_t)B * F * m->E;
+    size_t pn = (size_t)B * m->W;
     memset(m->dpooled, 0, pn * sizeof(float));
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
@@ -729,11 +846,12 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
         /* pooled part of d x0 */
         for (int i = 0; i < B; i++) {
             const float *src = m->dx0full + (size_t)i * m->X0;
-            float *dst = m->dpooled + (size_t)i * F * D;
-            for (int j = 0; j < F * D; j++) dst[j] += src[j];
+            float *dst = m->dpooled + (size_t)i * m->W;
+            for (int j = 0; j < m->W; j++) dst[j] += src[j];
         }
     }
-    dense_pool_backward(m->dUe, m->dpooled, m->uidx, field, val, lrp, m->slot, m->c.pool_mean, B, F, m->E);
+    dense_pool_backward(m->dUe, m->dpooled, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+                        B, F, m->W);
 }
 
 static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1, int train)
@@ -754,46 +872,57 @@ double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r
     return loss_and_grads(m, b, r0, r1, 1);
 }
 
+/* The gradient of unique row u's values into g (has_w + its table's embedding width). */
+static void unique_grad(const model *m, size_t u, float *g)
+{
+    if (m->has_w) g[0] = m->dUw[u];
+    size_t E = m->uoff[u + 1] - m->uoff[u];
+    if (E) memcpy(g + m->has_w, m->dUe + m->uoff[u], E * sizeof(float));
+}
+
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
 {
     gather(m, b, r0, r1, pass, 0);
     double loss = loss_and_grads(m, b, r0, r1, 1);
     m->step++;
-    int V = emb_table_values(m->t);
-    float *g = xmalloc((size_t)V * sizeof *g);
+    int Vmax = m->has_w + m->E;
     if (m->c.emb_l2_all > 0) {
         /* FuxiCTR's embedding regularizer (l2/2 * ||E||^2 over the whole table every step): every
          * row gets l2 * v, plus its data gradient if the batch touched it (found by its mark) */
-        for (size_t u = 0; u < m->U; u++) emb_table_head(m->t, m->urow[u])->mark = (uint32_t)u + 1;
-        size_t n = emb_table_rows(m->t);
-        for (size_t r = 0; r < n; r++) {
-            emb_row_head *h = emb_table_head(m->t, (uint32_t)r);
-            const float *v = emb_table_vals(m->t, (uint32_t)r);
-            for (int i = 0; i < V; i++) g[i] = m->c.emb_l2_all * v[i];
-            if (h->mark) {
-                size_t u = h->mark - 1;
-                h->mark = 0;
-                if (m->has_w) g[0] += m->dUw[u];
-                for (int i = 0; i < m->E; i++) g[m->has_w + i] += m->dUe[u * (size_t)m->E + (size_t)i];
+        float *g = xmalloc((size_t)Vmax * sizeof *g), *d = xmalloc((size_t)Vmax * sizeof *d);
+        for (size_t u = 0; u < m->U; u++)
+            if (m->urow[u] != UINT32_MAX) emb_table_head(m->tab[m->utab[u]], m->urow[u])->mark = (uint32_t)u + 1;
+        for (int t = 0; t < m->n_tables; t++) {
+            emb_table *tb = m->tab[t];
+            int V = emb_table_values(tb);
+            size_t n = emb_table_rows(tb);
+            for (size_t r = 0; r < n; r++) {
+                emb_row_head *h = emb_table_head(tb, (uint32_t)r);
+                const float *v = emb_table_vals(tb, (uint32_t)r);
+                for (int i = 0; i < V; i++) g[i] = m->c.emb_l2_all * v[i];
+                if (h->mark) {
+                    unique_grad(m, h->mark - 1, d);
+                    h->mark = 0;
+                    for (int i = 0; i < V; i++) g[i] += d[i];
+                }
+                emb_table_update(tb, (uint32_t)r, g, m->step);
             }
-            emb_table_update(m->t, (uint32_t)r, g, m->step);
         }
+        free(g), free(d);
     } else {
         /* each unique row is updated once, so rows can be updated in parallel: same result */
         #pragma omp parallel
         {
-            float *gt = xmalloc((size_t)V * sizeof *gt);
+            float *gt = xmalloc((size_t)Vmax * sizeof *gt);
             #pragma omp for schedule(static)
             for (size_t u = 0; u < m->U; u++) {
                 if (m->urow[u] == UINT32_MAX) continue;
-                if (m->has_w) gt[0] = m->dUw[u];
-                if (m->E) memcpy(gt + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
-                emb_table_update(m->t, m->urow[u], gt, m->step);
+                unique_grad(m, u, gt);
+                emb_table_update(m->tab[m->utab[u]], m->urow[u], gt, m->step);
             }
             free(gt);
         }
     }
-    free(g);
     dense_opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
     return loss;
 }
@@ -818,12 +947,11 @@ void model_dense(model *m, float **params, float **grads, size_t *n)
     *n = m->n_params;
 }
 
-int model_row_grad(const model *m, uint32_t row, float *g)
+int model_row_grad(const model *m, int table, uint32_t row, float *g)
 {
     for (size_t u = 0; u < m->U; u++)
-        if (m->urow[u] == row) {
-            if (m->has_w) g[0] = m->dUw[u];
-            if (m->E) memcpy(g + m->has_w, m->dUe + u * (size_t)m->E, (size_t)m->E * sizeof(float));
+        if (m->urow[u] == row && m->utab[u] == table) {
+            unique_grad(m, u, g);
             return 0;
         }
     return -1;

@@ -50,6 +50,8 @@ typedef struct {
     sparse_opt sopt;
     float emb_l2_all;                      /* L2 (coefficient/2 * ||E||^2) on every row each step */
     uint32_t min_show;
+    int table_per_field;                   /* one table per categorical field (default: one shared) */
+    char field_dims[512];                  /* "NAME=DIM,...": these fields get a table of that size */
 } model_config;
 
 int model_kind_from_name(const char *name);   /* -1 if unknown */
@@ -59,11 +61,17 @@ void model_config_default(model_config *c, model_kind kind);
 
 typedef struct model model;
 
+/* Whether c fits the schema (field names in field_dims exist and are categorical; models that
+ * combine fields' vectors pairwise need one size for all): 0, or -1 with a message in err. */
+int model_config_check(const model_config *c, const data_schema *schema, char *err, size_t errlen);
+
 /* The schema says which fields are categorical (pooled) and how many dense values a row has. */
 model *model_create(const model_config *c, const data_schema *schema);
 void model_destroy(model *m);
 const model_config *model_config_of(const model *m);
-emb_table *model_table(model *m);
+/* The sparse tables: one shared by all fields, or several (table_per_field, field_dims). */
+int model_n_tables(const model *m);
+emb_table *model_table(model *m, int i);
 
 /* One training step on rows [r0, r1) of b (r1 - r0 <= batch); returns the mean loss. */
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass);
@@ -78,7 +86,7 @@ double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r
 void model_dense(model *m, float **params, float **grads, size_t *n);
 /* Gradient of a table row's values from the last model_loss_and_grads (values floats); 0 if the
  * row took part, -1 if not. */
-int model_row_grad(const model *m, uint32_t row, float *g);
+int model_row_grad(const model *m, int table, uint32_t row, float *g);
 
 /* Dense state (parameters, BN running statistics, optimizer moments, step) to/from a stream:
  * magic, version, sizes and an XXH64. 0 or -errno / -EBADMSG. */

@@ -35,6 +35,7 @@ static void usage(FILE *f)
             "  --model lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm\n"
             "  --dim N (16)  --hidden 400,400,400  --bottom 64,16 (dlrm)  --cross N (3, dcnv2)\n"
             "  --batchnorm  --dropout P  --pool sum|mean  --interaction dot|cat (dlrm)\n"
+            "  --table-per-field (else one table shared by all fields)  --field-dim NAME=SIZE,... (own table and size)\n"
             "  --epochs N (10)  --batch N (4096)  --seed S (1)  --threads N (2)  --shuffle-rows N (1000000, 0: off)\n"
             "  --lr X (dense, 1e-3)  --dense-opt adam|adagrad|sgd  --dense-l2 X\n"
             "  --sparse-lr X  --sparse-opt adam|adagrad|rowwise_adagrad|sgd|ftrl  --l2 X (rows touched)\n"
@@ -215,7 +216,7 @@ static int cmd_eval(int argc, char **argv, int predict)
 enum {
     T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
-    T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER,
+    T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM,
 };
 static const struct option train_extra[] = {
     { "model", required_argument, 0, T_MODEL }, { "train", required_argument, 0, T_TRAIN },
@@ -233,7 +234,8 @@ static const struct option train_extra[] = {
     { "min-show", required_argument, 0, T_MINSHOW }, { "patience", required_argument, 0, T_PATIENCE },
     { "lr-decay", required_argument, 0, T_DECAY }, { "eval-every", required_argument, 0, T_EVERY },
     { "quiet", no_argument, 0, T_QUIET }, { "config", required_argument, 0, T_CONFIG },
-    { "interaction", required_argument, 0, T_INTER }, { 0, 0, 0, 0 },
+    { "interaction", required_argument, 0, T_INTER }, { "table-per-field", no_argument, 0, T_TPF },
+    { "field-dim", required_argument, 0, T_FDIM }, { 0, 0, 0, 0 },
 };
 
 static double num_arg(const char *name, const char *arg, double lo, double hi)
@@ -381,6 +383,11 @@ static int cmd_train(int argc, char **argv)
         case T_DECAY: o.lr_decay = (float)num_arg("lr-decay", optarg, 0, 1); break;
         case T_EVERY: o.eval_every = (uint64_t)num_arg("eval-every", optarg, 0, 1e15); break;
         case T_QUIET: o.quiet = 1; break;
+        case T_TPF: o.mc.table_per_field = 1; break;
+        case T_FDIM:
+            if (strlen(optarg) >= sizeof o.mc.field_dims) die("--field-dim: too long");
+            snprintf(o.mc.field_dims, sizeof o.mc.field_dims, "%s", optarg);
+            break;
         case T_INTER:
             if (strcmp(optarg, "dot") && strcmp(optarg, "cat")) die("--interaction %s: want dot or cat", optarg);
             o.mc.dlrm_cat = !strcmp(optarg, "cat");

@@ -304,6 +304,10 @@ int train_run(const train_opts *o)
         t.have_valid = 1;
     }
     t.meta.cfg = o->mc;
+    if (model_config_check(&o->mc, &t.meta.schema, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return 1;
+    }
     t.meta.input = o->in;
     t.meta.schema_spec = (char *)o->schema_spec;
     t.meta.offsets = (uint64_t *)o->offsets;

@@ -143,28 +143,37 @@ Test(layers, batchnorm)
 }
 
 /* ---- pooling (sum and mean, multi-hot, values) ---- */
-typedef struct { int mean; float *emb, *out, *r; } pool_ctx;
+typedef struct { int mean, mixed; float *emb, *out, *r; } pool_ctx;
 static const uint64_t pool_rows[] = { 0, 3, 4, 8 };
-static const uint32_t pool_uidx[] = { 0, 1, 2, 3, 0, 4, 1, 2 };
+static const uint32_t pool_uidx[] = { 0, 1, 2, 3, 2, 4, 1, 2 };   /* each row in one slot */
 static const uint16_t pool_field[] = { 0, 0, 2, 1, 2, 0, 1, 1 };
 static const float pool_val[] = { 1, 0.5f, 2, 1, 1, 1, -1, 3 };
 static const int32_t pool_slot[] = { 0, -1, 1 };   /* field 1 is not pooled */
+/* uniform: both slots 4 wide; mixed: slot 0 is 4 wide, slot 1 is 2 wide (its own table) */
+static const int pool_off[2][2] = { { 0, 4 }, { 0, 4 } }, pool_dim[2][2] = { { 4, 4 }, { 4, 2 } };
+static const size_t pool_uoff[2][5] = { { 0, 4, 8, 12, 16 }, { 0, 4, 8, 10, 14 } };
 static double pool_loss(void *p)
 {
     pool_ctx *c = p;
-    dense_pool_forward(c->out, c->emb, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, c->mean, 3, 2, 4);
-    return dotd(c->out, c->r, 3 * 2 * 4);
+    int W = 4 + pool_dim[c->mixed][1];
+    dense_pool_forward(c->out, c->emb, pool_uoff[c->mixed], pool_uidx, pool_field, pool_val, pool_rows, pool_slot,
+                       pool_off[c->mixed], pool_dim[c->mixed], c->mean, 3, 2, W);
+    return dotd(c->out, c->r, (size_t)3 * W);
 }
 Test(layers, pooling)
 {
-    for (int mean = 0; mean < 2; mean++) {
-        pool_ctx c = { mean };
-        c.emb = rnd(5 * 4), c.out = zeros(24), c.r = rnd(24);
-        float *de = zeros(20);
-        pool_loss(&c);
-        dense_pool_backward(de, c.r, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, mean, 3, 2, 4);
-        check(mean ? "pool.mean" : "pool.sum", c.emb, 20, de, pool_loss, &c);
-    }
+    /* rows 0, 1, 4 belong to slot 0 (field 0), rows 2, 3 to slot 1 (field 2) in the entries */
+    for (int mixed = 0; mixed < 2; mixed++)
+        for (int mean = 0; mean < 2; mean++) {
+            pool_ctx c = { mean, mixed };
+            int W = 4 + pool_dim[mixed][1];
+            c.emb = rnd(20), c.out = zeros((size_t)3 * W), c.r = rnd((size_t)3 * W);
+            float *de = zeros(20);
+            pool_loss(&c);
+            dense_pool_backward(de, c.r, pool_uoff[mixed], pool_uidx, pool_field, pool_val, pool_rows, pool_slot,
+                                pool_off[mixed], pool_dim[mixed], mean, 3, 2, W);
+            check(mean ? "pool.mean" : "pool.sum", c.emb, 20, de, pool_loss, &c);
+        }
 }
 
 /* ---- FM, FFM, dot interaction ---- */

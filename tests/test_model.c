@@ -91,7 +91,16 @@ static float *dense_where(ctx *c, void *arg)
     return p;
 }
 
-static float *row_where(ctx *c, void *arg) { return emb_table_vals(model_table(c->m), *(uint32_t *)arg); }
+typedef struct {
+    int table;
+    uint32_t row;
+} row_ref;
+
+static float *row_where(ctx *c, void *arg)
+{
+    row_ref *r = arg;
+    return emb_table_vals(model_table(c->m, r->table), r->row);
+}
 
 static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, double analytic, double *num)
 {
@@ -101,13 +110,17 @@ static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, doub
     return fabs(*num - analytic) <= 5e-3 + 3e-2 * fabs(*num);
 }
 
-static void check_model(model_kind k, int nd, int bn, float dropout, int cat)
+static void check_model(model_kind k, int nd, int bn, float dropout, int cat, int per_field, const char *dims)
 {
     sample_block b;
     data_schema s;
     make_batch(&b, &s, nd);
     model_config c = small_config(k, bn, dropout);
     c.dlrm_cat = cat;
+    c.table_per_field = per_field;
+    snprintf(c.field_dims, sizeof c.field_dims, "%s", dims);
+    char err[200];
+    cr_assert_eq(model_config_check(&c, &s, err, sizeof err), 0, "%s", err);
     model *m = model_create(&c, &s);
     float *p, *g;
     size_t n;
@@ -119,7 +132,8 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat)
     float *ga = malloc(n * sizeof *ga);
     memcpy(ga, g, n * sizeof *ga);
     char what[64];
-    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d", model_kind_name(k), nd, bn, dropout, cat);
+    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d tables=%d/%s", model_kind_name(k), nd, bn, dropout, cat,
+             per_field, dims);
     ctx cx = { m, &b };
     int bad = 0;
     double num;
@@ -128,22 +142,27 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat)
             fprintf(stderr, "%s dense[%zu]: analytic %g numeric %g\n", what, i, (double)ga[i], num);
             bad++;
         }
-    /* every embedding row of the batch */
-    emb_table *t = model_table(m);
-    int V = emb_table_values(t);
-    float *rg = malloc((size_t)V * sizeof *rg);
-    for (uint32_t r = 0; r < emb_table_rows(t); r++) {
-        model_loss_and_grads(m, &b, 0, 6);
-        cr_assert_eq(model_row_grad(m, r, rg), 0);
-        for (int i = 0; i < V; i++)
-            if (!agrees(&cx, row_where, &r, i, rg[i], &num)) {
-                fprintf(stderr, "%s row %u value %d: analytic %g numeric %g\n", what, r, i, (double)rg[i], num);
-                bad++;
-            }
+    /* every embedding row of the batch, in every table */
+    size_t rows = 0;
+    for (int ti = 0; ti < model_n_tables(m); ti++) {
+        emb_table *t = model_table(m, ti);
+        int V = emb_table_values(t);
+        float *rg = malloc((size_t)V * sizeof *rg);
+        for (uint32_t r = 0; r < emb_table_rows(t); r++, rows++) {
+            model_loss_and_grads(m, &b, 0, 6);
+            cr_assert_eq(model_row_grad(m, ti, r, rg), 0);
+            row_ref ref = { ti, r };
+            for (int i = 0; i < V; i++)
+                if (!agrees(&cx, row_where, &ref, i, rg[i], &num)) {
+                    fprintf(stderr, "%s table %d row %u value %d: analytic %g numeric %g\n", what, ti, r, i, (double)rg[i], num);
+                    bad++;
+                }
+        }
+        free(rg);
     }
     cr_assert_eq(bad, 0, "%s: %d gradients disagree (listed on stderr)", what, bad);
-    cr_assert_gt(emb_table_rows(t), 5);
-    free(rg), free(ga);
+    cr_assert_gt(rows, 5);
+    free(ga);
     model_destroy(m);
     block_free(&b);
     schema_free(&s);
@@ -152,14 +171,45 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat)
 Test(model, gradient_check_every_model)
 {
     for (int k = 0; k < MODEL_COUNT; k++)
-        for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0, 0);
-    for (int nd = 0; nd <= 2; nd += 2) check_model(MODEL_DLRM, nd, 0, 0, 1);   /* dlrm's concatenation variant */
+        for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0, 0, 0, "");
+    for (int nd = 0; nd <= 2; nd += 2) check_model(MODEL_DLRM, nd, 0, 0, 1, 0, "");   /* dlrm's concatenation variant */
+}
+
+Test(model, gradient_check_tables_per_field_and_sizes)
+{
+    /* a table per field; and fields with their own sizes beside a shared table */
+    for (int k = 0; k < MODEL_COUNT; k++) check_model((model_kind)k, 2, 0, 0, 0, 1, "");
+    model_kind mixed[] = { MODEL_DNN, MODEL_WIDEDEEP, MODEL_DCNV2 };
+    for (int i = 0; i < 3; i++) {
+        check_model(mixed[i], 2, 0, 0, 0, 0, "f1=5");
+        check_model(mixed[i], 0, 0, 0, 0, 1, "f0=2,f2=6");
+    }
+    /* models that combine vectors pairwise refuse mixed sizes; unknown or numeric fields too */
+    sample_block b;
+    data_schema s;
+    make_batch(&b, &s, 2);
+    char err[200];
+    model_config c = small_config(MODEL_DEEPFM, 0, 0);
+    snprintf(c.field_dims, sizeof c.field_dims, "f1=5");
+    cr_assert_lt(model_config_check(&c, &s, err, sizeof err), 0);
+    cr_assert(strstr(err, "deepfm"), "%s", err);
+    snprintf(c.field_dims, sizeof c.field_dims, "f1=3");   /* the same size as --dim is fine */
+    cr_assert_eq(model_config_check(&c, &s, err, sizeof err), 0, "%s", err);
+    c.kind = MODEL_DNN;
+    snprintf(c.field_dims, sizeof c.field_dims, "nope=4");
+    cr_assert_lt(model_config_check(&c, &s, err, sizeof err), 0);
+    snprintf(c.field_dims, sizeof c.field_dims, "f3=4");
+    cr_assert_lt(model_config_check(&c, &s, err, sizeof err), 0, "f3 is numeric");
+    snprintf(c.field_dims, sizeof c.field_dims, "f1=x");
+    cr_assert_lt(model_config_check(&c, &s, err, sizeof err), 0);
+    block_free(&b);
+    schema_free(&s);
 }
 
 Test(model, gradient_check_batchnorm_dropout)
 {
     model_kind ks[] = { MODEL_DNN, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM };
-    for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f, 0);
+    for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f, 0, 0, "");
 }
 
 Test(model, training_lowers_the_loss)

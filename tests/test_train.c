@@ -129,6 +129,24 @@ Test(train, admission_by_min_show)
     free(out);
 }
 
+Test(train, tables_per_field_and_sizes)
+{
+    make_data();
+    char *out;
+    cr_assert_eq(th_run(&out, "$B/ctrbox train --model dnn --format criteo --train tr.tsv --valid va.tsv --out t "
+                              "--epochs 2 --lr 0.01 --table-per-field --field-dim C1=8,C9=2 " SMALL), 0, "%s", out);
+    free(out);
+    json_t *j = eval_json("t", "va.tsv");
+    cr_assert_gt(json_real_value(json_object_get(j, "auc")), 0.70);
+    json_decref(j);
+    cr_assert_neq(th_run(&out, "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --out u --field-dim C1=8 " SMALL), 0);
+    cr_assert(strstr(out, "--field-dim") && strstr(out, "pairwise"), "%s", out);
+    free(out);
+    cr_assert_neq(th_run(&out, "$B/ctrbox train --model dnn --format criteo --train tr.tsv --out u --field-dim Q7=8 " SMALL), 0);
+    cr_assert(strstr(out, "Q7"), "%s", out);
+    free(out);
+}
+
 Test(train, ini_config_and_bad_input)
 {
     make_data();
