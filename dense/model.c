@@ -21,7 +21,7 @@
 
 #include "../src/mix.h"
 #include "../src/util.h"
-#include "layers.h"
+#include "backend.h"
 
 static const char *kind_names[MODEL_COUNT] = { "lr", "fm", "ffm", "dnn", "widedeep", "deepfm", "dcnv2", "dlrm" };
 
@@ -130,6 +130,7 @@ typedef struct {
 
 struct model {
     model_config c;
+    const dense_backend *be;   /* every layer runs through it */
     int F, ND;            /* pooled fields, dense values */
     int32_t *slot;        /* field -> slot, -1 for num fields */
     int32_t *dslot;       /* (ND) unused for now: dense values come from the block */
@@ -249,15 +250,15 @@ static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int tra
         fc *f = &p->l[i];
         size_t n = (size_t)B * f->out;
         f->x = x;
-        dense_linear_forward(f->z, x, f->w, f->b, B, f->in, f->out);
+        m->be->linear_forward(f->z, x, f->w, f->b, B, f->in, f->out);
         if (f->bn)
-            dense_batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B,
+            m->be->batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B,
                                     f->out, 0.1f, 1e-5f, train);
         else
             memcpy(f->y, f->z, n * sizeof(float));
-        if (f->relu) dense_relu_forward(f->y, f->y, n);
+        if (f->relu) m->be->relu_forward(f->y, f->y, n);
         if (f->d)
-            dense_dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
+            m->be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
                                   m->step * 64 + (uint64_t)(p - &m->deep), train);
         x = fc_out(f);
     }
@@ -273,19 +274,19 @@ static void mlp_backward(model *m, mlp *p, float *din, const float *dout, float 
         size_t n = (size_t)B * f->out;
         float *t = s0;
         if (f->d) {
-            dense_dropout_backward(t, g, f->mask, n, m->c.dropout);
+            m->be->dropout_backward(t, g, f->mask, n, m->c.dropout);
             g = t;
         }
         if (f->relu) {
-            dense_relu_backward(t, g, f->y, n);
+            m->be->relu_backward(t, g, f->y, n);
             g = t;
         }
         if (f->bn) {
-            dense_batchnorm_backward(s1, f->dgamma, f->dbeta, g, f->z, f->mean, f->rstd, f->gamma, B, f->out);
+            m->be->batchnorm_backward(s1, f->dgamma, f->dbeta, g, f->z, f->mean, f->rstd, f->gamma, B, f->out);
             g = s1;
         }
         float *dx = i == 0 ? din : (g == s0 ? s1 : s0);
-        dense_linear_backward(dx, f->dw, f->db, g, f->x, f->w, B, f->in, f->out);
+        m->be->linear_backward(dx, f->dw, f->db, g, f->x, f->w, B, f->in, f->out);
         g = dx;
     }
 }
@@ -331,6 +332,7 @@ model *model_create(const model_config *c, const data_schema *schema)
 {
     model *m = xcalloc(1, sizeof *m);
     m->c = *c;
+    m->be = &dense_backend_cpu;
     m->B = c->batch;
     m->slot = xmalloc((schema->n_fields ? schema->n_fields : 1) * sizeof *m->slot);
     for (uint32_t f = 0; f < schema->n_fields; f++) m->slot[f] = schema->kind[f] == FIELD_CAT ? m->F++ : -1;
@@ -687,15 +689,15 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
         }
     }
     if (m->E)
-        dense_pool_forward(m->pooled, m->Ue, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+        m->be->pool_forward(m->pooled, m->Ue, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                            B, F, m->W);
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
-        dense_fm_forward(m->fm_out, m->pooled, B, F, D);
+        m->be->fm_forward(m->fm_out, m->pooled, B, F, D);
         for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
         break;
     case MODEL_FFM:
-        dense_ffm_forward(m->fm_out, m->pooled, B, F, D);
+        m->be->ffm_forward(m->fm_out, m->pooled, B, F, D);
         for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
         break;
     default:
@@ -704,7 +706,7 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
     if (m->deep.n && m->c.kind != MODEL_DLRM) {
         const float *parts[2] = { m->pooled, m->dense };
         int C[2] = { m->W, ND };
-        dense_concat_forward(m->x0, parts, C, ND ? 2 : 1, B);
+        m->be->concat_forward(m->x0, parts, C, ND ? 2 : 1, B);
     }
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
         const float *o = mlp_forward(m, &m->deep, m->x0, B, train);
@@ -712,12 +714,12 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
     } else if (m->c.kind == MODEL_DCNV2) {
         memcpy(m->xl[0], m->x0, (size_t)B * m->X0 * sizeof(float));
         for (int l = 0; l < m->n_cross; l++)
-            dense_cross_forward(m->xl[l + 1], m->ct[l], m->x0, m->xl[l], m->cw[l], m->cb[l], B, m->X0);
+            m->be->cross_forward(m->xl[l + 1], m->ct[l], m->x0, m->xl[l], m->cw[l], m->cb[l], B, m->X0);
         const float *h = mlp_forward(m, &m->deep, m->x0, B, train);
         int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
         const float *parts[2] = { m->xl[m->n_cross], h };
         int C[2] = { m->X0, dh };
-        dense_concat_forward(m->cat, parts, C, dh ? 2 : 1, B);
+        m->be->concat_forward(m->cat, parts, C, dh ? 2 : 1, B);
         int W = m->X0 + dh;
         for (int i = 0; i < B; i++) {
             const float *x = m->cat + (size_t)i * W;
@@ -730,15 +732,15 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
         const float *bot = ND ? mlp_forward(m, &m->bottom, m->dense, B, train) : NULL;
         const float *parts[2] = { bot, m->pooled };
         int C[2] = { D, F * D };
-        if (ND) dense_concat_forward(m->inter, parts, C, 2, B);
+        if (ND) m->be->concat_forward(m->inter, parts, C, 2, B);
         else memcpy(m->inter, m->pooled, (size_t)B * F * D * sizeof(float));
         int P = nf * (nf - 1) / 2;
         const float *top_in = m->inter;   /* cat: the vectors themselves */
         if (!m->c.dlrm_cat) {
-            dense_dot_forward(m->dots, m->inter, B, nf, D);
+            m->be->dot_forward(m->dots, m->inter, B, nf, D);
             const float *tp[2] = { bot, m->dots };
             int TC[2] = { D, P };
-            if (ND) dense_concat_forward(m->cat, tp, TC, 2, B);
+            if (ND) m->be->concat_forward(m->cat, tp, TC, 2, B);
             else memcpy(m->cat, m->dots, (size_t)B * P * sizeof(float));
             top_in = m->cat;
         }
@@ -771,10 +773,10 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
     memset(m->dpooled, 0, pn * sizeof(float));
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
-        dense_fm_backward(m->dpooled, g, m->pooled, B, F, D);
+        m->be->fm_backward(m->dpooled, g, m->pooled, B, F, D);
         break;
     case MODEL_FFM:
-        dense_ffm_backward(m->dpooled, g, m->pooled, B, F, D);
+        m->be->ffm_backward(m->dpooled, g, m->pooled, B, F, D);
         break;
     default:
         break;
@@ -796,7 +798,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
         }
         float *dparts[2] = { m->dxl[0], m->ctmp };
         int C[2] = { m->X0, dh };
-        dense_concat_backward(dparts, m->dcat, C, dh ? 2 : 1, B, 0);
+        m->be->concat_backward(dparts, m->dcat, C, dh ? 2 : 1, B, 0);
         /* deep branch: d x0 from the MLP */
         memset(m->dx0full, 0, (size_t)B * m->X0 * sizeof(float));
         if (dh) {
@@ -807,7 +809,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
         /* cross branch, last layer first; dxl[0] holds d x_L */
         float *dcur = m->dxl[0], *dnext = m->dxl[1];
         for (int l = m->n_cross - 1; l >= 0; l--) {
-            dense_cross_backward(m->dx0full, dnext, m->dcw[l], m->dcb[l], m->ctmp, dcur, m->x0, m->xl[l], m->ct[l],
+            m->be->cross_backward(m->dx0full, dnext, m->dcw[l], m->dcb[l], m->ctmp, dcur, m->x0, m->xl[l], m->ct[l],
                                  m->cw[l], B, m->X0);
             float *t = dcur;
             dcur = dnext;
@@ -825,17 +827,17 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
             if (ND) {
                 float *dtp[2] = { dbot, m->ddots };
                 int TC[2] = { D, P };
-                dense_concat_backward(dtp, m->dcat, TC, 2, B, 0);
+                m->be->concat_backward(dtp, m->dcat, TC, 2, B, 0);
             } else {
                 memcpy(m->ddots, m->dcat, (size_t)B * P * sizeof(float));
             }
-            dense_dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
+            m->be->dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
         }
         if (ND) {
             /* the interaction's gradient splits into d bottom-out (into dcat, free by now) and d pooled */
             float *dparts[2] = { m->dcat, m->dpooled };
             int C[2] = { D, F * D };
-            dense_concat_backward(dparts, m->dinter, C, 2, B, 0);
+            m->be->concat_backward(dparts, m->dinter, C, 2, B, 0);
             for (size_t j = 0; j < (size_t)B * D; j++) dbot[j] += m->dcat[j];
             mlp_backward(m, &m->bottom, NULL, dbot, s0, s1, B);
         } else {
@@ -850,7 +852,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
             for (int j = 0; j < m->W; j++) dst[j] += src[j];
         }
     }
-    dense_pool_backward(m->dUe, m->dpooled, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+    m->be->pool_backward(m->dUe, m->dpooled, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                         B, F, m->W);
 }
 
@@ -861,7 +863,7 @@ static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t 
     memset(m->grads, 0, m->n_params * sizeof(float));
     memcpy(m->label, b->label + r0, (size_t)B * sizeof(float));
     forward(m, b, r0, B, train);
-    double loss = dense_bce_forward_backward(m->dlogit, m->logit, m->label, B);
+    double loss = m->be->bce_forward_backward(m->dlogit, m->logit, m->label, B);
     backward(m, b, r0, B);
     return loss;
 }
@@ -923,7 +925,7 @@ double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
             free(gt);
         }
     }
-    dense_opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
+    m->be->opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
     return loss;
 }
 

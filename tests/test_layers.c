@@ -271,3 +271,20 @@ Test(layers, bce)
     float big[1] = { -200 }, one[1] = { 1 };
     cr_assert(isfinite(dense_bce_forward_backward(NULL, big, one, 1)), "stable for large logits");
 }
+
+/* ---- the backend table ---- */
+#include "../dense/backend.h"
+
+Test(layers, cpu_backend_table)
+{
+    const dense_backend *be = dense_backend_find("cpu");
+    cr_assert_eq(be, &dense_backend_cpu);
+    cr_assert_null(dense_backend_find("nope"));
+    /* every entry is set, and each runs the kernel of the same name */
+    const void *const *slot = (const void *const *)((const char *)be + sizeof(const char *));
+    size_t n = (sizeof *be - sizeof(const char *)) / sizeof(void *);
+    for (size_t i = 0; i < n; i++) cr_assert_not_null(slot[i], "entry %zu", i);
+    cr_assert_eq((void *)be->linear_forward, (void *)dense_linear_forward);
+    cr_assert_eq((void *)be->pool_backward, (void *)dense_pool_backward);
+    cr_assert_eq((void *)be->bce_forward_backward, (void *)dense_bce_forward_backward);
+}

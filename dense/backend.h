@@ -1,0 +1,60 @@
+/*
+ * backend.h: the dense backend interface. A backend is a table of the layer kernels of
+ * layers.h (same names without the dense_ prefix, same arguments) and the dense optimizer step;
+ * models call layers only through it. The CPU backend (cblas, loops) is dense_backend_cpu; it
+ * works on host memory. The CUDA backend will provide the same table over device memory, with a
+ * stream carried by its context.
+ */
+#ifndef CTRBOX_DENSE_BACKEND_H
+#define CTRBOX_DENSE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim.h"
+
+typedef struct dense_backend {
+    const char *name;
+    void (*linear_forward)(float *out, const float *in, const float *w, const float *b, int B, int C, int OC);
+    void (*linear_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                            int C, int OC);
+    void (*relu_forward)(float *out, const float *in, size_t n);
+    void (*relu_backward)(float *din, const float *dout, const float *out, size_t n);
+    void (*sigmoid_forward)(float *out, const float *in, size_t n);
+    void (*sigmoid_backward)(float *din, const float *dout, const float *out, size_t n);
+    void (*dropout_forward)(float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t seed, uint64_t step,
+                            int train);
+    void (*dropout_backward)(float *din, const float *dout, const uint8_t *mask, size_t n, float p);
+    void (*batchnorm_forward)(float *out, float *mean, float *rstd, float *run_mean, float *run_var, const float *in,
+                              const float *gamma, const float *beta, int B, int C, float momentum, float eps,
+                              int train);
+    void (*batchnorm_backward)(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
+                               const float *mean, const float *rstd, const float *gamma, int B, int C);
+    void (*pool_forward)(float *out, const float *emb, const size_t *uoff, const uint32_t *uidx, const uint16_t *field,
+                         const float *val, const uint64_t *row_ptr, const int32_t *slot, const int *off, const int *dim,
+                         int mean, int B, int F, int W);
+    void (*pool_backward)(float *demb, const float *dout, const size_t *uoff, const uint32_t *uidx,
+                          const uint16_t *field, const float *val, const uint64_t *row_ptr, const int32_t *slot,
+                          const int *off, const int *dim, int mean, int B, int F, int W);
+    void (*fm_forward)(float *out, const float *e, int B, int F, int D);
+    void (*fm_backward)(float *de, const float *dout, const float *e, int B, int F, int D);
+    void (*ffm_forward)(float *out, const float *e, int B, int F, int D);
+    void (*ffm_backward)(float *de, const float *dout, const float *e, int B, int F, int D);
+    void (*cross_forward)(float *out, float *t, const float *x0, const float *xl, const float *w, const float *b, int B,
+                          int C);
+    void (*cross_backward)(float *dx0, float *dxl, float *dw, float *db, float *tmp, const float *dout, const float *x0,
+                           const float *xl, const float *t, const float *w, int B, int C);
+    void (*dot_forward)(float *out, const float *e, int B, int F, int D);
+    void (*dot_backward)(float *de, const float *dout, const float *e, int B, int F, int D);
+    void (*concat_forward)(float *out, const float *const *in, const int *C, int n, int B);
+    void (*concat_backward)(float *const *din, const float *dout, const int *C, int n, int B, int acc);
+    double (*bce_forward_backward)(float *dlogit, const float *logit, const float *label, int B);
+    void (*opt_step)(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step);
+} dense_backend;
+
+extern const dense_backend dense_backend_cpu;
+
+/* The backend called name ("cpu"), or NULL. */
+const dense_backend *dense_backend_find(const char *name);
+
+#endif
