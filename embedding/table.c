@@ -259,7 +259,7 @@ void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 }
 
 #define TABLE_MAGIC "CTRBXTBL"
-#define TABLE_VERSION 1u
+#define TABLE_VERSION 2u   /* 2: pending keys' counters saved */
 
 int emb_table_save(const emb_table *t, void *file)
 {
@@ -279,6 +279,19 @@ int emb_table_save(const emb_table *t, void *file)
         ok = fwrite(buf, t->row_bytes, 1, f) == 1;
     }
     free(buf);
+    /* keys still waiting for admission: their counters, so a reloaded table admits them at the
+     * same show as one that never stopped */
+    uint64_t np = 0;
+    for (size_t i = 0; i < t->pend_cap; i++)
+        if (t->pend[i].show != 0 && emb_table_find(t, t->pend[i].key) < 0) np++;
+    XXH64_update(st, &np, sizeof np);
+    ok = ok && fwrite(&np, sizeof np, 1, f) == 1;
+    for (size_t i = 0; ok && i < t->pend_cap; i++) {
+        const pending *p = &t->pend[i];
+        if (p->show == 0 || emb_table_find(t, p->key) >= 0) continue;
+        XXH64_update(st, p, sizeof *p);
+        ok = fwrite(p, sizeof *p, 1, f) == 1;
+    }
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     ok = ok && fwrite(&h, 8, 1, f) == 1;
@@ -318,6 +331,31 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         memcpy(t->slab + (size_t)row * t->row_bytes, buf, t->row_bytes);
     }
     free(buf);
+    uint64_t np = 0;
+    if (!ret && fread(&np, sizeof np, 1, f) != 1) {
+        snprintf(err, errlen, "sparse table: truncated before the pending keys");
+        ret = -EBADMSG;
+    }
+    if (!ret) XXH64_update(st, &np, sizeof np);
+    for (uint64_t i = 0; !ret && i < np; i++) {
+        pending p;
+        if (fread(&p, sizeof p, 1, f) != 1) {
+            snprintf(err, errlen, "sparse table: truncated at pending key %llu of %llu", (unsigned long long)i,
+                     (unsigned long long)np);
+            ret = -EBADMSG;
+            break;
+        }
+        XXH64_update(st, &p, sizeof p);
+        if (!(p.show > 0)) {
+            snprintf(err, errlen, "sparse table: pending key %llu has no shows", (unsigned long long)i);
+            ret = -EBADMSG;
+            break;
+        }
+        pending *q = pend_find(t, p.key);
+        if (!q) q = pend_add(t, p.key);
+        q->show = p.show;
+        q->click = p.click;
+    }
     uint64_t want = XXH64_digest(st), got;
     XXH64_freeState(st);
     if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {

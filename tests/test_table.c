@@ -68,6 +68,28 @@ Test(table, counters_and_admission)
     emb_table_destroy(t);
 }
 
+Test(table, pending_counters_survive_save_and_load)
+{
+    emb_table_config c = cfg(SOPT_SGD, 3);
+    emb_table *t = emb_table_create(&c);
+    emb_table_touch(t, 77, 5, 1, 1);
+    emb_table_touch(t, 77, 5, 0, 2);   /* two shows: one short of admission */
+    FILE *f = fopen(th_path("p.bin"), "wb");
+    cr_assert_eq(emb_table_save(t, f), 0);
+    fclose(f);
+    emb_table *u = emb_table_create(&c);
+    char err[256];
+    f = fopen(th_path("p.bin"), "rb");
+    cr_assert_eq(emb_table_load(u, f, err, sizeof err), 0, "%s", err);
+    fclose(f);
+    cr_assert_eq(emb_table_find(u, 77), -1);
+    uint32_t r = emb_table_touch(u, 77, 5, 1, 3);
+    cr_assert_eq(emb_table_head(u, r)->key, 77, "the third show admits it, after the reload too");
+    cr_assert_float_eq(emb_table_head(u, r)->show, 3, 0);
+    cr_assert_float_eq(emb_table_head(u, r)->click, 2, 0);
+    emb_table_destroy(t), emb_table_destroy(u);
+}
+
 Test(table, save_load_round_trip_and_corruption)
 {
     emb_table_config c = cfg(SOPT_ADAM, 0);
