@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../dense/optim.h"
+
 void sparse_opt_default(sparse_opt *o, sparse_opt_kind kind)
 {
     memset(o, 0, sizeof *o);
@@ -78,22 +80,9 @@ void sparse_optim_update(const sparse_opt *o, float *v, float *s, const float *g
         break;
     }
     case SOPT_ADAM: {
-        /* bias corrections depend on the step only: computed once per step, not per row */
-        static _Thread_local struct { uint64_t step; float b1, b2; double c1, c2; } bc;
-        if (bc.step != step || bc.b1 != o->beta1 || bc.b2 != o->beta2) {
-            bc.step = step, bc.b1 = o->beta1, bc.b2 = o->beta2;
-            bc.c1 = 1.0 - pow(o->beta1, (double)step);
-            bc.c2 = 1.0 - pow(o->beta2, (double)step);
-        }
-        float *m = s, *u = s + V;
-        double c1 = bc.c1, c2 = bc.c2;
-        float a = (float)(lr * sqrt(c2) / c1);
-        for (int i = 0; i < V; i++) {
-            float gi = g[i] + l2 * v[i];
-            m[i] = o->beta1 * m[i] + (1 - o->beta1) * gi;
-            u[i] = o->beta2 * u[i] + (1 - o->beta2) * gi * gi;
-            v[i] -= a * m[i] / (sqrtf(u[i]) + o->eps * (float)sqrt(c2));
-        }
+        float a, e;
+        optim_adam_terms(lr, o->eps, o->beta1, o->beta2, step, &a, &e);
+        optim_adam(v, s, s + V, g, (size_t)V, a, e, o->beta1, o->beta2, l2);
         break;
     }
     case SOPT_FTRL: {
