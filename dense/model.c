@@ -626,7 +626,9 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
          * rows in key order, lay out the vectors, then count and gather all rows in parallel */
         for (size_t j = 0; j < nk; j++) {
             int t = m->stab[m->slot[m->lfield[j]]];
-            if (m->lfound[j] < 0) m->lfound[j] = emb_table_get(m->tab[t], m->lkey[j]);
+            if (j + AHEAD < nk && m->lfound[j + AHEAD] < 0)
+                emb_table_prefetch(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], m->lkey[j + AHEAD]);
+            if (m->lfound[j] < 0) m->lfound[j] = emb_table_insert(m->tab[t], m->lkey[j]);   /* distinct: still absent */
             m->utab[j] = (uint16_t)t;
             m->uoff[j + 1] = m->uoff[j] + (size_t)m->tE[t];
         }

@@ -135,7 +135,11 @@ static void init_row(emb_table *t, uint32_t row, uint64_t key)
 uint32_t emb_table_get(emb_table *t, uint64_t key)
 {
     int64_t r = emb_table_find(t, key);
-    if (r >= 0) return (uint32_t)r;
+    return r >= 0 ? (uint32_t)r : emb_table_insert(t, key);
+}
+
+uint32_t emb_table_insert(emb_table *t, uint64_t key)
+{
     if ((t->rows + 1) * 2 > t->idx_cap) idx_grow(t);
     if (t->rows == t->cap_rows) {
         t->cap_rows = t->cap_rows ? t->cap_rows * 2 : 1024;
@@ -220,7 +224,7 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
         p->click = 0;   /* keep the slot (tombstone-free probing), but it no longer counts */
         return row;
     }
-    uint32_t row = r >= 0 ? (uint32_t)r : emb_table_get(t, key);
+    uint32_t row = r >= 0 ? (uint32_t)r : emb_table_insert(t, key);
     emb_row_head *h = emb_table_head(t, row);
     h->show += (float)shows;
     h->click += (float)clicks;

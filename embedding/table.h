@@ -52,6 +52,8 @@ size_t emb_table_rows(const emb_table *t);
 int64_t emb_table_find(const emb_table *t, uint64_t key);
 /* Row of key, created (and initialised) if absent. */
 uint32_t emb_table_get(emb_table *t, uint64_t key);
+/* A new row for a key known to be absent (emb_table_find said -1 since). */
+uint32_t emb_table_insert(emb_table *t, uint64_t key);
 emb_row_head *emb_table_head(emb_table *t, uint32_t row);
 float *emb_table_vals(emb_table *t, uint32_t row);     /* (values) then (state) */
 float *emb_table_state(emb_table *t, uint32_t row);
