@@ -133,7 +133,6 @@ struct model {
     const dense_backend *be;   /* every layer runs through it */
     int F, ND;            /* pooled fields, dense values */
     int32_t *slot;        /* field -> slot, -1 for num fields */
-    int32_t *dslot;       /* (ND) unused for now: dense values come from the block */
     int n_tables;
     emb_table **tab;      /* (n_tables) */
     int *tE;              /* (n_tables) embedding floats per row (dim, or F*dim for ffm) */
@@ -481,7 +480,7 @@ void model_destroy(model *m)
     free(m->uidx), free(m->urow), free(m->Uw), free(m->Ue), free(m->dUw), free(m->dUe);
     free(m->lrp), free(m->dbot);
     free(m->lslot), free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
-    free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot), free(m->dslot);
+    free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot);
     free(m);
 }
 
