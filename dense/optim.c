@@ -37,6 +37,20 @@ void optim_adam(float *p, float *m, float *v, const float *g, size_t n, float a,
     }
 }
 
+void optim_adagrad(float *p, float *acc, const float *g, size_t n, float lr, float eps, float l2)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] + l2 * p[i];
+        acc[i] += gi * gi;
+        p[i] -= lr * gi / (sqrtf(acc[i]) + eps);
+    }
+}
+
+void optim_sgd(float *p, const float *g, size_t n, float lr, float l2)
+{
+    for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + l2 * p[i]);
+}
+
 void optim_adam_terms(float lr, float eps, float b1, float b2, uint64_t step, float *a, float *e)
 {
     static _Thread_local struct { uint64_t step; float b1, b2; double c1, c2; } bc;
@@ -60,14 +74,10 @@ void dense_opt_step(const dense_opt *o, float *p, const float *g, float *m, size
         break;
     }
     case DOPT_ADAGRAD:
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] + l2 * p[i];
-            m[i] += gi * gi;
-            p[i] -= lr * gi / (sqrtf(m[i]) + o->eps);
-        }
+        optim_adagrad(p, m, g, n, lr, o->eps, l2);
         break;
     case DOPT_SGD:
-        for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + l2 * p[i]);
+        optim_sgd(p, g, n, lr, l2);
         break;
     }
 }

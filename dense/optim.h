@@ -27,6 +27,9 @@ int dense_opt_moments(dense_opt_kind k);
  * optimizer and the sparse rows. */
 void optim_adam(float *p, float *m, float *v, const float *g, size_t n, float a, float e, float b1, float b2,
                 float l2);
+/* Adagrad on n values with accumulators acc, and SGD; l2 is added to the gradient. */
+void optim_adagrad(float *p, float *acc, const float *g, size_t n, float lr, float eps, float l2);
+void optim_sgd(float *p, const float *g, size_t n, float lr, float l2);
 /* Bias-correction terms (a, e above) of step `step`, cached per thread since they change once per step. */
 void optim_adam_terms(float lr, float eps, float b1, float b2, uint64_t step, float *a, float *e);
 

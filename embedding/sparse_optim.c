@@ -59,14 +59,10 @@ void sparse_optim_update(const sparse_opt *o, float *v, float *s, const float *g
     float l2 = o->l2, lr = o->lr;
     switch (o->kind) {
     case SOPT_SGD:
-        for (int i = 0; i < V; i++) v[i] -= lr * (g[i] + l2 * v[i]);
+        optim_sgd(v, g, (size_t)V, lr, l2);
         break;
     case SOPT_ADAGRAD:
-        for (int i = 0; i < V; i++) {
-            float gi = g[i] + l2 * v[i];
-            s[i] += gi * gi;
-            v[i] -= lr * gi / (sqrtf(s[i]) + o->eps);
-        }
+        optim_adagrad(v, s, g, (size_t)V, lr, o->eps, l2);
         break;
     case SOPT_ROWWISE_ADAGRAD: {
         float sum = 0;
