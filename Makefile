@@ -7,9 +7,9 @@ BIN     ?= bin
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -fopenmp -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+LDLIBS   = -fopenmp -lrocksdb -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 
-LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/model.c embedding/table.c embedding/sparse_optim.c src/train.c src/modelfile.c \
+LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/model.c embedding/table.c embedding/sparse_optim.c embedding/tier.c src/train.c src/passes.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
@@ -41,6 +41,10 @@ $(BIN)/ctrbox-tests: $(TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS) -lcriterion
 
 $(BIN)/bench-ingest: $(BUILD)/bench/bench_ingest.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BIN)/bench-layout: $(BUILD)/bench/bench_layout.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 

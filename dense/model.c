@@ -368,7 +368,8 @@ model *model_create(const model_config *c, const data_schema *schema)
     for (int t = 0; t < m->n_tables; t++) {
         m->tE[t] = !uses_emb(c->kind) ? 0 : c->kind == MODEL_FFM ? m->F * tdim[t] : tdim[t];
         if (m->tE[t] > m->E) m->E = m->tE[t];
-        emb_table_config tc = { m->tE[t], m->has_w, c->sopt, c->init_std, 0, c->seed + (uint64_t)t * 1000003, c->min_show };
+        emb_table_config tc = { m->tE[t], m->has_w, c->sopt, c->init_std, 0, c->seed + (uint64_t)t * 1000003, c->min_show,
+                                  c->decay };
         m->tab[t] = emb_table_create(&tc);
     }
     for (int sl = 0; sl < m->F; sl++) {
@@ -486,6 +487,7 @@ void model_destroy(model *m)
 
 const model_config *model_config_of(const model *m) { return &m->c; }
 int model_n_tables(const model *m) { return m->n_tables; }
+int model_field_table(const model *m, uint16_t field) { return m->slot[field] < 0 ? -1 : m->stab[m->slot[field]]; }
 emb_table *model_table(model *m, int i) { return i >= 0 && i < m->n_tables ? m->tab[i] : NULL; }
 uint64_t model_step(const model *m) { return m->step; }
 
@@ -636,10 +638,7 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
             emb_table *tb = m->tab[m->utab[j]];
             uint32_t row = (uint32_t)m->lfound[j];
             if (mode == 0) {
-                emb_row_head *h = emb_table_head(tb, row);
-                h->show += (float)m->lshow[j];
-                h->click += (float)m->lclick[j];
-                h->last_pass = pass;
+                emb_row_count(emb_table_config_of(tb), emb_table_head(tb, row), (float)m->lshow[j], (float)m->lclick[j], pass);
             }
             m->urow[j] = row;
             const float *v = emb_table_vals(tb, row);

@@ -50,6 +50,7 @@ typedef struct {
     sparse_opt sopt;
     float emb_l2_all;                      /* L2 (coefficient/2 * ||E||^2) on every row each step */
     uint32_t min_show;
+    float decay;                           /* show/click decay per pass (0: none) */
     int table_per_field;                   /* one table per categorical field (default: one shared) */
     char field_dims[512];                  /* "NAME=DIM,...": these fields get a table of that size */
 } model_config;
@@ -72,6 +73,8 @@ const model_config *model_config_of(const model *m);
 /* The sparse tables: one shared by all fields, or several (table_per_field, field_dims). */
 int model_n_tables(const model *m);
 emb_table *model_table(model *m, int i);
+/* The table a field's keys live in; -1 for a numeric field. */
+int model_field_table(const model *m, uint16_t field);
 
 /* One training step on rows [r0, r1) of b (r1 - r0 <= batch); returns the mean loss. */
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass);

@@ -208,10 +208,7 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
         p->click += (float)clicks;
         if (p->show < (float)t->c.min_show) {
             uint32_t d = emb_table_get(t, emb_table_default_key(field));
-            emb_row_head *h = emb_table_head(t, d);
-            h->show += (float)shows;
-            h->click += (float)clicks;
-            h->last_pass = pass;
+            emb_row_count(&t->c, emb_table_head(t, d), (float)shows, (float)clicks, pass);
             return d;
         }
         /* admitted: the row starts with the counters gathered so far (these shows included) */
@@ -225,10 +222,7 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
         return row;
     }
     uint32_t row = r >= 0 ? (uint32_t)r : emb_table_insert(t, key);
-    emb_row_head *h = emb_table_head(t, row);
-    h->show += (float)shows;
-    h->click += (float)clicks;
-    h->last_pass = pass;
+    emb_row_count(&t->c, emb_table_head(t, row), (float)shows, (float)clicks, pass);
     return row;
 }
 
@@ -254,6 +248,136 @@ int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field)
     return emb_table_find(t, emb_table_default_key(field));
 }
 
+void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, float clicks, uint32_t pass)
+{
+    if (c->decay > 0 && c->decay < 1 && pass > h->last_pass && (h->show != 0 || h->click != 0)) {
+        float f = powf(c->decay, (float)(pass - h->last_pass));
+        h->show *= f;
+        h->click *= f;
+    }
+    h->show += shows;
+    h->click += clicks;
+    h->last_pass = pass;
+}
+
+void emb_row_counters_at(const emb_table_config *c, const emb_row_head *h, uint32_t pass, float *show, float *click)
+{
+    float f = 1;
+    if (c->decay > 0 && c->decay < 1 && pass > h->last_pass) f = powf(c->decay, (float)(pass - h->last_pass));
+    *show = h->show * f;
+    *click = h->click * f;
+}
+
+uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)
+{
+    const emb_row_head *src = rec;
+    uint32_t row = emb_table_insert(t, src->key);
+    memcpy(emb_table_head(t, row), rec, t->row_bytes);
+    emb_table_head(t, row)->mark = 0;
+    emb_table_head(t, row)->aux = aux;
+    return row;
+}
+
+/* the index slot holding key (which must be present) */
+static size_t idx_slot_of(const emb_table *t, uint64_t key)
+{
+    size_t mask = t->idx_cap - 1, i = mix64(key) & mask;
+    while (t->idx[i].key != key || t->idx[i].row1 == 0) i = (i + 1) & mask;
+    return i;
+}
+
+void emb_table_remove(emb_table *t, uint32_t row)
+{
+    CHECK(row < t->rows);
+    uint64_t key = emb_table_head(t, row)->key;
+    /* backward-shift deletion keeps linear probing without tombstones */
+    size_t mask = t->idx_cap - 1, i = idx_slot_of(t, key), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (t->idx[j].row1 == 0) break;
+        size_t home = mix64(t->idx[j].key) & mask;
+        /* j's entry may move to i if its home is not in (i, j] (cyclically) */
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            t->idx[i] = t->idx[j];
+            i = j;
+        }
+    }
+    t->idx[i].row1 = 0;
+    t->idx[i].key = 0;
+    uint32_t last = (uint32_t)(t->rows - 1);
+    if (row != last) {
+        memcpy(emb_table_head(t, row), emb_table_head(t, last), t->row_bytes);
+        t->idx[idx_slot_of(t, emb_table_head(t, row)->key)].row1 = (uint64_t)row + 1;
+    }
+    t->rows--;
+}
+
+#define PENDING_MAGIC "CTRBXPND"
+
+int emb_table_save_pending(const emb_table *t, void *file)
+{
+    FILE *f = file;
+    uint64_t np = 0;
+    for (size_t i = 0; i < t->pend_cap; i++)
+        if (t->pend[i].show != 0 && t->pend[i].click >= 0) np++;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &np, sizeof np);
+    int ok = fwrite(PENDING_MAGIC, 1, 8, f) == 8 && fwrite(&np, sizeof np, 1, f) == 1;
+    for (size_t i = 0; ok && i < t->pend_cap; i++) {
+        const pending *p = &t->pend[i];
+        if (p->show == 0) continue;
+        XXH64_update(st, p, sizeof *p);
+        ok = fwrite(p, sizeof *p, 1, f) == 1;
+    }
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    ok = ok && fwrite(&h, 8, 1, f) == 1;
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    char magic[8];
+    uint64_t np;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, PENDING_MAGIC, 8) != 0 || fread(&np, sizeof np, 1, f) != 1) {
+        snprintf(err, errlen, "pending keys: bad magic or truncated");
+        return -EBADMSG;
+    }
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &np, sizeof np);
+    int ret = 0;
+    for (uint64_t i = 0; i < np; i++) {
+        pending p;
+        if (fread(&p, sizeof p, 1, f) != 1 || !(p.show > 0)) {
+            snprintf(err, errlen, "pending keys: truncated or bad at entry %llu of %llu", (unsigned long long)i,
+                     (unsigned long long)np);
+            ret = -EBADMSG;
+            break;
+        }
+        XXH64_update(st, &p, sizeof p);
+        pending *q = pend_find(t, p.key);
+        if (!q) q = pend_add(t, p.key);
+        q->show = p.show;
+        q->click = p.click;
+    }
+    uint64_t want = XXH64_digest(st), got;
+    XXH64_freeState(st);
+    if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
+        snprintf(err, errlen, "pending keys: checksum mismatch");
+        ret = -EBADMSG;
+    }
+    return ret;
+}
+
+size_t emb_table_bytes(const emb_table *t)
+{
+    return t->cap_rows * t->row_bytes + t->idx_cap * sizeof(slot) + t->pend_cap * sizeof(pending);
+}
+
 void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }
 
 void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
@@ -263,7 +387,7 @@ void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 }
 
 #define TABLE_MAGIC "CTRBXTBL"
-#define TABLE_VERSION 2u   /* 2: pending keys' counters saved */
+#define TABLE_VERSION 3u   /* 2: pending keys' counters saved; 3: 32-byte row header */
 
 int emb_table_save(const emb_table *t, void *file)
 {
@@ -279,6 +403,7 @@ int emb_table_save(const emb_table *t, void *file)
     for (size_t r = 0; ok && r < t->rows; r++) {
         memcpy(buf, t->slab + r * t->row_bytes, t->row_bytes);
         ((emb_row_head *)buf)->mark = 0;
+        ((emb_row_head *)buf)->aux = 0;
         XXH64_update(st, buf, t->row_bytes);
         ok = fwrite(buf, t->row_bytes, 1, f) == 1;
     }
@@ -331,8 +456,12 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         }
         XXH64_update(st, buf, t->row_bytes);
         emb_row_head *h = (emb_row_head *)buf;
-        uint32_t row = emb_table_get(t, h->key);
-        memcpy(t->slab + (size_t)row * t->row_bytes, buf, t->row_bytes);
+        if (emb_table_find(t, h->key) >= 0) {
+            snprintf(err, errlen, "sparse table: key %016llx appears twice (row %zu)", (unsigned long long)h->key, r);
+            ret = -EBADMSG;
+            break;
+        }
+        emb_table_insert_record(t, buf, 0);
     }
     free(buf);
     uint64_t np = 0;

@@ -27,6 +27,7 @@ typedef struct {
     int init_uniform;      /* uniform in [-init_std, init_std] */
     uint64_t seed;
     uint32_t min_show;     /* admission threshold (0: every key gets its row at once) */
+    float decay;           /* show/click multiplied by this at each pass boundary (0 or 1: none) */
 } emb_table_config;
 
 typedef struct {
@@ -34,7 +35,15 @@ typedef struct {
     float show, click;
     uint32_t last_pass;
     uint32_t mark;         /* scratch for batch de-duplication (not persisted) */
+    uint64_t aux;          /* the SSD tier's slot + 1 of this row's committed copy, 0 if none (not persisted) */
 } emb_row_head;
+
+/* Count `shows` and `clicks` into a row at pass `pass`: the counters first decay by
+ * decay^(pass - last_pass) (lazily, so rows on any tier decay alike), then add. */
+void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, float clicks, uint32_t pass);
+/* The row's counters as of pass `pass` (decayed), and its CTR-accessor score
+ * (show - click) * nonclk + click * clk. */
+void emb_row_counters_at(const emb_table_config *c, const emb_row_head *h, uint32_t pass, float *show, float *click);
 
 typedef struct emb_table emb_table;
 
@@ -75,6 +84,17 @@ void emb_table_prefetch_row(const emb_table *t, uint32_t row);
 int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field);
 /* The key of field f's shared default row. */
 uint64_t emb_table_default_key(uint16_t field);
+
+/* Insert a whole record (a row read back from the SSD tier) for a key known to be absent; the
+ * record's mark and aux are replaced by 0 and `aux`. */
+uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
+/* Remove a row: the last row moves into its place (row numbers of other rows may change). */
+void emb_table_remove(emb_table *t, uint32_t row);
+/* Bytes the table holds in memory (rows, index and pending keys at their current capacity). */
+size_t emb_table_bytes(const emb_table *t);
+/* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */
+int emb_table_save_pending(const emb_table *t, void *file);
+int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen);
 
 /* Change the sparse learning rate (a learning-rate schedule). */
 void emb_table_set_lr(emb_table *t, float lr);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <ini.h>
 #include <jansson.h>
 #include <math.h>
@@ -41,6 +42,15 @@ static void usage(FILE *f)
             "  --sparse-lr X  --sparse-opt adam|adagrad|rowwise_adagrad|sgd|ftrl  --l2 X (rows touched)\n"
             "  --emb-l2 X (whole table, every step)  --init-std X (0.01)  --min-show N (admission)\n"
             "  --patience N (2)  --lr-decay F (1: none)  --eval-every STEPS  --quiet\n"
+            "passes and the SSD tier:\n"
+            "  --pass-rows N          train in passes of N rows (each pass commits with a table folder)\n"
+            "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files)\n"
+            "  --resume DIR           continue the run committed in table folder DIR (same options otherwise)\n"
+            "  --cache-mb N (1024)    rows kept in memory with a table folder  --cache-policy lfu|lru (lfu)\n"
+            "  --decay R              show/click multiplied by R at each pass boundary\n"
+            "  --shrink-threshold S   at each epoch end delete keys whose score is below S\n"
+            "  --shrink-unseen N      ... and keys unseen for more than N passes\n"
+            "  --nonclk-coeff X (0.1) --clk-coeff X (1)  score = (show - click) * nonclk + click * clk\n"
             "%s",
             cli_input_usage);
 }
@@ -131,6 +141,8 @@ static int model_data_eval(const char *dir, char **data, int n_data, cli_input *
             if (!strcmp(meta.schema.names[f], group)) gf = (int)f;
         if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
     }
+    if (meta.table_dir && model_pull_from_tier(m, meta.schema.n_fields, meta.table_dir, &b, err, sizeof err) < 0)
+        die("%s", err);
     double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
     eval_result r;
     evaluate_block(m, &b, prob, gf, &r);
@@ -216,7 +228,8 @@ static int cmd_eval(int argc, char **argv, int predict)
 enum {
     T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
-    T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM,
+    T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
+    T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK,
 };
 static const struct option train_extra[] = {
     { "model", required_argument, 0, T_MODEL }, { "train", required_argument, 0, T_TRAIN },
@@ -235,7 +248,12 @@ static const struct option train_extra[] = {
     { "lr-decay", required_argument, 0, T_DECAY }, { "eval-every", required_argument, 0, T_EVERY },
     { "quiet", no_argument, 0, T_QUIET }, { "config", required_argument, 0, T_CONFIG },
     { "interaction", required_argument, 0, T_INTER }, { "table-per-field", no_argument, 0, T_TPF },
-    { "field-dim", required_argument, 0, T_FDIM }, { 0, 0, 0, 0 },
+    { "field-dim", required_argument, 0, T_FDIM }, { "pass-rows", required_argument, 0, T_PASSROWS },
+    { "table-dir", required_argument, 0, T_TABLEDIR }, { "resume", required_argument, 0, T_RESUME },
+    { "cache-mb", required_argument, 0, T_CACHEMB }, { "cache-policy", required_argument, 0, T_CACHEPOL },
+    { "decay", required_argument, 0, T_CTRDECAY }, { "shrink-threshold", required_argument, 0, T_SHRINKT },
+    { "shrink-unseen", required_argument, 0, T_SHRINKU }, { "nonclk-coeff", required_argument, 0, T_NONCLK },
+    { "clk-coeff", required_argument, 0, T_CLK }, { 0, 0, 0, 0 },
 };
 
 static double num_arg(const char *name, const char *arg, double lo, double hi)
@@ -330,6 +348,11 @@ static int cmd_train(int argc, char **argv)
     o.lr_decay = 1;
     o.shuffle_rows = 1000000;
     o.threads = 2;
+    o.cache_mb = 1024;
+    o.cache_lfu = 1;
+    o.shrink_threshold = -1;
+    o.nonclk_coeff = 0.1f;
+    o.clk_coeff = 1.0f;
     o.train = xcalloc((size_t)ac + 1, sizeof *o.train);
     o.valid = xcalloc((size_t)ac + 1, sizeof *o.valid);
     int sparse_lr_set = 0, bottom_set = 0, c;
@@ -392,9 +415,24 @@ static int cmd_train(int argc, char **argv)
             if (strcmp(optarg, "dot") && strcmp(optarg, "cat")) die("--interaction %s: want dot or cat", optarg);
             o.mc.dlrm_cat = !strcmp(optarg, "cat");
             break;
+        case T_PASSROWS: o.pass_rows = (uint64_t)num_arg("pass-rows", optarg, 1, 1e12); break;
+        case T_TABLEDIR: o.table_dir = optarg; break;
+        case T_RESUME: o.table_dir = optarg; o.resume = 1; break;
+        case T_CACHEMB: o.cache_mb = num_arg("cache-mb", optarg, 0, 1e9); break;
+        case T_CACHEPOL:
+            if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) die("--cache-policy %s: want lfu or lru", optarg);
+            o.cache_lfu = !strcmp(optarg, "lfu");
+            break;
+        case T_CTRDECAY: o.mc.decay = (float)num_arg("decay", optarg, 0, 1); break;
+        case T_SHRINKT: o.shrink_threshold = num_arg("shrink-threshold", optarg, 0, 1e30); break;
+        case T_SHRINKU: o.shrink_unseen = (uint32_t)num_arg("shrink-unseen", optarg, 1, 1e9); break;
+        case T_NONCLK: o.nonclk_coeff = (float)num_arg("nonclk-coeff", optarg, 0, 1e6); break;
+        case T_CLK: o.clk_coeff = (float)num_arg("clk-coeff", optarg, 0, 1e6); break;
         default: usage(stderr); return 2;
         }
     }
+    if (o.table_dir && o.mc.emb_l2_all > 0)
+        die("--emb-l2 updates every row at every step; it cannot be used with --table-dir (use --l2)");
     if (!o.n_train || !o.out) die("train: --train and --out are required");
     if (in.so.fmt == FMT_NONE && !cbx_file_is_cbx(o.train[0])) die("train: --format is required for text input");
     if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;   /* one learning rate unless told otherwise */
@@ -418,6 +456,7 @@ static int cmd_train(int argc, char **argv)
 int main(int argc, char **argv)
 {
     blas_select_core(argv);
+    signal(SIGXFSZ, SIG_IGN);   /* a file-size limit fails the write (EFBIG) instead of killing us */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

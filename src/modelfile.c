@@ -50,9 +50,11 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "l2", json_real(c->sopt.l2));
     json_object_set_new(mo, "emb_l2", json_real(c->emb_l2_all));
     json_object_set_new(mo, "min_show", json_integer(c->min_show));
+    json_object_set_new(mo, "decay", json_real(c->decay));
     json_object_set_new(mo, "table_per_field", json_boolean(c->table_per_field));
     json_object_set_new(mo, "field_dims", json_string(c->field_dims));
     json_object_set_new(o, "model", mo);
+    if (mm->table_dir) json_object_set_new(o, "table_dir", json_string(mm->table_dir));
     json_t *fields = json_array();
     for (uint32_t f = 0; f < mm->schema.n_fields; f++) {
         json_t *fo = json_object();
@@ -120,6 +122,9 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     c->sopt.l2 = (float)json_real_value(json_object_get(mo, "l2"));
     c->emb_l2_all = (float)json_real_value(json_object_get(mo, "emb_l2"));
     c->min_show = (uint32_t)json_integer_value(json_object_get(mo, "min_show"));
+    c->decay = (float)json_real_value(json_object_get(mo, "decay"));
+    const char *td = json_string_value(json_object_get(o, "table_dir"));
+    if (td) mm->table_dir = xstrdup(td);
     c->table_per_field = json_is_true(json_object_get(mo, "table_per_field"));
     snprintf(c->field_dims, sizeof c->field_dims, "%s", json_string_value(json_object_get(mo, "field_dims")) ?: "");
     json_t *fields = json_object_get(so, "fields");
@@ -165,6 +170,7 @@ void model_meta_free(model_meta *mm)
     schema_free(&mm->schema);
     free(mm->schema_spec);
     free(mm->offsets);
+    free(mm->table_dir);
     memset(mm, 0, sizeof *mm);
 }
 
@@ -200,7 +206,7 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
              fwrite(js, 1, jl, f.f) == jl && fwrite(&jh, 8, 1, f.f) == 1;
     free(js);
     if (ok) ok = model_save_dense(m, f.f) == 0;
-    for (int t = 0; ok && t < model_n_tables(m); t++) ok = emb_table_save(model_table((model *)m, t), f.f) == 0;
+    for (int t = 0; ok && !meta->table_dir && t < model_n_tables(m); t++) ok = emb_table_save(model_table((model *)m, t), f.f) == 0;
     if (ok) ok = fwrite(MF_END, 1, 8, f.f) == 8;
     if (!ok) {
         int e = errno ? errno : EIO;
@@ -267,7 +273,7 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
     }
     m = model_create(&meta->cfg, &meta->schema);
     ret = model_load_dense(m, f, msg, sizeof msg);
-    for (int t = 0; ret == 0 && t < model_n_tables(m); t++) ret = emb_table_load(model_table(m, t), f, msg, sizeof msg);
+    for (int t = 0; ret == 0 && !meta->table_dir && t < model_n_tables(m); t++) ret = emb_table_load(model_table(m, t), f, msg, sizeof msg);
     if (ret < 0) {
         snprintf(err, errlen, "%s: %s", path, msg);
         goto fail;

@@ -4,7 +4,8 @@
  *
  * Layout: magic "CTRBXMDL", u32 version, u32 reserved, u64 JSON length, the JSON (model config,
  * data schema and input options), u64 XXH64 of the JSON; the dense section (model_save_dense);
- * the sparse table section (emb_table_save); magic "CTRBXEND".
+ * the sparse table section (emb_table_save), absent when the JSON names a "table_dir" (the rows
+ * are in that SSD-tier folder); magic "CTRBXEND".
  */
 #ifndef CTRBOX_MODELFILE_H
 #define CTRBOX_MODELFILE_H
@@ -20,6 +21,7 @@ typedef struct {
     source_opts input;            /* fmt, num, schema_spec, offsets as trained (strings owned) */
     char *schema_spec;
     uint64_t *offsets;
+    char *table_dir;              /* the sparse rows live in this SSD-tier folder, not in the file */
 } model_meta;
 
 /* Write m with its metadata to DIR/model.ctrbox (DIR is created if missing). 0 or -errno. */

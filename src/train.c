@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "train.h"
+#include "train_internal.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -102,23 +103,6 @@ void evaluate_block(model *m, const sample_block *b, double *prob, int group_fie
     if (!prob) free(p);
 }
 
-typedef struct {
-    const train_opts *o;
-    model *m;
-    model_meta meta;
-    sample_block valid;
-    int have_valid;
-    FILE *log;
-    double best_auc;
-    int bad_epochs;
-    uint64_t rows_done, rows_epoch_prev;
-    double t_start, t_epoch, t_last_print;
-    double loss_sum;
-    uint64_t loss_n;
-    int epoch;
-    uint64_t epoch_rows;          /* rows of one epoch, known after the first */
-    double train_seconds;         /* time in training steps (batch assembly included, reading not) */
-} trainer;
 
 /* A number for JSON: null when it is not finite. */
 static const char *jnum(char *buf, size_t n, double x)
@@ -128,7 +112,7 @@ static const char *jnum(char *buf, size_t n, double x)
     return buf;
 }
 
-static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
+void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 {
     if (!t->log) return;
     char a[32], b[32], c[32];
@@ -143,7 +127,7 @@ static void log_eval(trainer *t, const char *kind, const eval_result *r, double 
     fflush(t->log);
 }
 
-static int save_model(trainer *t)
+int save_model(trainer *t)
 {
     char err[600];
     if (modelfile_save(t->o->out, t->m, &t->meta, err, sizeof err) < 0) {
@@ -154,9 +138,10 @@ static int save_model(trainer *t)
 }
 
 /* Evaluate; keep the model if it is the best so far. Returns 1 if it improved. */
-static int evaluate_and_keep(trainer *t, const char *kind)
+int evaluate_and_keep(trainer *t, const char *kind)
 {
     eval_result r;
+    if (passes_pull_for_eval(t, &t->valid) < 0) return -1;
     evaluate_block(t->m, &t->valid, NULL, -1, &r);
     double dt = now_sec() - t->t_start;
     log_eval(t, kind, &r, dt);
@@ -171,7 +156,7 @@ static int evaluate_and_keep(trainer *t, const char *kind)
     return better;
 }
 
-static void progress(trainer *t, int force)
+void progress(trainer *t, int force)
 {
     double now = now_sec();
     int tty = isatty(2);
@@ -190,7 +175,7 @@ static void progress(trainer *t, int force)
 }
 
 /* Train on the rows of buf in (shuffled) order, one batch at a time. */
-static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
+int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
 {
     const train_opts *o = t->o;
     size_t n = buf->rows, B = (size_t)o->mc.batch;
@@ -216,9 +201,9 @@ static int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
         if (o->shuffle_rows) {   /* gather the permuted rows into a batch */
             block_clear(&batch);
             for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
-            loss = model_train_batch(t->m, &batch, 0, batch.rows, (uint32_t)t->epoch);
+            loss = model_train_batch(t->m, &batch, 0, batch.rows, t->pass);
         } else {                 /* file order: train on the buffer's rows in place */
-            loss = model_train_batch(t->m, buf, i, end, (uint32_t)t->epoch);
+            loss = model_train_batch(t->m, buf, i, end, t->pass);
         }
         t->loss_sum += loss * (double)(end - i);
         t->loss_n += end - i;
@@ -318,15 +303,30 @@ int train_run(const train_opts *o)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
-    t.log = fopen(logpath, "w");
+    t.log = fopen(logpath, o->resume ? "a" : "w");
     if (!t.log) {
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         return 1;
     }
     t.t_start = now_sec();
     int ret = 0;
+    if (o->pass_rows || o->table_dir) {
+        char *abs = o->table_dir ? realpath(o->table_dir, NULL) : NULL;
+        if (o->table_dir && !abs && mkdir(o->table_dir, 0755) == 0) abs = realpath(o->table_dir, NULL);
+        if (o->table_dir && !abs) {
+            fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->table_dir, strerror(errno));
+            ret = 1;
+            goto done;
+        }
+        t.meta.table_dir = abs;
+        ret = train_passes(&t);
+        free(abs);
+        t.meta.table_dir = NULL;
+        goto done;
+    }
     for (t.epoch = 1; t.epoch <= o->epochs; t.epoch++) {
         t.t_epoch = now_sec();
+        t.pass = (uint32_t)t.epoch;
         t.rows_epoch_prev = t.rows_done;
         t.loss_sum = 0;
         t.loss_n = 0;
@@ -360,6 +360,7 @@ int train_run(const train_opts *o)
             t.bad_epochs = 0;
         }
     }
+done:
     if (ret == 0 && !o->quiet)
         fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
                 t.have_valid ? "best validation AUC" : "last training loss",

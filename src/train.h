@@ -28,9 +28,22 @@ typedef struct {
     size_t shuffle_rows;          /* buffered shuffle of this many rows (0: keep file order) */
     int threads;
     int quiet;
+    /* passes and the SSD tier (issue 4) */
+    uint64_t pass_rows;           /* rows per pass (0: no passes unless a table folder is given) */
+    const char *table_dir;        /* the SSD tier's folder, or NULL (tables in memory) */
+    int resume;                   /* continue the run committed in table_dir */
+    double cache_mb;              /* byte budget of the rows kept in memory with a table folder */
+    int cache_lfu;                /* eviction: 1 frequency-aware (default), 0 LRU */
+    double shrink_threshold;      /* delete keys whose score falls below this at each epoch end (<0: off) */
+    uint32_t shrink_unseen;       /* delete keys unseen for this many passes (0: off) */
+    float nonclk_coeff, clk_coeff;   /* score = (show - click) * nonclk + click * clk */
 } train_opts;
 
 int train_run(const train_opts *o);
+
+/* Read from the SSD-tier folder dir the rows of every key in b into m's tables (a model whose
+ * rows live in a table folder, before it scores b). 0, or <0 with a message in err. */
+int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen);
 
 /* Read every row of the inputs into one block (caller frees); the schema is copied into schema
  * if not NULL. 0 or <0 with err. */

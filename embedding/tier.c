@@ -1,0 +1,790 @@
+/*
+ * tier.c: the SSD tier (see tier.h).
+ *
+ * RocksDB keys: "m" -> the folder's layout line; "c" -> the catalog blob; 'k' table key(8, big
+ * endian) -> {u64 slot, f32 show, f32 click, u32 last_pass}. The free-slot bitmap of each table
+ * is rebuilt from the index at open; a commit allocates slots in increasing order, so rows
+ * rewritten every pass settle into long runs and write-back is mostly sequential.
+ */
+#define _GNU_SOURCE
+#include "tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <rocksdb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "../src/util.h"
+#include "table.h"
+
+#define SLOT_MAGIC "CTRBXSLT"
+#define SLOT_VERSION 1u
+#define HEADER_BYTES 4096
+#define TIER_VERSION "ctrbox-tier 1"
+#define FETCH_DEPTH 64
+#define GET_CHUNK 128
+#define WRITE_BUF (8u << 20)
+#define MIN_RUN 16
+
+typedef struct {
+    int fd;
+    int direct;
+    size_t row_bytes, slot_bytes;
+    uint64_t *bits;          /* used slots */
+    uint64_t words, hwm;     /* bitmap words; slots in use or ever allocated: [0, hwm) */
+    uint64_t rows;           /* keys held */
+    uint64_t cursor;         /* allocation cursor of the commit being assembled */
+    int in_run;              /* the cursor is inside a run of free slots */
+    int written;             /* the commit being assembled wrote to this file */
+} slot_file;
+
+struct emb_tier {
+    char *dir;
+    int n, readonly, lockfd, failed;
+    slot_file *sf;
+    rocksdb_t *db;
+    rocksdb_options_t *opt;
+    rocksdb_cache_t *cache;
+    rocksdb_block_based_table_options_t *bopt;
+    rocksdb_readoptions_t *ro;
+    rocksdb_writeoptions_t *wo;
+    struct io_uring ring;    /* fetch reads */
+    struct io_uring wring;   /* commit writes (another thread may fetch meanwhile) */
+    uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers of the largest slot */
+    size_t rbuf_slot;
+    pthread_mutex_t mu;      /* stats */
+    emb_tier_stats st;
+};
+
+typedef struct {
+    uint64_t slot;
+    float show, click;
+    uint32_t last_pass;
+} __attribute__((packed)) idx_val;
+
+typedef struct {
+    int tb;
+    uint64_t first, n;       /* slots [first, first + n) */
+    size_t off;              /* their images in the batch buffer */
+} run;
+
+typedef struct {
+    uint8_t k[10];           /* index key */
+    uint8_t del;
+    idx_val v;
+} __attribute__((packed)) ientry;
+
+typedef struct {
+    uint64_t slot1;          /* slot + 1 to free once durable */
+    int tb;
+} freed;
+
+struct emb_tier_batch {
+    emb_tier *t;
+    rocksdb_writebatch_t *wb;
+    uint8_t *buf;            /* slot images waiting to be written */
+    size_t buf_used;
+    run *runs;               /* their runs of consecutive slots */
+    size_t n_runs, cap_runs, n_runs_total;
+    freed *fr;
+    size_t n_fr, cap_fr;
+    ientry *ie;              /* index changes, sorted by key before they go into the batch */
+    size_t n_ie, cap_ie;
+    uint64_t puts, dels, bytes;
+    int64_t *row_delta;      /* per table */
+    int err;                 /* first write error (-errno) */
+    char errmsg[512];
+};
+
+static void idx_key(uint8_t out[10], int tb, uint64_t key)
+{
+    out[0] = 'k';
+    out[1] = (uint8_t)tb;
+    for (int b = 0; b < 8; b++) out[2 + b] = (uint8_t)(key >> (56 - 8 * b));
+}
+
+static uint64_t key_of_idx(const uint8_t *k)
+{
+    uint64_t key = 0;
+    for (int b = 0; b < 8; b++) key = key << 8 | k[2 + b];
+    return key;
+}
+
+
+static void set_bit(slot_file *s, uint64_t slot)
+{
+    uint64_t w = slot >> 6;
+    if (w >= s->words) {
+        uint64_t n = s->words ? s->words : 1024;
+        while (n <= w) n *= 2;
+        s->bits = xrealloc(s->bits, n * 8);
+        memset(s->bits + s->words, 0, (n - s->words) * 8);
+        s->words = n;
+    }
+    s->bits[w] |= 1ull << (slot & 63);
+    if (slot >= s->hwm) s->hwm = slot + 1;
+}
+
+static void clear_bit(slot_file *s, uint64_t slot)
+{
+    if ((slot >> 6) < s->words) s->bits[slot >> 6] &= ~(1ull << (slot & 63));
+}
+
+static int slot_free(const slot_file *s, uint64_t i)
+{
+    return i >= s->hwm || !((s->bits[i >> 6] >> (i & 63)) & 1);
+}
+
+/* the lowest free slot at or after i (hwm if none below it) */
+static uint64_t next_free(const slot_file *s, uint64_t i)
+{
+    while (i < s->hwm) {
+        uint64_t w = s->bits[i >> 6] | ((1ull << (i & 63)) - 1);
+        if (w != ~0ull) {
+            uint64_t cand = (i & ~63ull) + (uint64_t)__builtin_ctzll(~w);
+            return cand < s->hwm ? cand : s->hwm;
+        }
+        i = (i & ~63ull) + 64;
+    }
+    return s->hwm;
+}
+
+/* The next slot of the commit: slots go in increasing order, through runs of at least MIN_RUN
+ * free slots (or the end of the file); shorter holes wait until their neighbours free up, so
+ * the writes stay long and sequential. */
+static uint64_t alloc_slot(slot_file *s)
+{
+    uint64_t i = s->cursor;
+    if (!(s->in_run && slot_free(s, i))) {
+        for (;;) {
+            i = next_free(s, i);
+            if (i >= s->hwm) break;
+            uint64_t j = i;
+            while (j < i + MIN_RUN && slot_free(s, j)) j++;
+            if (j == i + MIN_RUN) break;
+            i = j;
+        }
+        s->in_run = 1;
+    }
+    set_bit(s, i);
+    s->cursor = i + 1;
+    return i;
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, const char *a, const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    return code;
+}
+
+static int open_slot_file(emb_tier *t, int tb, char *err, size_t errlen)
+{
+    slot_file *s = &t->sf[tb];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/table%d.slots", t->dir, tb);
+    int flags = t->readonly ? O_RDONLY : O_RDWR | O_CREAT;
+    s->direct = 1;
+    s->fd = open(path, flags | O_DIRECT | O_CLOEXEC, 0644);
+    if (s->fd < 0 && errno == EINVAL) {   /* no O_DIRECT on this file system */
+        s->direct = 0;
+        s->fd = open(path, flags | O_CLOEXEC, 0644);
+    }
+    if (s->fd < 0) return fail(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *h = xaligned_alloc(4096, HEADER_BYTES);
+    memset(h, 0, HEADER_BYTES);
+    uint64_t f[4] = { SLOT_VERSION, (uint64_t)tb, s->row_bytes, s->slot_bytes };
+    memcpy(h, SLOT_MAGIC, 8);
+    memcpy(h + 8, f, sizeof f);
+    uint64_t sum = XXH64(h, 40, 0);
+    memcpy(h + 40, &sum, 8);
+    struct stat stt;
+    int ret = 0;
+    if (fstat(s->fd, &stt) < 0) ret = fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    else if (stt.st_size == 0 && !t->readonly) {
+        if (pwrite(s->fd, h, HEADER_BYTES, 0) != HEADER_BYTES || fdatasync(s->fd) < 0)
+            ret = fail(err, errlen, -(errno ? errno : EIO), "%s: cannot write the header: %s", path, strerror(errno ? errno : EIO));
+    } else {
+        uint8_t *g = xaligned_alloc(4096, HEADER_BYTES);
+        if (pread(s->fd, g, HEADER_BYTES, 0) != HEADER_BYTES) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "truncated header");
+        else if (memcmp(g, SLOT_MAGIC, 8)) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "not a ctrbox slot file (bad magic)");
+        else if (memcmp(g, h, 48)) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "header differs from the table's layout or is corrupt");
+        free(g);
+    }
+    free(h);
+    return ret;
+}
+
+static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator(t->db, t->ro);
+    uint8_t k0[1] = { 'k' };
+    for (rocksdb_iter_seek(it, (const char *)k0, 1); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        const char *v = rocksdb_iter_value(it, &vl);
+        if (kl < 1 || k[0] != 'k') break;
+        if (kl != 10 || vl != sizeof(idx_val) || k[1] >= t->n) {
+            rocksdb_iter_destroy(it);
+            return fail(err, errlen, -EBADMSG, "%s/index: %s", t->dir, "malformed index entry");
+        }
+        idx_val iv;
+        memcpy(&iv, v, sizeof iv);
+        set_bit(&t->sf[k[1]], iv.slot);
+        t->sf[k[1]].rows++;
+    }
+    char *e = NULL;
+    rocksdb_iter_get_error(it, &e);
+    rocksdb_iter_destroy(it);
+    if (e) {
+        int r = fail(err, errlen, -EIO, "%s/index: %s", t->dir, e);
+        free(e);
+        return r;
+    }
+    return 0;
+}
+
+int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
+                  int readonly, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!readonly && mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return fail(err, errlen, -errno, "%s: cannot create folder: %s", dir, strerror(errno));
+    emb_tier *t = xcalloc(1, sizeof *t);
+    t->dir = xstrdup(dir);
+    t->n = n_tables;
+    t->readonly = readonly;
+    t->lockfd = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    int ret = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/LOCK.ctrbox", dir);
+    t->lockfd = open(path, (readonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+    if (t->lockfd < 0) {
+        ret = fail(err, errlen, -errno, "%s: cannot open the table folder: %s", dir,
+                   errno == ENOENT ? "no table folder here" : strerror(errno));
+        goto out;
+    }
+    if (flock(t->lockfd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+        ret = fail(err, errlen, -EBUSY, "%s: %s", dir,
+                   readonly ? "a trainer is using this table folder" : "in use by another trainer or reader (lock held)");
+        goto out;
+    }
+    t->opt = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(t->opt, !readonly);
+    rocksdb_options_set_paranoid_checks(t->opt, 1);
+    rocksdb_options_increase_parallelism(t->opt, 2);
+    /* small memtables: a commit's index entries go in 2-3x faster than with the default 64 MB
+     * (measured, docs/performance.md), and they flush in the background */
+    rocksdb_options_set_write_buffer_size(t->opt, 4u << 20);
+    t->bopt = rocksdb_block_based_options_create();
+    t->cache = rocksdb_cache_create_lru(64u << 20);
+    rocksdb_block_based_options_set_block_cache(t->bopt, t->cache);
+    rocksdb_block_based_options_set_filter_policy(t->bopt, rocksdb_filterpolicy_create_bloom_full(10));
+    rocksdb_options_set_block_based_table_factory(t->opt, t->bopt);
+    t->ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_verify_checksums(t->ro, 1);
+    t->wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(t->wo, 1);
+    snprintf(path, sizeof path, "%s/index", dir);
+    char *e = NULL;
+    t->db = readonly ? rocksdb_open_for_read_only(t->opt, path, 0, &e) : rocksdb_open(t->opt, path, &e);
+    if (e) {
+        ret = fail(err, errlen, -EIO, "%s: cannot open the index: %s", dir, e);
+        free(e);
+        goto out;
+    }
+    /* the layout line: tables and their record sizes, and the model's layout name */
+    char want[1024];
+    int w = snprintf(want, sizeof want, "%s tables=%d layout=%s rows=", TIER_VERSION, n_tables, layout);
+    for (int i = 0; i < n_tables && w < (int)sizeof want; i++)
+        w += snprintf(want + w, sizeof want - (size_t)w, "%s%zu", i ? "," : "", row_bytes[i]);
+    size_t vl;
+    char *v = rocksdb_get(t->db, t->ro, "m", 1, &vl, &e);
+    if (e) {
+        ret = fail(err, errlen, -EIO, "%s: cannot read the index: %s", dir, e);
+        free(e);
+        goto out;
+    }
+    if (!v) {
+        if (readonly) {
+            ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
+            goto out;
+        }
+        rocksdb_put(t->db, t->wo, "m", 1, want, strlen(want), &e);
+        if (e) {
+            ret = fail(err, errlen, -EIO, "%s: cannot write the index: %s", dir, e);
+            free(e);
+            goto out;
+        }
+    } else {
+        int same = vl == strlen(want) && memcmp(v, want, vl) == 0;
+        if (!same) {
+            char have[1024];
+            snprintf(have, sizeof have, "%.*s", (int)(vl < 1000 ? vl : 1000), v);
+            free(v);
+            snprintf(err, errlen, "%s: the folder holds tables of another model (%s; this model: %s)", dir, have, want);
+            ret = -EBADMSG;
+            goto out;
+        }
+        free(v);
+    }
+    t->sf = xcalloc((size_t)n_tables, sizeof *t->sf);
+    size_t maxslot = 512;
+    for (int i = 0; i < n_tables; i++) t->sf[i].fd = -1;
+    for (int i = 0; i < n_tables && ret == 0; i++) {
+        t->sf[i].row_bytes = row_bytes[i];
+        t->sf[i].slot_bytes = (row_bytes[i] + 8 + 511) / 512 * 512;
+        if (t->sf[i].slot_bytes > maxslot) maxslot = t->sf[i].slot_bytes;
+        ret = open_slot_file(t, i, err, errlen);
+    }
+    if (ret == 0) ret = rebuild_bitmap(t, err, errlen);
+    if (ret == 0) {
+        t->rbuf_slot = maxslot;
+        t->rbuf = xaligned_alloc(4096, maxslot * FETCH_DEPTH);
+        if (io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0) < 0)
+            ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
+        else if (io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0) < 0) {
+            io_uring_queue_exit(&t->ring);
+            ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
+        }
+    }
+out:
+    if (ret < 0) {
+        if (t->rbuf) t->rbuf_slot = 0;   /* ring not initialised */
+        emb_tier_close(t);
+        return ret;
+    }
+    *out = t;
+    return 0;
+}
+
+void emb_tier_close(emb_tier *t)
+{
+    if (!t) return;
+    if (t->rbuf_slot) {
+        io_uring_queue_exit(&t->ring);
+        io_uring_queue_exit(&t->wring);
+    }
+    free(t->rbuf);
+    for (int i = 0; t->sf && i < t->n; i++) {
+        if (t->sf[i].fd >= 0) close(t->sf[i].fd);
+        free(t->sf[i].bits);
+    }
+    free(t->sf);
+    if (t->db) rocksdb_close(t->db);
+    if (t->ro) rocksdb_readoptions_destroy(t->ro);
+    if (t->wo) rocksdb_writeoptions_destroy(t->wo);
+    if (t->opt) rocksdb_options_destroy(t->opt);
+    if (t->bopt) rocksdb_block_based_options_destroy(t->bopt);
+    if (t->cache) rocksdb_cache_destroy(t->cache);
+    if (t->lockfd >= 0) close(t->lockfd);
+    pthread_mutex_destroy(&t->mu);
+    free(t->dir);
+    free(t);
+}
+
+const char *emb_tier_dir(const emb_tier *t) { return t->dir; }
+uint64_t emb_tier_rows(emb_tier *t, int tb) { return t->sf[tb].rows; }
+
+uint64_t emb_tier_disk_bytes(emb_tier *t)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < t->n; i++) b += HEADER_BYTES + t->sf[i].hwm * t->sf[i].slot_bytes;
+    return b;
+}
+
+int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
+{
+    char *e = NULL;
+    *blob = rocksdb_get(t->db, t->ro, "c", 1, len, &e);
+    if (e) {
+        int r = fail(err, errlen, -EIO, "%s: cannot read the catalog: %s", t->dir, e);
+        free(e);
+        return r;
+    }
+    return 0;
+}
+
+emb_tier_stats emb_tier_get_stats(emb_tier *t)
+{
+    pthread_mutex_lock(&t->mu);
+    emb_tier_stats s = t->st;
+    pthread_mutex_unlock(&t->mu);
+    return s;
+}
+
+/* ---- fetch ---- */
+
+typedef struct {
+    size_t i;          /* key index */
+    uint64_t slot;
+} rd;
+
+static int check_slot(emb_tier *t, int tb, const uint8_t *img, uint64_t slot, uint64_t key, char *err, size_t errlen)
+{
+    slot_file *s = &t->sf[tb];
+    uint64_t sum;
+    memcpy(&sum, img + s->slot_bytes - 8, 8);
+    const emb_row_head *h = (const emb_row_head *)img;
+    if (XXH64(img, s->row_bytes, slot) != sum || h->key != key) {
+        snprintf(err, errlen, "%s/table%d.slots: slot %llu (byte offset %llu) is corrupt (checksum or key mismatch)",
+                 t->dir, tb, (unsigned long long)slot, (unsigned long long)(HEADER_BYTES + slot * s->slot_bytes));
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
+                   size_t errlen)
+{
+    slot_file *s = &t->sf[tb];
+    size_t sb = s->slot_bytes;
+    rd *q = xmalloc((GET_CHUNK + FETCH_DEPTH) * 2 * sizeof *q);   /* reads waiting for a buffer */
+    size_t qh = 0, qn = 0, qcap = (GET_CHUNK + FETCH_DEPTH) * 2;
+    rd inflight[FETCH_DEPTH];
+    int freeb[FETCH_DEPTH], nfree = FETCH_DEPTH;
+    for (int i = 0; i < FETCH_DEPTH; i++) freeb[i] = i;
+    size_t next = 0, found = 0;
+    int ret = 0, busy = 0;
+    uint8_t kb[GET_CHUNK][10];
+    const char *kp[GET_CHUNK];
+    size_t ks[GET_CHUNK], vs[GET_CHUNK];
+    char *vals[GET_CHUNK], *errs[GET_CHUNK];
+    while (ret == 0 && (next < n || qn > 0 || busy > 0)) {
+        /* index lookups for the next keys while earlier reads are in flight */
+        if (next < n && qn + GET_CHUNK <= qcap) {
+            size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
+            for (size_t j = 0; j < c; j++) {
+                idx_key(kb[j], tb, keys[next + j]);
+                kp[j] = (const char *)kb[j];
+                ks[j] = 10;
+            }
+            rocksdb_multi_get(t->db, t->ro, c, kp, ks, vals, vs, errs);
+            for (size_t j = 0; j < c; j++) {
+                if (errs[j]) {
+                    if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
+                    free(errs[j]);
+                    free(vals[j]);
+                    continue;
+                }
+                if (!vals[j]) {
+                    aux[next + j] = 0;
+                    continue;
+                }
+                idx_val iv;
+                if (vs[j] != sizeof iv) {
+                    if (!ret) ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
+                } else {
+                    memcpy(&iv, vals[j], sizeof iv);
+                    q[(qh + qn++) % qcap] = (rd){ next + j, iv.slot };
+                }
+                free(vals[j]);
+            }
+            next += c;
+        }
+        while (qn > 0 && nfree > 0 && ret == 0) {
+            int b = freeb[--nfree];
+            rd r = q[qh];
+            qh = (qh + 1) % qcap;
+            qn--;
+            inflight[b] = r;
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+            CHECK(sqe);
+            io_uring_prep_read(sqe, s->fd, t->rbuf + (size_t)b * t->rbuf_slot, (unsigned)sb, HEADER_BYTES + r.slot * sb);
+            io_uring_sqe_set_data64(sqe, (uint64_t)b);
+            busy++;
+        }
+        if (busy == 0) continue;
+        io_uring_submit(&t->ring);
+        /* wait only when there is nothing else to do */
+        int must_wait = nfree == 0 || (next >= n && qn == 0) || qn + GET_CHUNK > qcap;
+        struct io_uring_cqe *cqe;
+        if (must_wait && io_uring_wait_cqe(&t->ring, &cqe) < 0) {
+            ret = fail(err, errlen, -EIO, "%s: %s", t->dir, "io_uring wait failed");
+            break;
+        }
+        unsigned head, got = 0;
+        io_uring_for_each_cqe(&t->ring, head, cqe) {
+            int b = (int)cqe->user_data;
+            rd r = inflight[b];
+            if (cqe->res != (int)sb) {
+                if (!ret) {
+                    char what[64];
+                    snprintf(what, sizeof what, "%s", cqe->res < 0 ? strerror(-cqe->res) : "short read");
+                    snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: %s", t->dir, tb,
+                             (unsigned long long)r.slot, what);
+                    ret = cqe->res < 0 ? cqe->res : -EIO;
+                }
+            } else if (ret == 0) {
+                const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot;
+                ret = check_slot(t, tb, img, r.slot, keys[r.i], err, errlen);
+                if (ret == 0) {
+                    memcpy(out + r.i * s->row_bytes, img, s->row_bytes);
+                    aux[r.i] = r.slot + 1;
+                    found++;
+                }
+            }
+            freeb[nfree++] = b;
+            got++;
+        }
+        io_uring_cq_advance(&t->ring, got);
+        busy -= (int)got;
+    }
+    /* after an error, drain what is still in flight before the buffers are reused */
+    while (busy > 0) {
+        struct io_uring_cqe *cqe;
+        io_uring_submit_and_wait(&t->ring, 1);
+        if (io_uring_peek_cqe(&t->ring, &cqe) == 0) {
+            io_uring_cqe_seen(&t->ring, cqe);
+            busy--;
+        }
+    }
+    free(q);
+    pthread_mutex_lock(&t->mu);
+    t->st.lookups += n;
+    t->st.rows_read += found;
+    t->st.bytes_read += found * sb;
+    pthread_mutex_unlock(&t->mu);
+    return ret;
+}
+
+/* ---- scan ---- */
+
+int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator(t->db, t->ro);
+    uint8_t k0[2] = { 'k', (uint8_t)tb };
+    int ret = 0;
+    for (rocksdb_iter_seek(it, (const char *)k0, 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        const char *v = rocksdb_iter_value(it, &vl);
+        if (kl != 10 || k[0] != 'k' || k[1] != tb) break;
+        idx_val iv;
+        if (vl != sizeof iv) {
+            ret = fail(err, errlen, -EBADMSG, "%s/index: %s", t->dir, "malformed index entry");
+            break;
+        }
+        memcpy(&iv, v, sizeof iv);
+        if (fn(ctx, key_of_idx(k), iv.slot, iv.show, iv.click, iv.last_pass)) break;
+    }
+    char *e = NULL;
+    rocksdb_iter_get_error(it, &e);
+    rocksdb_iter_destroy(it);
+    if (e && !ret) ret = fail(err, errlen, -EIO, "%s/index: %s", t->dir, e);
+    free(e);
+    return ret;
+}
+
+/* ---- commit ---- */
+
+emb_tier_batch *emb_tier_begin(emb_tier *t)
+{
+    CHECK(!t->readonly);
+    emb_tier_batch *b = xcalloc(1, sizeof *b);
+    b->t = t;
+    b->wb = rocksdb_writebatch_create();
+    b->buf = xaligned_alloc(4096, WRITE_BUF);
+    b->row_delta = xcalloc((size_t)t->n, sizeof *b->row_delta);
+    for (int i = 0; i < t->n; i++) {
+        t->sf[i].cursor = 0;
+        t->sf[i].in_run = 0;
+        t->sf[i].written = 0;
+    }
+    return b;
+}
+
+/* Write every run in buf with io_uring, up to FETCH_DEPTH writes in flight; then buf is empty. */
+static void flush_buf(emb_tier_batch *b)
+{
+    emb_tier *t = b->t;
+    size_t next = 0, done = 0;
+    int busy = 0;
+    while (done < b->n_runs) {
+        while (next < b->n_runs && busy < FETCH_DEPTH && b->err == 0) {
+            run *r = &b->runs[next];
+            slot_file *s = &t->sf[r->tb];
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&t->wring);
+            CHECK(sqe);
+            io_uring_prep_write(sqe, s->fd, b->buf + r->off, (unsigned)(r->n * s->slot_bytes),
+                                HEADER_BYTES + r->first * s->slot_bytes);
+            io_uring_sqe_set_data64(sqe, next);
+            s->written = 1;
+            next++;
+            busy++;
+        }
+        if (busy == 0) break;   /* an error stopped the submissions */
+        struct io_uring_cqe *cqe;
+        if (io_uring_submit_and_wait(&t->wring, 1) < 0 || io_uring_wait_cqe(&t->wring, &cqe) < 0) {
+            if (!b->err) {
+                b->err = -EIO;
+                snprintf(b->errmsg, sizeof b->errmsg, "%s: io_uring write wait failed", t->dir);
+            }
+            break;
+        }
+        unsigned head, got = 0;
+        io_uring_for_each_cqe(&t->wring, head, cqe) {
+            run *r = &b->runs[cqe->user_data];
+            size_t want = r->n * t->sf[r->tb].slot_bytes;
+            if (cqe->res != (int)want && !b->err) {
+                /* a short write (a file-size limit, a full disk) or an error */
+                b->err = cqe->res < 0 ? cqe->res : -ENOSPC;
+                snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", t->dir, r->tb,
+                         (unsigned long long)(HEADER_BYTES + r->first * t->sf[r->tb].slot_bytes),
+                         strerror(-b->err));
+            }
+            got++;
+        }
+        io_uring_cq_advance(&t->wring, got);
+        busy -= (int)got;
+        done += got;
+    }
+    b->n_runs = 0;
+    b->buf_used = 0;
+}
+
+static void add_freed(emb_tier_batch *b, int tb, uint64_t slot1)
+{
+    if (!slot1) return;
+    if (b->n_fr == b->cap_fr) {
+        b->cap_fr = b->cap_fr ? b->cap_fr * 2 : 1024;
+        b->fr = xrealloc(b->fr, b->cap_fr * sizeof *b->fr);
+    }
+    b->fr[b->n_fr++] = (freed){ slot1, tb };
+}
+
+static ientry *add_ientry(emb_tier_batch *b)
+{
+    if (b->n_ie == b->cap_ie) b->ie = xrealloc(b->ie, (b->cap_ie = b->cap_ie * 2 + 1024) * sizeof *b->ie);
+    return &b->ie[b->n_ie++];
+}
+
+static int cmp_ientry(const void *x, const void *y) { return memcmp(x, y, 10); }
+
+void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
+{
+    emb_tier *t = b->t;
+    slot_file *s = &t->sf[tb];
+    emb_row_head *h = rec;
+    uint64_t slot = alloc_slot(s);
+    if (b->buf_used + s->slot_bytes > WRITE_BUF) flush_buf(b);
+    run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
+    if (last && last->tb == tb && last->first + last->n == slot) {
+        last->n++;
+    } else {
+        if (b->n_runs == b->cap_runs) b->runs = xrealloc(b->runs, (b->cap_runs = b->cap_runs * 2 + 256) * sizeof *b->runs);
+        b->runs[b->n_runs++] = (run){ tb, slot, 1, b->buf_used };
+        b->n_runs_total++;
+    }
+    uint8_t *img = b->buf + b->buf_used;
+    memcpy(img, rec, s->row_bytes);
+    memset(img + s->row_bytes, 0, s->slot_bytes - s->row_bytes);
+    ((emb_row_head *)img)->mark = 0;
+    ((emb_row_head *)img)->aux = 0;
+    uint64_t sum = XXH64(img, s->row_bytes, slot);
+    memcpy(img + s->slot_bytes - 8, &sum, 8);
+    b->buf_used += s->slot_bytes;
+    ientry *e = add_ientry(b);
+    idx_key(e->k, tb, h->key);
+    e->del = 0;
+    e->v = (idx_val){ slot, h->show, h->click, h->last_pass };
+    if (h->aux) add_freed(b, tb, h->aux);
+    else b->row_delta[tb]++;
+    h->aux = slot + 1;
+    b->puts++;
+    b->bytes += s->slot_bytes;
+}
+
+void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
+{
+    ientry *e = add_ientry(b);
+    idx_key(e->k, tb, key);
+    e->del = 1;
+    if (aux) {
+        add_freed(b, tb, aux);
+        b->row_delta[tb]--;
+        b->dels++;
+    }
+}
+
+static void batch_free(emb_tier_batch *b)
+{
+    rocksdb_writebatch_destroy(b->wb);
+    free(b->buf);
+    free(b->runs);
+    free(b->ie);
+    free(b->fr);
+    free(b->row_delta);
+    free(b);
+}
+
+void emb_tier_abort(emb_tier_batch *b)
+{
+    b->t->failed = 1;   /* its slots stay marked used until the folder is opened again */
+    batch_free(b);
+}
+
+int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
+{
+    emb_tier *t = b->t;
+    int ret = 0;
+    if (t->failed) {
+        snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
+        ret = -EIO;
+    }
+    double t0 = now_sec();
+    if (ret == 0) flush_buf(b);
+    double t1 = now_sec();
+    if (ret == 0 && b->err) {
+        snprintf(err, errlen, "%s", b->errmsg);
+        ret = b->err;
+    }
+    for (int i = 0; ret == 0 && i < t->n; i++) {
+        if (t->sf[i].written && fdatasync(t->sf[i].fd) < 0) {
+            ret = -errno;
+            snprintf(err, errlen, "%s/table%d.slots: fdatasync failed: %s", t->dir, i, strerror(errno));
+        }
+    }
+    double t2 = now_sec();
+    if (ret == 0) {
+        /* in key order: the memtable's skip list inserts sorted keys several times faster */
+        qsort(b->ie, b->n_ie, sizeof *b->ie, cmp_ientry);
+        for (size_t i = 0; i < b->n_ie; i++) {
+            if (b->ie[i].del) rocksdb_writebatch_delete(b->wb, (const char *)b->ie[i].k, 10);
+            else rocksdb_writebatch_put(b->wb, (const char *)b->ie[i].k, 10, (const char *)&b->ie[i].v, sizeof b->ie[i].v);
+        }
+        rocksdb_writebatch_put(b->wb, "c", 1, catalog, len);
+        char *e = NULL;
+        rocksdb_write(t->db, t->wo, b->wb, &e);
+        if (e) {
+            snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
+            free(e);
+            ret = -EIO;
+        }
+    }
+    if (getenv("CTRBOX_DEBUG_COMMIT"))
+        fprintf(stderr, "commit: %llu rows, %zu runs; flush %.3f s, fdatasync %.3f s, index %.3f s\n",
+                (unsigned long long)b->puts, b->n_runs_total, t1 - t0, t2 - t1, now_sec() - t2);
+    if (ret == 0) {
+        for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
+        for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
+        pthread_mutex_lock(&t->mu);
+        t->st.rows_written += b->puts;
+        t->st.bytes_written += b->bytes;
+        t->st.rows_deleted += b->dels;
+        pthread_mutex_unlock(&t->mu);
+    } else {
+        t->failed = 1;
+    }
+    batch_free(b);
+    return ret;
+}

@@ -1,0 +1,80 @@
+/*
+ * tier.h: the SSD tier of the sparse tables, in a folder (--table-dir).
+ *
+ * Layout (chosen by measurement, docs/performance.md "SSD tier layouts"): each table's rows live
+ * in a file of fixed-size slots (DIR/table<i>.slots) read with io_uring and O_DIRECT, many reads
+ * in flight; a RocksDB database (DIR/index) is the store of record for everything else: the index
+ * key -> (slot, show, click, last pass) and the catalog of the last committed pass (an opaque blob
+ * the trainer writes: dense state, pending keys, its position in the data).
+ *
+ * Slot file: a 4096-byte header (magic "CTRBXSLT", version, table, row and slot sizes, XXH64),
+ * then slots of slot_bytes (the row record rounded up to 512 bytes with room for a trailer: the
+ * XXH64 of the record seeded by the slot number, so a torn or misdirected read is detected).
+ *
+ * Commit (atomic): the changed rows are written to free slots (never over a slot the committed
+ * index points to), the slot files are fdatasync'ed, then one RocksDB WriteBatch with sync carries
+ * the new index entries, deletions and the catalog. Slots freed by the commit are reused only by
+ * later commits. A crash before the batch leaves the previous commit intact: its slots are
+ * untouched, and the free-slot bitmap is rebuilt from the index when the folder is opened.
+ *
+ * One process opens a folder for writing (an exclusive flock on DIR/LOCK.ctrbox); readers take a
+ * shared lock, so a trainer and a reader exclude each other.
+ */
+#ifndef CTRBOX_EMBEDDING_TIER_H
+#define CTRBOX_EMBEDDING_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct emb_tier emb_tier;
+
+typedef struct {
+    uint64_t rows_read, bytes_read;        /* fetches that found their row */
+    uint64_t rows_written, bytes_written;  /* by commits */
+    uint64_t lookups;                      /* keys asked for */
+    uint64_t rows_deleted;
+} emb_tier_stats;
+
+/* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
+ * `layout` names the model layout; a folder made for another layout is refused. 0, or <0 with a
+ * one-line message in err. */
+int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
+                  int readonly, char *err, size_t errlen);
+void emb_tier_close(emb_tier *t);
+const char *emb_tier_dir(const emb_tier *t);
+
+/* The last committed catalog blob (malloc'ed, caller frees), or *blob = NULL if nothing is
+ * committed yet. 0 or <0 with err. */
+int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen);
+
+/* Read the rows of n keys of table tb. For each key found, its record goes to out + i * row_bytes
+ * and aux[i] = slot + 1; for a key the tier does not hold, aux[i] = 0. Thread-safe against a
+ * concurrent commit for keys the commit does not touch. 0, or <0 with err (I/O error, corrupt
+ * slot). */
+int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
+                   size_t errlen);
+
+/* The rows of one table held by the tier, and its per-key counters, by iteration in key order:
+ * calls fn for each key (stop early by returning nonzero). For shrink and the table tools. */
+typedef int (*emb_tier_key_fn)(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass);
+int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen);
+uint64_t emb_tier_rows(emb_tier *t, int tb);
+uint64_t emb_tier_disk_bytes(emb_tier *t);
+
+/* A commit being assembled. put: the record (a table row) is stored in a new slot; its header's
+ * aux is set to that slot + 1 (the old slot, from the aux it had, is freed once the commit is
+ * durable). del: the key is removed (aux: its slot + 1, or 0). */
+typedef struct emb_tier_batch emb_tier_batch;
+emb_tier_batch *emb_tier_begin(emb_tier *t);
+void emb_tier_put(emb_tier_batch *b, int tb, void *rec);
+void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
+/* Make the batch and the catalog durable, atomically. 0 or <0 with err; the batch is freed
+ * either way. After a failure the tier refuses further commits (the last commit stays intact). */
+int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
+
+/* Drop a batch without committing (its slots are free again at the next open). */
+void emb_tier_abort(emb_tier_batch *b);
+
+emb_tier_stats emb_tier_get_stats(emb_tier *t);
+
+#endif

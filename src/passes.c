@@ -1,0 +1,1054 @@
+/*
+ * passes.c: training in passes over the tiers of the sparse tables (AIBox).
+ *
+ * A pass is --pass-rows rows. Three stages overlap: a reader thread parses pass k+2 and
+ * collects its distinct keys per table; a fetch thread reads from the SSD tier the rows pass k+1
+ * needs that are not in memory; the main thread trains pass k, then commits it. At the boundary
+ * before pass k trains, the main thread installs k's fetched rows, evicts unpinned rows down to
+ * the cache budget (k's rows are pinned), and hands k+1's missing keys to the fetch thread.
+ * Eviction happens only at boundaries, so a key of k+1 found in memory there stays there until k+1
+ * trains (it sees k's update); a key missing there is not touched by k, so the tier's copy, from
+ * the last commit, is current. Rows go to the SSD only in commits (all rows pass k touched, with
+ * the catalog: dense state, pending keys and the position in the data), so evicting is dropping.
+ *
+ * Without a table folder (--pass-rows alone) the same loop runs with every row in memory: the
+ * reference the tiered runs must reproduce exactly.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "../embedding/tier.h"
+#include "mix.h"
+#include "train_internal.h"
+#include "util.h"
+
+#define CATALOG_MAGIC "CTRBXCAT"
+#define CATALOG_VERSION 1u
+
+/* ---- key sets ---- */
+
+typedef struct {
+    uint64_t *k;
+    size_t n, cap;
+} keyvec;
+
+static void kv_push(keyvec *v, uint64_t k)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 1024;
+        v->k = xrealloc(v->k, v->cap * sizeof *v->k);
+    }
+    v->k[v->n++] = k;
+}
+
+/* distinct keys: open addressing over key + 1 (0 empty; key UINT64_MAX kept aside) */
+typedef struct {
+    uint64_t *s;
+    size_t cap, n;
+    int has_max;
+} keyset;
+
+static int ks_add(keyset *h, uint64_t key)
+{
+    if (key == UINT64_MAX) {
+        if (h->has_max) return 0;
+        return h->has_max = 1;
+    }
+    if ((h->n + 1) * 2 > h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 4096;
+        uint64_t *n = xcalloc(cap, sizeof *n);
+        for (size_t i = 0; i < h->cap; i++)
+            if (h->s[i]) {
+                size_t j = mix64(h->s[i]) & (cap - 1);
+                while (n[j]) j = (j + 1) & (cap - 1);
+                n[j] = h->s[i];
+            }
+        free(h->s);
+        h->s = n;
+        h->cap = cap;
+    }
+    uint64_t v = key + 1;
+    size_t i = mix64(v) & (h->cap - 1);
+    while (h->s[i]) {
+        if (h->s[i] == v) return 0;
+        i = (i + 1) & (h->cap - 1);
+    }
+    h->s[i] = v;
+    h->n++;
+    return 1;
+}
+
+/* ---- passes and the reader thread ---- */
+
+typedef struct {
+    sample_block rows;
+    keyvec *keys;        /* per table: the pass's distinct keys */
+    uint64_t index;      /* 1-based pass number within the epoch */
+} pass_data;
+
+static void pass_free(pass_data *p, int n_tables)
+{
+    if (!p) return;
+    block_free(&p->rows);
+    for (int i = 0; i < n_tables; i++) free(p->keys[i].k);
+    free(p->keys);
+    free(p);
+}
+
+typedef struct {
+    trainer *t;
+    int n_tables;
+    uint64_t skip;       /* passes of the epoch already committed (resume) */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pass_data *ready;    /* one pass parsed ahead of the one being fetched */
+    int eof, err, stop;
+    char errmsg[1024];
+} reader;
+
+static void collect_keys_of(model *m, uint32_t n_fields, pass_data *p, int n_tables)
+{
+    const model_config *c = model_config_of(m);
+    keyset *sets = xcalloc((size_t)n_tables, sizeof *sets);
+    p->keys = xcalloc((size_t)n_tables, sizeof *p->keys);
+    const sample_block *b = &p->rows;
+    for (uint64_t k = 0; k < b->row_ptr[b->rows]; k++) {
+        int tb = model_field_table(m, b->field[k]);
+        if (tb >= 0 && ks_add(&sets[tb], b->key[k])) kv_push(&p->keys[tb], b->key[k]);
+    }
+    /* with admission, pending keys train their field's default row: it belongs to every pass */
+    if (c->min_show > 1)
+        for (uint32_t f = 0; f < n_fields; f++) {
+            int tb = model_field_table(m, (uint16_t)f);
+            uint64_t dk = emb_table_default_key((uint16_t)f);
+            if (tb >= 0 && ks_add(&sets[tb], dk)) kv_push(&p->keys[tb], dk);
+        }
+    for (int i = 0; i < n_tables; i++) free(sets[i].s);
+    free(sets);
+}
+
+static void collect_keys(trainer *t, pass_data *p, int n_tables)
+{
+    collect_keys_of(t->m, t->meta.schema.n_fields, p, n_tables);
+}
+
+static void *reader_main(void *arg)
+{
+    reader *r = arg;
+    trainer *t = r->t;
+    const train_opts *o = t->o;
+    data_source *s;
+    char err[1024];
+    int ret = source_open(&s, o->train, o->n_train, &o->in, err, sizeof err);
+    sample_block b;
+    block_init(&b, t->meta.schema.n_dense);
+    pass_data *cur = NULL;
+    uint64_t index = 0;
+    size_t off = 0;   /* rows of b already taken */
+    while (ret >= 0) {
+        if (off == b.rows) {
+            ret = source_next(s, &b, err, sizeof err);
+            off = 0;
+            if (ret <= 0) break;
+        }
+        if (!cur) {
+            cur = xcalloc(1, sizeof *cur);
+            block_init(&cur->rows, t->meta.schema.n_dense);
+        }
+        size_t take = b.rows - off;
+        if (take > o->pass_rows - cur->rows.rows) take = (size_t)(o->pass_rows - cur->rows.rows);
+        block_append(&cur->rows, &b, off, off + take);
+        off += take;
+        if (cur->rows.rows < o->pass_rows) continue;
+        cur->index = ++index;
+        if (index <= r->skip) {   /* committed before a resume: parsed again only to be skipped */
+            pass_free(cur, r->n_tables);
+            cur = NULL;
+            continue;
+        }
+        collect_keys(t, cur, r->n_tables);
+        pthread_mutex_lock(&r->mu);
+        while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+        int stop = r->stop;
+        if (!stop) r->ready = cur;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        if (stop) break;
+        cur = NULL;
+    }
+    if (ret == 0 && cur && cur->rows.rows) {   /* the last, shorter pass */
+        cur->index = ++index;
+        if (index > r->skip) {
+            collect_keys(t, cur, r->n_tables);
+            pthread_mutex_lock(&r->mu);
+            while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+            if (!r->stop) {
+                r->ready = cur;
+                cur = NULL;
+            }
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+    pass_free(cur, r->n_tables);
+    block_free(&b);
+    if (s) source_close(s);
+    pthread_mutex_lock(&r->mu);
+    if (ret < 0) {
+        r->err = 1;
+        snprintf(r->errmsg, sizeof r->errmsg, "%s", err);
+    }
+    r->eof = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* The next pass, or NULL at the end of the epoch (r->err says whether it ended in an error). */
+static pass_data *reader_pop(reader *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (!r->ready && !r->eof) pthread_cond_wait(&r->cv, &r->mu);
+    pass_data *p = r->ready;
+    r->ready = NULL;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return p;
+}
+
+/* ---- the fetch thread ---- */
+
+typedef struct {
+    keyvec *miss;        /* per table: keys to read */
+    uint8_t **rec;       /* per table: their records */
+    uint64_t **aux;      /* per table: slot + 1, 0 if not on the SSD */
+} fetch_job;
+
+typedef struct {
+    emb_tier *tier;
+    int n_tables;
+    const size_t *row_bytes;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    fetch_job *job;
+    int busy, quit, err;
+    char errmsg[1024];
+} fetcher;
+
+static int fetch_run(emb_tier *tier, int n_tables, fetch_job *j, char *err, size_t errlen)
+{
+    for (int tb = 0; tb < n_tables; tb++)
+        if (j->miss[tb].n && emb_tier_fetch(tier, tb, j->miss[tb].k, j->miss[tb].n, j->rec[tb], j->aux[tb], err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+static void *fetcher_main(void *arg)
+{
+    fetcher *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->busy && !f->quit) pthread_cond_wait(&f->cv, &f->mu);
+        if (f->quit) break;
+        fetch_job *j = f->job;
+        pthread_mutex_unlock(&f->mu);
+        char err[1024];
+        int bad = fetch_run(f->tier, f->n_tables, j, err, sizeof err) < 0;
+        pthread_mutex_lock(&f->mu);
+        if (bad && !f->err) {
+            f->err = 1;
+            snprintf(f->errmsg, sizeof f->errmsg, "%s", err);
+        }
+        f->busy = 0;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+static void fetch_job_free(fetch_job *j, int n_tables)
+{
+    if (!j) return;
+    for (int i = 0; i < n_tables; i++) {
+        free(j->miss[i].k);
+        free(j->rec[i]);
+        free(j->aux[i]);
+    }
+    free(j->miss), free(j->rec), free(j->aux);
+    free(j);
+}
+
+/* ---- the pass state ---- */
+
+typedef struct {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    emb_tier_batch *b;        /* the commit in flight */
+    char *blob;
+    size_t len;
+    uint32_t pass, last_ok;   /* its pass; the last pass made durable */
+    int busy, quit, err;
+    double secs;
+    char errmsg[1100];
+} writer;
+
+typedef struct pass_state {
+    emb_tier *tier;
+    int n_tables;
+    size_t *row_bytes;
+    fetcher fx;
+    writer wr;
+    uint64_t budget;          /* bytes of rows in memory (with a tier) */
+    /* statistics of the current pass */
+    uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read;
+    double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
+    emb_tier_stats st0;
+    /* where the run stands (the catalog) */
+    uint64_t pass_in_epoch;   /* passes of the current epoch committed */
+    int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
+    uint64_t fingerprint;
+    uint64_t *defaults;       /* the fields' default-row keys, sorted */
+    size_t n_defaults;
+} pass_state;
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+static uint64_t tables_bytes(trainer *t)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < model_n_tables(t->m); i++) {
+        emb_table *tb = model_table(t->m, i);
+        b += emb_table_rows(tb) * emb_table_row_bytes(tb);
+    }
+    return b;
+}
+
+/* Keys of p (per table) not in memory; counts memory hits. */
+static fetch_job *missing_keys(trainer *t, keyvec *keys)
+{
+    pass_state *ps = t->ps;
+    fetch_job *j = xcalloc(1, sizeof *j);
+    j->miss = xcalloc((size_t)ps->n_tables, sizeof *j->miss);
+    j->rec = xcalloc((size_t)ps->n_tables, sizeof *j->rec);
+    j->aux = xcalloc((size_t)ps->n_tables, sizeof *j->aux);
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        for (size_t i = 0; i < keys[tb].n; i++)
+            if (emb_table_find(e, keys[tb].k[i]) < 0) kv_push(&j->miss[tb], keys[tb].k[i]);
+        size_t n = j->miss[tb].n ? j->miss[tb].n : 1;
+        j->rec[tb] = xmalloc(n * ps->row_bytes[tb]);
+        j->aux[tb] = xcalloc(n, sizeof **j->aux);
+    }
+    return j;
+}
+
+/* The fetched rows into memory (keys already resident are kept: only clean copies are fetched,
+ * so the resident row is the same or newer). */
+static void install(trainer *t, fetch_job *j)
+{
+    pass_state *ps = t->ps;
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        for (size_t i = 0; i < j->miss[tb].n; i++) {
+            if (!j->aux[tb][i]) continue;
+            if (emb_table_find(e, j->miss[tb].k[i]) >= 0) continue;
+            emb_table_insert_record(e, j->rec[tb] + i * ps->row_bytes[tb], j->aux[tb][i]);
+        }
+    }
+}
+
+static void fetch_start(pass_state *ps, fetch_job *j)
+{
+    pthread_mutex_lock(&ps->fx.mu);
+    ps->fx.job = j;
+    ps->fx.busy = 1;
+    pthread_cond_broadcast(&ps->fx.cv);
+    pthread_mutex_unlock(&ps->fx.mu);
+}
+
+static int fetch_wait(pass_state *ps)
+{
+    double t0 = now_sec();
+    pthread_mutex_lock(&ps->fx.mu);
+    while (ps->fx.busy) pthread_cond_wait(&ps->fx.cv, &ps->fx.mu);
+    int err = ps->fx.err;
+    pthread_mutex_unlock(&ps->fx.mu);
+    ps->wait_s += now_sec() - t0;
+    if (err) fprintf(stderr, "\nctrbox: %s\n", ps->fx.errmsg);
+    return err ? -1 : 0;
+}
+
+static int writer_wait(pass_state *ps);
+
+int passes_pull_for_eval(trainer *t, const sample_block *b)
+{
+    pass_state *ps = t->ps;
+    if (!ps || !ps->tier) return 0;
+    if (writer_wait(ps) < 0) return -1;
+    pass_data p = { .rows = *b };
+    collect_keys(t, &p, ps->n_tables);
+    fetch_job *j = missing_keys(t, p.keys);
+    char err[1024];
+    int ret = fetch_run(ps->tier, ps->n_tables, j, err, sizeof err);
+    if (ret < 0) fprintf(stderr, "\nctrbox: %s\n", err);
+    else install(t, j);
+    fetch_job_free(j, ps->n_tables);
+    for (int i = 0; i < ps->n_tables; i++) free(p.keys[i].k);
+    free(p.keys);
+    return ret;
+}
+
+int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
+{
+    int n = model_n_tables(m);
+    size_t *rb = xcalloc((size_t)n, sizeof *rb);
+    for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
+    emb_tier *tier;
+    int ret = emb_tier_open(&tier, dir, n, rb, model_kind_name(model_config_of(m)->kind), 1, err, errlen);
+    if (ret == 0) {
+        pass_data p = { .rows = *b };
+        collect_keys_of(m, n_fields, &p, n);
+        for (int tb = 0; tb < n && ret == 0; tb++) {
+            keyvec *kv = &p.keys[tb];
+            uint8_t *rec = xmalloc((kv->n ? kv->n : 1) * rb[tb]);
+            uint64_t *aux = xcalloc(kv->n ? kv->n : 1, sizeof *aux);
+            ret = emb_tier_fetch(tier, tb, kv->k, kv->n, rec, aux, err, errlen);
+            emb_table *e = model_table(m, tb);
+            for (size_t i = 0; ret == 0 && i < kv->n; i++)
+                if (aux[i] && emb_table_find(e, kv->k[i]) < 0) emb_table_insert_record(e, rec + i * rb[tb], aux[i]);
+            free(rec);
+            free(aux);
+            free(kv->k);
+        }
+        free(p.keys);
+        emb_tier_close(tier);
+    }
+    free(rb);
+    return ret;
+}
+
+/* ---- eviction ---- */
+
+typedef struct {
+    double pri;
+    uint64_t tie;
+    uint64_t key;
+    int tb;
+} victim;
+
+static int cmp_victim(const void *x, const void *y)
+{
+    const victim *a = x, *b = y;
+    if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
+    return (a->tie > b->tie) - (a->tie < b->tie);
+}
+
+/* Drop unpinned rows (not among keys) until the rows fit the budget: least frequently shown
+ * first (show decayed to now, then older last pass), or least recently used (older last pass). */
+static void evict(trainer *t, keyvec *keys)
+{
+    pass_state *ps = t->ps;
+    uint64_t used = tables_bytes(t);
+    if (used <= ps->budget) return;
+    for (int tb = 0; tb < ps->n_tables; tb++) {   /* pin the pass's rows */
+        emb_table *e = model_table(t->m, tb);
+        for (size_t i = 0; i < keys[tb].n; i++) {
+            int64_t r = emb_table_find(e, keys[tb].k[i]);
+            if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 1;
+        }
+    }
+    size_t n = 0, cap = 0;
+    victim *v = NULL;
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        const emb_table_config *c = emb_table_config_of(e);
+        for (size_t r = 0; r < emb_table_rows(e); r++) {
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (h->mark) continue;
+            if (n == cap) v = xrealloc(v, (cap = cap ? cap * 2 : 4096) * sizeof *v);
+            float show, click;
+            emb_row_counters_at(c, h, t->pass, &show, &click);
+            double pri = t->o->cache_lfu ? (double)show : (double)h->last_pass;
+            v[n++] = (victim){ pri, t->o->cache_lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                               h->key, tb };
+        }
+    }
+    qsort(v, n, sizeof *v, cmp_victim);
+    for (size_t i = 0; i < n && used > ps->budget; i++) {
+        emb_table *e = model_table(t->m, v[i].tb);
+        int64_t r = emb_table_find(e, v[i].key);
+        CHECK(r >= 0);
+        emb_table_remove(e, (uint32_t)r);
+        used -= ps->row_bytes[v[i].tb];
+        ps->evicted++;
+    }
+    free(v);
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        for (size_t i = 0; i < keys[tb].n; i++) {
+            int64_t r = emb_table_find(e, keys[tb].k[i]);
+            if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 0;
+        }
+    }
+}
+
+/* ---- the catalog: where the run stands, committed with each pass ---- */
+
+typedef struct {
+    uint32_t pass, epoch;
+    uint64_t pass_in_epoch, rows_done, loss_n;
+    int32_t epoch_done, bad_epochs;
+    double loss_sum, best_auc, train_seconds;
+    float dense_lr, sparse_lr;
+    uint64_t fingerprint;
+} catalog_head;
+
+static int catalog_make(trainer *t, char **blob, size_t *len)
+{
+    pass_state *ps = t->ps;
+    FILE *f = open_memstream(blob, len);
+    if (!f) return -1;
+    catalog_head h = { t->pass, (uint32_t)t->epoch, ps->pass_in_epoch, t->rows_done, t->loss_n, ps->epoch_done,
+                       t->bad_epochs, t->loss_sum, t->best_auc, t->train_seconds, model_config_of(t->m)->dopt.lr,
+                       model_config_of(t->m)->sopt.lr, ps->fingerprint };
+    uint32_t v = CATALOG_VERSION;
+    int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
+    ok = ok && model_save_dense(t->m, f) == 0;
+    for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(t->m, i), f) == 0;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        free(*blob);
+        return -1;
+    }
+    uint64_t sum = XXH64(*blob, *len, 0);
+    *blob = xrealloc(*blob, *len + 8);
+    memcpy(*blob + *len, &sum, 8);
+    *len += 8;
+    return 0;
+}
+
+static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *h, char *err, size_t errlen)
+{
+    uint64_t sum;
+    uint32_t v;
+    if (len < 12 + sizeof *h + 8 || memcmp(blob, CATALOG_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "catalog: bad magic or truncated");
+        return -1;
+    }
+    memcpy(&sum, blob + len - 8, 8);
+    memcpy(&v, blob + 8, 4);
+    if (XXH64(blob, len - 8, 0) != sum) {
+        snprintf(err, errlen, "catalog: checksum mismatch");
+        return -1;
+    }
+    if (v != CATALOG_VERSION) {
+        snprintf(err, errlen, "catalog: version %u, this build reads %u", v, CATALOG_VERSION);
+        return -1;
+    }
+    memcpy(h, blob + 12, sizeof *h);
+    if (h->fingerprint != t->ps->fingerprint) {
+        snprintf(err, errlen, "the committed run used other settings or data (model, passes, seed or training files differ)");
+        return -1;
+    }
+    FILE *f = fmemopen((void *)(blob + 12 + sizeof *h), len - 8 - 12 - sizeof *h, "rb");
+    int ret = model_load_dense(t->m, f, err, errlen);
+    for (int i = 0; ret == 0 && i < t->ps->n_tables; i++) ret = emb_table_load_pending(model_table(t->m, i), f, err, errlen);
+    fclose(f);
+    return ret < 0 ? -1 : 0;
+}
+
+/* ---- shrink: delete keys by the CTR accessor's rules (all tiers) ---- */
+
+typedef struct {
+    trainer *t;
+    int tb;
+    emb_tier_batch *batch;
+    uint64_t deleted;
+} shrink_ctx;
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* whether key is a field's shared default row (ps->defaults: sorted) */
+static int is_default_key(const pass_state *ps, uint64_t key)
+{
+    return bsearch(&key, ps->defaults, ps->n_defaults, sizeof key, cmp_u64) != NULL;
+}
+
+static int shrink_doomed(const train_opts *o, const emb_table_config *c, uint32_t pass, float show, float click,
+                         uint32_t last_pass)
+{
+    if (o->shrink_unseen && pass > last_pass && pass - last_pass > o->shrink_unseen) return 1;
+    if (o->shrink_threshold >= 0) {
+        double score = ((double)show - click) * o->nonclk_coeff + (double)click * o->clk_coeff;
+        if (score < o->shrink_threshold) return 1;
+    }
+    return 0;
+}
+
+static int shrink_tier_key(void *p, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
+{
+    shrink_ctx *s = p;
+    emb_table *e = model_table(s->t->m, s->tb);
+    if (emb_table_find(e, key) >= 0) return 0;   /* resident: judged by its newer copy */
+    if (emb_table_config_of(e)->min_show > 1 && is_default_key(s->t->ps, key)) return 0;
+    emb_row_head h = { .key = key, .show = show, .click = click, .last_pass = last_pass };
+    float sh, cl;
+    emb_row_counters_at(emb_table_config_of(e), &h, s->t->pass, &sh, &cl);
+    if (shrink_doomed(s->t->o, emb_table_config_of(e), s->t->pass, sh, cl, last_pass)) {
+        emb_tier_del(s->batch, s->tb, key, slot + 1);
+        s->deleted++;
+    }
+    return 0;
+}
+
+static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
+{
+    pass_state *ps = t->ps;
+    const train_opts *o = t->o;
+    *deleted = 0;
+    if (o->shrink_threshold < 0 && !o->shrink_unseen) return 0;
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        const emb_table_config *c = emb_table_config_of(e);
+        if (ps->tier) {
+            shrink_ctx s = { t, tb, batch, 0 };
+            char err[1024];
+            if (emb_tier_scan(ps->tier, tb, shrink_tier_key, &s, err, sizeof err) < 0) {
+                fprintf(stderr, "\nctrbox: %s\n", err);
+                return -1;
+            }
+            *deleted += s.deleted;
+        }
+        for (size_t r = emb_table_rows(e); r-- > 0;) {
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (c->min_show > 1 && is_default_key(ps, h->key)) continue;   /* shared default rows stay */
+            float sh, cl;
+            emb_row_counters_at(c, h, t->pass, &sh, &cl);
+            if (!shrink_doomed(o, c, t->pass, sh, cl, h->last_pass)) continue;
+            if (batch) emb_tier_del(batch, tb, h->key, h->aux);
+            emb_table_remove(e, (uint32_t)r);
+            (*deleted)++;
+        }
+    }
+    return 0;
+}
+
+/* ---- commits: assembled by the main thread, made durable by the writer thread ---- */
+
+static void *writer_main(void *arg)
+{
+    pass_state *ps = arg;
+    writer *w = &ps->wr;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->busy && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->quit) break;
+        pthread_mutex_unlock(&w->mu);
+        char err[1024];
+        double t0 = now_sec();
+        int ret = emb_tier_commit(w->b, w->blob, w->len, err, sizeof err);
+        free(w->blob);
+        pthread_mutex_lock(&w->mu);
+        w->secs += now_sec() - t0;
+        if (ret < 0 && !w->err) {
+            w->err = 1;
+            snprintf(w->errmsg, sizeof w->errmsg, "%s (the table folder keeps pass %u and earlier)", err, w->last_ok);
+        }
+        if (ret == 0) w->last_ok = w->pass;
+        w->b = NULL;
+        w->busy = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Wait until the commit in flight is durable: 0, or -1 (reported) if it failed. */
+static int writer_wait(pass_state *ps)
+{
+    writer *w = &ps->wr;
+    if (!ps->tier) return 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->busy) pthread_cond_wait(&w->cv, &w->mu);
+    int err = w->err;
+    if (err == 1) {
+        fprintf(stderr, "\nctrbox: %s\n", w->errmsg);
+        w->err = 2;   /* reported once */
+    }
+    pthread_mutex_unlock(&w->mu);
+    return err ? -1 : 0;
+}
+
+static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
+{
+    pass_state *ps = t->ps;
+    if (shrunk) *shrunk = 0;
+    if (!ps->tier) return shrunk ? shrink(t, NULL, shrunk) : 0;
+    if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
+    double t0 = now_sec();
+    emb_tier_batch *b = emb_tier_begin(ps->tier);
+    if (with_rows)
+        for (int tb = 0; tb < ps->n_tables; tb++) {
+            emb_table *e = model_table(t->m, tb);
+            for (size_t r = 0; r < emb_table_rows(e); r++) {
+                emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                if (h->last_pass == t->pass) emb_tier_put(b, tb, h);
+            }
+        }
+    if (shrunk && shrink(t, b, shrunk) < 0) {
+        emb_tier_abort(b);   /* the tier keeps its last commit */
+        return -1;
+    }
+    char *blob;
+    size_t len;
+    if (catalog_make(t, &blob, &len) < 0) die("cannot serialise the catalog");
+    ps->commit_s += now_sec() - t0;
+    writer *w = &ps->wr;
+    pthread_mutex_lock(&w->mu);
+    w->b = b;
+    w->blob = blob;
+    w->len = len;
+    w->pass = t->pass;
+    w->busy = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return sync ? writer_wait(ps) : 0;
+}
+
+/* ---- per-pass statistics ---- */
+
+static void pass_report(trainer *t, pass_data *p, double t_train)
+{
+    pass_state *ps = t->ps;
+    emb_tier_stats st = ps->tier ? emb_tier_get_stats(ps->tier) : (emb_tier_stats){ 0 };
+    uint64_t rr = ps->rows_read, br = ps->bytes_read;
+    uint64_t rw = st.rows_written - ps->st0.rows_written, bw = st.bytes_written - ps->st0.bytes_written;
+    ps->st0.rows_written = st.rows_written;
+    ps->st0.bytes_written = st.bytes_written;
+    double k = ps->keys ? (double)ps->keys : 1;
+    uint64_t resident = 0;
+    for (int i = 0; i < ps->n_tables; i++) resident += emb_table_rows(model_table(t->m, i));
+    if (t->log) {
+        fprintf(t->log,
+                "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
+                "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
+                "\"rows_written\": %llu, \"bytes_written\": %llu, \"evicted\": %llu, \"resident_rows\": %llu, "
+                "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
+                "\"commit_wait_s\": %.3f, "
+                "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
+                t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)ps->keys,
+                (double)ps->mem_hits / k, (double)ps->ssd_hits / k, (double)ps->new_keys / k, (unsigned long long)rr,
+                (unsigned long long)br, (unsigned long long)rw, (unsigned long long)bw, (unsigned long long)ps->evicted,
+                (unsigned long long)resident, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, (unsigned long long)rss_bytes(),
+                (unsigned long long)peak_rss_bytes());
+        fflush(t->log);
+    }
+    if (!t->o->quiet && ps->tier)
+        fprintf(stderr, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote %.1f MB; "
+                "waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", t->pass, p->rows.rows,
+                (unsigned long long)ps->keys, 100.0 * (double)ps->mem_hits / k, 100.0 * (double)ps->ssd_hits / k,
+                100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
+                (double)rss_bytes() / 1048576.0);
+    ps->keys = ps->mem_hits = ps->ssd_hits = ps->new_keys = ps->evicted = ps->rows_read = ps->bytes_read = 0;
+    ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
+}
+
+/* ---- the loop ---- */
+
+static uint64_t fingerprint(trainer *t)
+{
+    const train_opts *o = t->o;
+    const model_config *c = &o->mc;
+    char buf[8192];
+    int n = snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %g %llu %d %d %d %g %d %g %u %d %s %llu %zu %d|",
+                     (int)c->kind, c->dim, c->n_hidden, c->n_bottom, c->cross_layers, c->dlrm_cat, c->batchnorm,
+                     (double)c->dropout, (unsigned long long)c->seed, c->batch, (int)c->dopt.kind, (int)c->sopt.kind,
+                     (double)c->init_std, c->table_per_field, (double)c->decay, c->min_show, c->pool_mean,
+                     c->field_dims, (unsigned long long)o->pass_rows, o->shuffle_rows, (int)o->in.fmt);
+    for (int i = 0; i < c->n_hidden && n < (int)sizeof buf - 16; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", c->hidden[i]);
+    for (int i = 0; i < o->n_train && n < (int)sizeof buf - 1; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s|", o->train[i]);
+    return XXH64(buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1), 0);
+}
+
+static int epoch_passes(trainer *t, uint64_t skip)
+{
+    pass_state *ps = t->ps;
+    reader r = { .t = t, .n_tables = ps->n_tables, .skip = skip };
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    pthread_create(&r.th, NULL, reader_main, &r);
+    int ret = 0;
+    pass_data *cur = reader_pop(&r), *nxt = NULL;
+    fetch_job *job = NULL;
+    if (cur && ps->tier) {
+        job = missing_keys(t, cur->keys);
+        fetch_start(ps, job);
+    }
+    while (cur && ret == 0) {
+        t->pass++;
+        for (int tb = 0; tb < ps->n_tables; tb++) ps->keys += cur->keys[tb].n;
+        if (ps->tier) {
+            /* the last commit must be in the index before rows are dropped and fetched again */
+            double w0 = now_sec();
+            if (writer_wait(ps) < 0) {
+                ret = -1;
+                break;
+            }
+            ps->commit_wait_s += now_sec() - w0;
+            if (fetch_wait(ps) < 0) {
+                ret = -1;
+                break;
+            }
+            for (int tb = 0; tb < ps->n_tables; tb++) {
+                ps->mem_hits += cur->keys[tb].n - job->miss[tb].n;
+                for (size_t i = 0; i < job->miss[tb].n; i++) {
+                    if (job->aux[tb][i]) ps->ssd_hits++;
+                    else ps->new_keys++;
+                }
+            }
+            emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
+            ps->rows_read = st.rows_read - ps->st0.rows_read;
+            ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
+            ps->st0.rows_read = st.rows_read;
+            ps->st0.bytes_read = st.bytes_read;
+            double b0 = now_sec();
+            install(t, job);
+            fetch_job_free(job, ps->n_tables);
+            job = NULL;
+            evict(t, cur->keys);
+            ps->boundary_s += now_sec() - b0;
+        }
+        double w0 = now_sec();
+        nxt = reader_pop(&r);
+        ps->read_wait_s += now_sec() - w0;
+        if (nxt && ps->tier) {
+            double b0 = now_sec();
+            job = missing_keys(t, nxt->keys);
+            fetch_start(ps, job);
+            ps->boundary_s += now_sec() - b0;
+        }
+        double t0 = now_sec();
+        if (train_buffer(t, &cur->rows, cur->index) < 0) ret = -1;
+        double t_train = now_sec() - t0;
+        if (ret == 0) {
+            ps->pass_in_epoch = cur->index;
+            ps->epoch_done = 0;
+            if (commit(t, 1, NULL, 0) < 0) ret = -1;
+        }
+        if (ret == 0) {
+            progress(t, 0);
+            pass_report(t, cur, t_train);
+        }
+        pass_free(cur, ps->n_tables);
+        cur = nxt;
+        nxt = NULL;
+    }
+    if (job) {   /* stopped with a fetch in flight */
+        fetch_wait(ps);
+        fetch_job_free(job, ps->n_tables);
+    }
+    pass_free(cur, ps->n_tables);
+    pthread_mutex_lock(&r.mu);
+    r.stop = 1;
+    pthread_cond_broadcast(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(r.th, NULL);
+    pass_free(r.ready, ps->n_tables);
+    if (ret == 0 && r.err) {
+        fprintf(stderr, "\nctrbox: %s\n", r.errmsg);
+        ret = -1;
+    }
+    pthread_mutex_destroy(&r.mu);
+    pthread_cond_destroy(&r.cv);
+    return ret;
+}
+
+int train_passes(trainer *t)
+{
+    const train_opts *o = t->o;
+    pass_state ps = { 0 };
+    ps.n_tables = model_n_tables(t->m);
+    ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
+    for (int i = 0; i < ps.n_tables; i++) ps.row_bytes[i] = emb_table_row_bytes(model_table(t->m, i));
+    ps.budget = (uint64_t)(o->cache_mb * 1048576.0);
+    t->ps = &ps;
+    ps.fingerprint = fingerprint(t);
+    ps.defaults = xcalloc(t->meta.schema.n_fields + 1, sizeof *ps.defaults);
+    for (uint32_t f = 0; f < t->meta.schema.n_fields; f++) ps.defaults[ps.n_defaults++] = emb_table_default_key((uint16_t)f);
+    qsort(ps.defaults, ps.n_defaults, sizeof *ps.defaults, cmp_u64);
+    char err[1024];
+    int ret = 0, start_epoch = 1;
+    uint64_t skip = 0;
+    if (o->table_dir) {
+        char layout[64];
+        snprintf(layout, sizeof layout, "%s", model_kind_name(o->mc.kind));
+        if (emb_tier_open(&ps.tier, o->table_dir, ps.n_tables, ps.row_bytes, layout, 0, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: %s\n", err);
+            ret = 1;
+            goto out;
+        }
+        void *blob;
+        size_t len;
+        if (emb_tier_catalog(ps.tier, &blob, &len, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: %s\n", err);
+            ret = 1;
+            goto out;
+        }
+        if (blob && !o->resume) {
+            fprintf(stderr, "ctrbox: %s: holds a committed run; add --resume to continue it, or give an empty folder\n",
+                    o->table_dir);
+            free(blob);
+            ret = 1;
+            goto out;
+        }
+        if (!blob && o->resume) {
+            fprintf(stderr, "ctrbox: --resume: %s has no committed pass to continue from\n", o->table_dir);
+            ret = 1;
+            goto out;
+        }
+        if (blob) {
+            catalog_head h;
+            if (catalog_load(t, blob, len, &h, err, sizeof err) < 0) {
+                fprintf(stderr, "ctrbox: --resume %s: %s\n", o->table_dir, err);
+                free(blob);
+                ret = 1;
+                goto out;
+            }
+            free(blob);
+            t->pass = h.pass;
+            t->epoch = (int)h.epoch;
+            t->rows_done = h.rows_done;
+            t->loss_n = h.loss_n;
+            t->loss_sum = h.loss_sum;
+            t->best_auc = h.best_auc;
+            t->bad_epochs = h.bad_epochs;
+            t->train_seconds = h.train_seconds;
+            float dl = model_config_of(t->m)->dopt.lr;
+            if (dl > 0 && h.dense_lr != dl) model_scale_lr(t->m, h.dense_lr / dl);
+            start_epoch = h.epoch_done ? (int)h.epoch + 1 : (int)h.epoch;
+            skip = h.epoch_done ? 0 : h.pass_in_epoch;
+            if (!o->quiet)
+                fprintf(stderr, "resuming after pass %u (epoch %u, %llu passes of it done)\n", h.pass, h.epoch,
+                        (unsigned long long)h.pass_in_epoch);
+            if (h.epoch_done && (h.bad_epochs >= o->patience)) start_epoch = o->epochs + 1;
+        }
+        ps.fx.tier = ps.tier;
+        ps.fx.n_tables = ps.n_tables;
+        ps.fx.row_bytes = ps.row_bytes;
+        pthread_mutex_init(&ps.fx.mu, NULL);
+        pthread_cond_init(&ps.fx.cv, NULL);
+        pthread_create(&ps.fx.th, NULL, fetcher_main, &ps.fx);
+        pthread_mutex_init(&ps.wr.mu, NULL);
+        pthread_cond_init(&ps.wr.cv, NULL);
+        ps.wr.last_ok = t->pass;
+        pthread_create(&ps.wr.th, NULL, writer_main, &ps);
+    }
+    for (t->epoch = start_epoch; t->epoch <= o->epochs && ret == 0; t->epoch++) {
+        t->t_epoch = now_sec();
+        t->rows_epoch_prev = t->rows_done;
+        if (skip == 0) {
+            t->loss_sum = 0;
+            t->loss_n = 0;
+        }
+        if (epoch_passes(t, skip) < 0) {
+            ret = 1;
+            break;
+        }
+        skip = 0;
+        progress(t, 1);
+        int better = 1, stop = 0;
+        if (t->have_valid) {
+            better = evaluate_and_keep(t, "epoch");
+            if (better < 0) {
+                ret = 1;
+                break;
+            }
+            if (!better) {
+                t->bad_epochs++;
+                if (t->bad_epochs >= o->patience) stop = 1;
+                else if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t->m, o->lr_decay);
+            } else {
+                t->bad_epochs = 0;
+            }
+        } else {
+            if (!o->quiet) fprintf(stderr, "\n");
+            log_eval(t, "epoch", NULL, now_sec() - t->t_start);
+        }
+        uint64_t shrunk;
+        ps.epoch_done = 1;
+        if (commit(t, 0, &shrunk, 1) < 0) {
+            ret = 1;
+            break;
+        }
+        if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
+        if (ps.tier || !t->have_valid) {   /* with a tier the model is the last committed pass */
+            if (save_model(t) < 0) {
+                ret = 1;
+                break;
+            }
+        }
+        if (stop) {
+            if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t->bad_epochs);
+            break;
+        }
+    }
+out:
+    if (ps.tier) {
+        if (ps.wr.th) {
+            if (writer_wait(&ps) < 0) ret = 1;
+            pthread_mutex_lock(&ps.wr.mu);
+            ps.wr.quit = 1;
+            pthread_cond_broadcast(&ps.wr.cv);
+            pthread_mutex_unlock(&ps.wr.mu);
+            pthread_join(ps.wr.th, NULL);
+            pthread_mutex_destroy(&ps.wr.mu);
+            pthread_cond_destroy(&ps.wr.cv);
+        }
+        if (ps.fx.th) {
+            pthread_mutex_lock(&ps.fx.mu);
+            ps.fx.quit = 1;
+            pthread_cond_broadcast(&ps.fx.cv);
+            pthread_mutex_unlock(&ps.fx.mu);
+            pthread_join(ps.fx.th, NULL);
+            pthread_mutex_destroy(&ps.fx.mu);
+            pthread_cond_destroy(&ps.fx.cv);
+        }
+        emb_tier_close(ps.tier);
+    }
+    free(ps.row_bytes);
+    free(ps.defaults);
+    t->ps = NULL;
+    return ret;
+}
