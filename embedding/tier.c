@@ -635,9 +635,17 @@ static void flush_buf(emb_tier_batch *b)
         io_uring_for_each_cqe(&t->wring, head, cqe) {
             run *r = &b->runs[cqe->user_data];
             size_t want = r->n * t->sf[r->tb].slot_bytes;
+            if (cqe->res >= 0 && cqe->res < (int)want && !b->err) {
+                /* a short write: the rest, synchronously, says why (disk full, file-size limit) */
+                slot_file *s = &t->sf[r->tb];
+                size_t off = (size_t)cqe->res;
+                ssize_t w = pwrite(s->fd, b->buf + r->off + off, want - off,
+                                   (off_t)(HEADER_BYTES + r->first * s->slot_bytes + off));
+                if (w == (ssize_t)(want - off)) cqe->res = (int)want;
+                else cqe->res = w < 0 ? -errno : -ENOSPC;
+            }
             if (cqe->res != (int)want && !b->err) {
-                /* a short write (a file-size limit, a full disk) or an error */
-                b->err = cqe->res < 0 ? cqe->res : -ENOSPC;
+                b->err = cqe->res;
                 snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", t->dir, r->tb,
                          (unsigned long long)(HEADER_BYTES + r->first * t->sf[r->tb].slot_bytes),
                          strerror(-b->err));

@@ -99,7 +99,7 @@ static void pass_free(pass_data *p, int n_tables)
 {
     if (!p) return;
     block_free(&p->rows);
-    for (int i = 0; i < n_tables; i++) free(p->keys[i].k);
+    for (int i = 0; p->keys && i < n_tables; i++) free(p->keys[i].k);
     free(p->keys);
     free(p);
 }
@@ -933,11 +933,8 @@ int train_passes(trainer *t)
             ret = 1;
             goto out;
         }
-        if (!blob && o->resume) {
-            fprintf(stderr, "ctrbox: --resume: %s has no committed pass to continue from\n", o->table_dir);
-            ret = 1;
-            goto out;
-        }
+        if (!blob && o->resume && !o->quiet)
+            fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", o->table_dir);
         if (blob) {
             catalog_head h;
             if (catalog_load(t, blob, len, &h, err, sizeof err) < 0) {
@@ -1024,6 +1021,8 @@ int train_passes(trainer *t)
             break;
         }
     }
+    /* a run resumed after its last commit still leaves its model file */
+    if (ret == 0 && ps.tier && save_model(t) < 0) ret = 1;
 out:
     if (ps.tier) {
         if (ps.wr.th) {

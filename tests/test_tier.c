@@ -1,0 +1,322 @@
+/*
+ * test_tier.c: the SSD tier and training in passes, end to end: the same model in memory and on
+ * the SSD at tiny cache budgets (both eviction policies, with admission, decay and shrink), kill -9
+ * at random moments then --resume, a file-size limit (disk full), a read-only folder, a folder in
+ * use, a corrupt slot, a folder of another model; and the tier's own commit / fetch / reopen.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "../embedding/table.h"
+#include "../embedding/tier.h"
+#include "helpers.h"
+
+TestSuite(tier, .fini = th_cleanup);
+
+/* deepfm, small: 12000 rows in passes of 1500 (8 per epoch), 2 epochs */
+#define RUN "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 2 --pass-rows 1500 " \
+            "--dim 4 --hidden 16,16 --batch 256 --lr 0.01 --threads 1 --quiet"
+
+static void make_data(void)
+{
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv && "
+                              "$B/ctrbox-data gen --rows 3000 --seed 5 --keys 0.002 --offset 12000 --out va.tsv"),
+                 0);
+}
+
+static void predict(const char *model, const char *out)
+{
+    char *o;
+    int rc = th_run(&o, "$B/ctrbox predict --model %s --data va.tsv --format criteo --out %s", model, out);
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+}
+
+static void same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
+    cr_assert(la > 0 && la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* sum of a numeric field over the log's pass lines */
+static double log_sum(const char *dir, const char *field)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    char *log = th_read(th_path(path), NULL), *p = log;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", field);
+    double sum = 0;
+    while ((p = strstr(p, pat))) {
+        p += strlen(pat);
+        sum += strtod(p, &p);
+    }
+    free(log);
+    return sum;
+}
+
+static void run_ok(const char *fmt, const char *extra)
+{
+    char *o;
+    int rc = th_run(&o, fmt, extra);
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+}
+
+Test(tier, same_model_in_memory_and_on_ssd)
+{
+    make_data();
+    const char *variants[] = {
+        "",                                              /* plain */
+        "--min-show 3 --decay 0.9 --shrink-threshold 0.4 --shrink-unseen 6",   /* accessor rules */
+    };
+    for (int v = 0; v < 2; v++) {
+        char *o;
+        cr_assert_eq(th_run(&o, "rm -rf mem ssd1 ssd2 t1 t2"), 0);
+        free(o);
+        run_ok(RUN " --out mem %s", variants[v]);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, RUN " --out ssd1 --table-dir t1 --cache-mb 0.02 %s", variants[v]);
+        run_ok("%s", cmd);
+        snprintf(cmd, sizeof cmd, RUN " --out ssd2 --table-dir t2 --cache-mb 0.2 --cache-policy lru %s", variants[v]);
+        run_ok("%s", cmd);
+        predict("mem", "p_mem.txt");
+        predict("ssd1", "p_ssd1.txt");
+        predict("ssd2", "p_ssd2.txt");
+        same_file("p_mem.txt", "p_ssd1.txt");
+        same_file("p_mem.txt", "p_ssd2.txt");
+        /* the tier was used: rows evicted and read back from the SSD */
+        cr_assert_gt(log_sum("ssd1", "evicted"), 0);
+        cr_assert_gt(log_sum("ssd1", "rows_read"), 0);
+        cr_assert_gt(log_sum("ssd1", "hit_ssd"), 0);
+        cr_assert_gt(log_sum("ssd2", "rows_written"), 0);
+        cr_assert_eq(log_sum("mem", "rows_read"), 0);
+    }
+}
+
+Test(tier, kill_and_resume_gives_the_same_model)
+{
+    make_data();
+    run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
+    predict("ref", "p_ref.txt");
+    /* kill -9 at random moments (seeded), resuming each time, then finish */
+    srand(12345);
+    int kills = 0;
+    for (int i = 0; i < 8; i++) {
+        int ms = 50 + rand() % 500;   /* a whole run takes about a second */
+        char *o;
+        th_run(&o, RUN " --out res --resume tres --cache-mb 0.05 & p=$!; sleep %d.%03d; kill -9 $p; wait $p; echo rc=$?",
+               ms / 1000, ms % 1000);
+        if (strstr(o, "rc=137")) kills++;
+        free(o);
+    }
+    cr_assert_gt(kills, 0, "no run was killed: make the runs longer");
+    run_ok(RUN " --out res --resume tres --cache-mb 0.05 %s", "");
+    predict("res", "p_res.txt");
+    same_file("p_ref.txt", "p_res.txt");
+}
+
+Test(tier, disk_full_stops_cleanly_and_resumes)
+{
+    make_data();
+    run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
+    predict("ref", "p_ref.txt");
+    char *o;
+    /* a file-size limit makes writes fail as on a full disk (EFBIG) */
+    int rc = th_run(&o, "ulimit -f 600; " RUN " --out full --table-dir tfull --cache-mb 0.05");
+    cr_assert_eq(rc, 1, "want a clean failure, got %d: %s", rc, o);
+    cr_assert(strstr(o, "File too large") || strstr(o, "No space"), "%s", o);
+    cr_assert(!strstr(o, "CHECK failed"), "%s", o);
+    free(o);
+    run_ok(RUN " --out full --resume tfull --cache-mb 0.05 %s", "");
+    predict("full", "p_full.txt");
+    same_file("p_ref.txt", "p_full.txt");
+}
+
+Test(tier, read_only_folder_is_refused)
+{
+    make_data();
+    run_ok(RUN " --epochs 1 --out a --table-dir tro --cache-mb 0.05 %s", "");
+    char *o;
+    int rc;
+    if (geteuid() == 0) {
+        /* root ignores permissions: run the second trainer as nobody */
+        if (th_run(NULL, "command -v setpriv") != 0) cr_skip_test("root without setpriv: cannot make a folder read-only");
+        rc = th_run(&o, "chmod 755 . && chmod -R a+rX,a-w tro && chmod a+rwx . && "
+                        "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \"" RUN " --out b --resume tro\"");
+    } else {
+        rc = th_run(&o, "chmod -R a-w tro && " RUN " --out b --resume tro");
+    }
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tro") && (strstr(o, "Permission denied") || strstr(o, "Read-only")), "%s", o);
+    free(o);
+    /* the folder still holds its committed run */
+    rc = th_run(&o, "chmod -R u+w tro && $B/ctrbox eval --model a --data va.tsv --format criteo");
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+}
+
+Test(tier, folder_in_use_and_foreign_folders_are_refused)
+{
+    make_data();
+    run_ok(RUN " --epochs 1 --out a --table-dir tu --cache-mb 0.05 %s", "");
+    int fd = open(th_path("tu/LOCK.ctrbox"), O_RDWR);
+    cr_assert(fd >= 0);
+    cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    char *o;
+    int rc = th_run(&o, RUN " --out b --resume tu");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tu: in use by another trainer"), "%s", o);
+    free(o);
+    rc = th_run(&o, "$B/ctrbox eval --model a --data va.tsv --format criteo");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "a trainer is using this table folder"), "%s", o);
+    free(o);
+    close(fd);
+    /* without --resume a committed folder is not overwritten */
+    rc = th_run(&o, RUN " --out b --table-dir tu");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "holds a committed run"), "%s", o);
+    free(o);
+    /* another model's folder */
+    rc = th_run(&o, "$B/ctrbox train --model fm --format criteo --train tr.tsv --pass-rows 1500 --dim 4 --quiet "
+                    "--out c --resume tu");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tables of another model"), "%s", o);
+    free(o);
+    /* other settings on the same folder */
+    rc = th_run(&o, RUN " --seed 9 --out d --resume tu");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "other settings or data"), "%s", o);
+    free(o);
+}
+
+Test(tier, corrupt_slot_is_reported)
+{
+    make_data();
+    run_ok(RUN " --epochs 1 --out a --table-dir tc --cache-mb 0.05 %s", "");
+    /* overwrite every slot (the 4096-byte header kept) */
+    char *o;
+    cr_assert_eq(th_run(&o, "n=$(stat -c %%s tc/table0.slots); "
+                            "head -c $((n - 4096)) /dev/zero | tr '\\0' 'x' | dd of=tc/table0.slots bs=4096 seek=1 conv=notrunc 2>/dev/null"),
+                 0, "%s", o);
+    free(o);
+    int rc = th_run(&o, "$B/ctrbox eval --model a --data va.tsv --format criteo");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tc/table0.slots: slot ") && strstr(o, "byte offset") && strstr(o, "corrupt"), "%s", o);
+    free(o);
+    /* a damaged header */
+    cr_assert_eq(th_run(NULL, "printf 'XXXX' | dd of=tc/table0.slots conv=notrunc 2>/dev/null"), 0);
+    rc = th_run(&o, "$B/ctrbox eval --model a --data va.tsv --format criteo");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "bad magic"), "%s", o);
+    free(o);
+}
+
+/* The tier's own API: commit, fetch, an abandoned commit, reopen. */
+Test(tier, commit_fetch_abort_reopen)
+{
+    emb_table_config c = { 8, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_ADAGRAD);
+    emb_table *t = emb_table_create(&c);
+    size_t rb = emb_table_row_bytes(t);
+    char err[1024];
+    emb_tier *tier;
+    const char *dir = th_path("api");
+    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, err, sizeof err), 0, "%s", err);
+    /* 3000 rows, committed */
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= 3000; k++) {
+        uint32_t r = emb_table_get(t, k * 7919);
+        emb_table_head(t, r)->show = (float)k;
+        emb_tier_put(b, 0, emb_table_head(t, r));
+    }
+    cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_rows(tier, 0), 3000);
+    /* rewrite half of them, but abandon that commit */
+    b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= 1500; k++) {
+        uint32_t r = (uint32_t)emb_table_find(t, k * 7919);
+        emb_table_head(t, r)->show = -1;
+        emb_tier_put(b, 0, emb_table_head(t, r));
+    }
+    emb_tier_abort(b);
+    emb_tier_close(tier);
+    /* reopened: the first commit, whole */
+    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, err, sizeof err), 0, "%s", err);
+    void *blob;
+    size_t len;
+    cr_assert_eq(emb_tier_catalog(tier, &blob, &len, err, sizeof err), 0);
+    cr_assert(blob && len == 3 && !memcmp(blob, "one", 3));
+    free(blob);
+    uint64_t keys[3001];
+    for (uint64_t k = 1; k <= 3000; k++) keys[k - 1] = k * 7919;
+    keys[3000] = 42;   /* never stored */
+    uint8_t *rec = malloc(3001 * rb);
+    uint64_t aux[3001];
+    cr_assert_eq(emb_tier_fetch(tier, 0, keys, 3001, rec, aux, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 3000; i++) {
+        cr_assert_neq(aux[i], 0);
+        const emb_row_head *h = (const emb_row_head *)(rec + (size_t)i * rb);
+        cr_assert_eq(h->key, keys[i]);
+        cr_assert_float_eq(h->show, (float)(i + 1), 0);
+        cr_assert_eq(memcmp(emb_table_vals(t, (uint32_t)emb_table_find(t, keys[i])), (const float *)(h + 1),
+                            (size_t)emb_table_values(t) * sizeof(float)), 0);
+    }
+    cr_assert_eq(aux[3000], 0);
+    /* a wrong layout is refused */
+    emb_tier_close(tier);
+    size_t rb2 = rb + 8;
+    cr_assert_lt(emb_tier_open(&tier, dir, 1, &rb2, "test", 0, err, sizeof err), 0);
+    cr_assert(strstr(err, "another model"), "%s", err);
+    free(rec);
+    emb_table_destroy(t);
+}
+
+/* Removing rows keeps every other key findable with its own values. */
+Test(tier, table_remove_keeps_the_index)
+{
+    emb_table_config c = { 4, 0, { 0 }, 0.01f, 0, 3, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    emb_table *t = emb_table_create(&c);
+    enum { N = 20000 };
+    static char live[N];
+    for (uint64_t k = 0; k < N; k++) {
+        uint32_t r = emb_table_get(t, k);
+        emb_table_vals(t, r)[0] = (float)k;
+        live[k] = 1;
+    }
+    uint64_t s = 99;
+    for (int i = 0; i < 15000; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t k = (s >> 33) % N;
+        int64_t r = emb_table_find(t, k);
+        cr_assert_eq(r >= 0, live[k] == 1, "key %llu", (unsigned long long)k);
+        if (r >= 0) {
+            emb_table_remove(t, (uint32_t)r);
+            live[k] = 0;
+        } else {
+            uint32_t n = emb_table_get(t, k);
+            emb_table_vals(t, n)[0] = (float)k;
+            live[k] = 1;
+        }
+    }
+    size_t n_live = 0;
+    for (uint64_t k = 0; k < N; k++) {
+        int64_t r = emb_table_find(t, k);
+        cr_assert_eq(r >= 0, live[k] == 1);
+        if (r >= 0) cr_assert_float_eq(emb_table_vals(t, (uint32_t)r)[0], (float)k, 0);
+        n_live += live[k];
+    }
+    cr_assert_eq(emb_table_rows(t), n_live);
+    emb_table_destroy(t);
+}
