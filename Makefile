@@ -44,6 +44,10 @@ $(BIN)/bench-ingest: $(BUILD)/bench/bench_ingest.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 
+$(BIN)/bench-tier: $(BUILD)/bench/bench_tier.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
 $(BIN)/bench-layout: $(BUILD)/bench/bench_layout.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)

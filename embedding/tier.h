@@ -36,10 +36,11 @@ typedef struct {
 } emb_tier_stats;
 
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
- * `layout` names the model layout; a folder made for another layout is refused. 0, or <0 with a
- * one-line message in err. */
+ * `layout` names the model layout; a folder made for another layout is refused. index_cache:
+ * bytes of RocksDB block cache for the index (fetches are bound by index lookups). 0, or <0 with
+ * a one-line message in err. */
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
-                  int readonly, char *err, size_t errlen);
+                  int readonly, size_t index_cache, char *err, size_t errlen);
 void emb_tier_close(emb_tier *t);
 const char *emb_tier_dir(const emb_tier *t);
 

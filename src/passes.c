@@ -431,7 +431,7 @@ int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sam
     size_t *rb = xcalloc((size_t)n, sizeof *rb);
     for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
     emb_tier *tier;
-    int ret = emb_tier_open(&tier, dir, n, rb, model_kind_name(model_config_of(m)->kind), 1, err, errlen);
+    int ret = emb_tier_open(&tier, dir, n, rb, model_kind_name(model_config_of(m)->kind), 1, 64u << 20, err, errlen);
     if (ret == 0) {
         pass_data p = { .rows = *b };
         collect_keys_of(m, n_fields, &p, n);
@@ -500,7 +500,7 @@ static void evict(trainer *t, keyvec *keys)
                                h->key, tb };
         }
     }
-    qsort(v, n, sizeof *v, cmp_victim);
+    if (n) qsort(v, n, sizeof *v, cmp_victim);
     for (size_t i = 0; i < n && used > ps->budget; i++) {
         emb_table *e = model_table(t->m, v[i].tb);
         int64_t r = emb_table_find(e, v[i].key);
@@ -763,14 +763,14 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
         fprintf(t->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
-                "\"rows_written\": %llu, \"bytes_written\": %llu, \"evicted\": %llu, \"resident_rows\": %llu, "
+                "\"rows_written\": %llu, \"bytes_written\": %llu, \"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)ps->keys,
                 (double)ps->mem_hits / k, (double)ps->ssd_hits / k, (double)ps->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)rw, (unsigned long long)bw, (unsigned long long)ps->evicted,
-                (unsigned long long)resident, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, (unsigned long long)rss_bytes(),
+                (unsigned long long)resident, (unsigned long long)tables_bytes(t), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(t->log);
     }
@@ -902,7 +902,13 @@ int train_passes(trainer *t)
     ps.n_tables = model_n_tables(t->m);
     ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
     for (int i = 0; i < ps.n_tables; i++) ps.row_bytes[i] = emb_table_row_bytes(model_table(t->m, i));
-    ps.budget = (uint64_t)(o->cache_mb * 1048576.0);
+    /* --cache-mb covers the rows kept in memory and the index's block cache (a quarter of it,
+     * between 1 and 256 MB) */
+    uint64_t budget = (uint64_t)(o->cache_mb * 1048576.0);
+    uint64_t index_cache = budget / 4;
+    if (index_cache > (256u << 20)) index_cache = 256u << 20;
+    if (index_cache < (1u << 20)) index_cache = 1u << 20;
+    ps.budget = budget > index_cache ? budget - index_cache : 0;
     t->ps = &ps;
     ps.fingerprint = fingerprint(t);
     ps.defaults = xcalloc(t->meta.schema.n_fields + 1, sizeof *ps.defaults);
@@ -914,7 +920,7 @@ int train_passes(trainer *t)
     if (o->table_dir) {
         char layout[64];
         snprintf(layout, sizeof layout, "%s", model_kind_name(o->mc.kind));
-        if (emb_tier_open(&ps.tier, o->table_dir, ps.n_tables, ps.row_bytes, layout, 0, err, sizeof err) < 0) {
+        if (emb_tier_open(&ps.tier, o->table_dir, ps.n_tables, ps.row_bytes, layout, 0, index_cache, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             ret = 1;
             goto out;

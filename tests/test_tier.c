@@ -232,7 +232,7 @@ Test(tier, commit_fetch_abort_reopen)
     char err[1024];
     emb_tier *tier;
     const char *dir = th_path("api");
-    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
     /* 3000 rows, committed */
     emb_tier_batch *b = emb_tier_begin(tier);
     for (uint64_t k = 1; k <= 3000; k++) {
@@ -252,7 +252,7 @@ Test(tier, commit_fetch_abort_reopen)
     emb_tier_abort(b);
     emb_tier_close(tier);
     /* reopened: the first commit, whole */
-    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
     void *blob;
     size_t len;
     cr_assert_eq(emb_tier_catalog(tier, &blob, &len, err, sizeof err), 0);
@@ -276,7 +276,7 @@ Test(tier, commit_fetch_abort_reopen)
     /* a wrong layout is refused */
     emb_tier_close(tier);
     size_t rb2 = rb + 8;
-    cr_assert_lt(emb_tier_open(&tier, dir, 1, &rb2, "test", 0, err, sizeof err), 0);
+    cr_assert_lt(emb_tier_open(&tier, dir, 1, &rb2, "test", 0, 8u << 20, err, sizeof err), 0);
     cr_assert(strstr(err, "another model"), "%s", err);
     free(rec);
     emb_table_destroy(t);
