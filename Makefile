@@ -18,7 +18,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench frappe fuzz asan clean
+.PHONY: all deps test check-tests demo bench bench-tier bench-layout frappe fuzz asan clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data
 
 deps:
@@ -73,9 +73,22 @@ demo: deps all
 
 bench:
 	@bash tools/install-deps.sh bench
-	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest $(BIN)/bench-train
+	@$(MAKE) --no-print-directory all $(BIN)/bench-ingest $(BIN)/bench-train $(BIN)/bench-tier
 	@bash bench/bench_ingest.sh
 	@bash bench/bench_train.sh
+	@bash bench/bench_tier.sh
+
+# The SSD tier's benchmarks alone (prefetch vs fio, end to end vs in memory, peak RSS; ~25 min).
+bench-tier:
+	@bash tools/install-deps.sh bench
+	@$(MAKE) --no-print-directory all $(BIN)/bench-tier
+	@bash bench/bench_tier.sh
+
+# The two SSD-tier layouts of docs/performance.md, measured again (needs ~3 GB in /tmp).
+bench-layout:
+	@bash tools/install-deps.sh bench
+	@$(MAKE) --no-print-directory $(BIN)/bench-layout
+	@bash bench/bench_layout.sh
 
 # Frappe quality (BARS protocol): trains LR, FM, DeepFM, DCN-V2, DLRM and prints their test AUC.
 frappe: deps all
