@@ -19,7 +19,7 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps test check-tests demo bench bench-tier bench-layout frappe fuzz asan clean
-all: $(BIN)/ctrbox $(BIN)/ctrbox-data
+all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table
 
 deps:
 	@bash tools/install-deps.sh
@@ -33,6 +33,10 @@ $(BIN)/ctrbox: $(BUILD)/src/main.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 
 $(BIN)/ctrbox-data: $(BUILD)/tools/ctrbox_data.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BIN)/ctrbox-table: $(BUILD)/tools/ctrbox_table.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -371,6 +372,17 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
         ret = -EBADMSG;
     }
     return ret;
+}
+
+void emb_table_trim(emb_table *t)
+{
+    /* keep a quarter of headroom; release whole pages past it (they read back as zeros if the
+     * slab grows into them again, and every row is initialised before use) */
+    size_t keep = (t->rows + t->rows / 4 + 1024) * t->row_bytes, page = 4096;
+    size_t cap = t->cap_rows * t->row_bytes;
+    uintptr_t from = ((uintptr_t)t->slab + keep + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t to = ((uintptr_t)t->slab + cap) & ~(uintptr_t)(page - 1);
+    if (t->slab && to > from + (1u << 20)) madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
 size_t emb_table_bytes(const emb_table *t)

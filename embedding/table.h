@@ -90,6 +90,8 @@ uint64_t emb_table_default_key(uint16_t field);
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
+/* Give the memory of the slab's unused tail (rows removed since it grew) back to the system. */
+void emb_table_trim(emb_table *t);
 /* Bytes the table holds in memory (rows, index and pending keys at their current capacity). */
 size_t emb_table_bytes(const emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */

@@ -23,6 +23,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../src/mix.h"
 #include "../src/util.h"
 #include "table.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     uint64_t rows;           /* keys held */
     uint64_t cursor;         /* allocation cursor of the commit being assembled */
     int in_run;              /* the cursor is inside a run of free slots */
+    uint64_t free_slots;     /* free slots below hwm */
     int written;             /* the commit being assembled wrote to this file */
 } slot_file;
 
@@ -51,6 +53,8 @@ struct emb_tier {
     char *dir;
     int n, readonly, lockfd, failed;
     slot_file *sf;
+    char *layout;            /* the layout line's model part */
+    uint64_t *filt, filt_words;   /* the key filter (power of two words) */
     rocksdb_t *db;
     rocksdb_column_family_handle_t *cf;
     rocksdb_options_t *opt;
@@ -137,7 +141,10 @@ static void set_bit(slot_file *s, uint64_t slot)
 
 static void clear_bit(slot_file *s, uint64_t slot)
 {
-    if ((slot >> 6) < s->words) s->bits[slot >> 6] &= ~(1ull << (slot & 63));
+    if ((slot >> 6) < s->words && (s->bits[slot >> 6] >> (slot & 63) & 1)) {
+        s->bits[slot >> 6] &= ~(1ull << (slot & 63));
+        s->free_slots++;
+    }
 }
 
 static int slot_free(const slot_file *s, uint64_t i)
@@ -165,20 +172,49 @@ static uint64_t next_free(const slot_file *s, uint64_t i)
 static uint64_t alloc_slot(slot_file *s)
 {
     uint64_t i = s->cursor;
+    /* once free slots are over a third of the file, any hole will do: space stays within 1.5x */
+    uint64_t min_run = s->free_slots * 3 > s->hwm ? 1 : MIN_RUN;
     if (!(s->in_run && slot_free(s, i))) {
         for (;;) {
             i = next_free(s, i);
             if (i >= s->hwm) break;
             uint64_t j = i;
-            while (j < i + MIN_RUN && slot_free(s, j)) j++;
-            if (j == i + MIN_RUN) break;
+            while (j < i + min_run && slot_free(s, j)) j++;
+            if (j == i + min_run) break;
             i = j;
         }
         s->in_run = 1;
     }
+    if (i < s->hwm) s->free_slots--;
     set_bit(s, i);
     s->cursor = i + 1;
     return i;
+}
+
+/* ---- the key filter: which keys the tier may hold ----
+ * A register-blocked Bloom filter (4 bits in one 64-bit word per key) over every key of every
+ * table, built from the index at open and fed by commits, so a fetch skips the index lookups of
+ * keys never stored (most of a pass's keys on long-tailed data). Sized at open for twice the
+ * keys held (16 bits a key, 16 MB to 128 MB); past that its false positives only cost lookups.
+ * Bits are set and read with relaxed atomics: a commit adds keys while another thread fetches. */
+
+static uint64_t filter_hash(int tb, uint64_t key) { return mix64(key ^ (0x9e3779b97f4a7c15ull * (uint64_t)(tb + 1))); }
+
+static uint64_t filter_mask(uint64_t h)
+{
+    return 1ull << (h & 63) | 1ull << (h >> 6 & 63) | 1ull << (h >> 12 & 63) | 1ull << (h >> 18 & 63);
+}
+
+static void filter_add(emb_tier *t, int tb, uint64_t key)
+{
+    uint64_t h = filter_hash(tb, key);
+    __atomic_fetch_or(&t->filt[(h >> 32) & (t->filt_words - 1)], filter_mask(h), __ATOMIC_RELAXED);
+}
+
+static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
+{
+    uint64_t h = filter_hash(tb, key), m = filter_mask(h);
+    return (__atomic_load_n(&t->filt[(h >> 32) & (t->filt_words - 1)], __ATOMIC_RELAXED) & m) == m;
 }
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, const char *a, const char *b)
@@ -241,7 +277,9 @@ static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
         memcpy(&iv, v, sizeof iv);
         set_bit(&t->sf[k[1]], iv.slot);
         t->sf[k[1]].rows++;
+        filter_add(t, k[1], key_of_idx(k));
     }
+    for (int i = 0; i < t->n; i++) t->sf[i].free_slots = t->sf[i].hwm - t->sf[i].rows;
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
     rocksdb_iter_destroy(it);
@@ -253,6 +291,33 @@ static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
     return 0;
 }
 
+/* "ctrbox-tier 1 tables=N layout=L rows=B0,B1,..." */
+static int parse_layout(const char *v, size_t vl, int *n_tables, size_t **rb, char **layout)
+{
+    char *line = xmalloc(vl + 1);
+    memcpy(line, v, vl);
+    line[vl] = 0;
+    int n = 0, ret = -1;
+    char *lay = strstr(line, " layout="), *rows = strstr(line, " rows=");
+    if (sscanf(line, TIER_VERSION " tables=%d", &n) == 1 && n > 0 && n < 65536 && lay && rows && rows > lay) {
+        *rows = 0;
+        *layout = xstrdup(lay + 8);
+        *rb = xcalloc((size_t)n, sizeof **rb);
+        char *p = rows + 6;
+        ret = 0;
+        for (int i = 0; i < n && ret == 0; i++) {
+            char *end;
+            unsigned long long b = strtoull(p, &end, 10);
+            if (end == p || b < sizeof(emb_row_head) || b > (1u << 24)) ret = -1;
+            (*rb)[i] = (size_t)b;
+            p = *end == ',' ? end + 1 : end;
+        }
+        *n_tables = n;
+    }
+    free(line);
+    return ret;
+}
+
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen)
 {
@@ -261,11 +326,13 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         return fail(err, errlen, -errno, "%s: cannot create folder: %s", dir, strerror(errno));
     emb_tier *t = xcalloc(1, sizeof *t);
     t->dir = xstrdup(dir);
+    t->layout = xstrdup(layout ? layout : "");
     t->n = n_tables;
     t->readonly = readonly;
     t->lockfd = -1;
     pthread_mutex_init(&t->mu, NULL);
     int ret = 0;
+    size_t *rb_found = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/LOCK.ctrbox", dir);
     t->lockfd = open(path, (readonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
@@ -313,10 +380,6 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         goto out;
     }
     /* the layout line: tables and their record sizes, and the model's layout name */
-    char want[1024];
-    int w = snprintf(want, sizeof want, "%s tables=%d layout=%s rows=", TIER_VERSION, n_tables, layout);
-    for (int i = 0; i < n_tables && w < (int)sizeof want; i++)
-        w += snprintf(want + w, sizeof want - (size_t)w, "%s%zu", i ? "," : "", row_bytes[i]);
     size_t vl;
     char *v = rocksdb_get(t->db, t->ro, "m", 1, &vl, &e);
     if (e) {
@@ -324,28 +387,43 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         free(e);
         goto out;
     }
-    if (!v) {
-        if (readonly) {
+    if (!layout) {   /* whatever the folder holds (the table tools) */
+        if (!v) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
             goto out;
         }
-        rocksdb_put(t->db, t->wo, "m", 1, want, strlen(want), &e);
-        if (e) {
-            ret = fail(err, errlen, -EIO, "%s: cannot write the index: %s", dir, e);
-            free(e);
+        free(t->layout);
+        t->layout = NULL;
+        ret = parse_layout(v, vl, &n_tables, &rb_found, &t->layout);
+        if (!t->layout) t->layout = xstrdup("");
+        free(v);
+        v = NULL;
+        if (ret < 0) {
+            ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "malformed layout record");
             goto out;
         }
+        t->n = n_tables;
+        row_bytes = rb_found;
     } else {
-        int same = vl == strlen(want) && memcmp(v, want, vl) == 0;
-        if (!same) {
-            char have[1024];
-            snprintf(have, sizeof have, "%.*s", (int)(vl < 1000 ? vl : 1000), v);
-            free(v);
-            snprintf(err, errlen, "%s: the folder holds tables of another model (%s; this model: %s)", dir, have, want);
+        char *want = xmalloc(8192);
+        int w = snprintf(want, 8192, "%s tables=%d layout=%s rows=", TIER_VERSION, n_tables, layout);
+        for (int i = 0; i < n_tables && w < 8192; i++) w += snprintf(want + w, 8192 - (size_t)w, "%s%zu", i ? "," : "", row_bytes[i]);
+        if (!v && readonly) {
+            ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
+        } else if (!v) {
+            rocksdb_put(t->db, t->wo, "m", 1, want, strlen(want), &e);
+            if (e) {
+                ret = fail(err, errlen, -EIO, "%s: cannot write the index: %s", dir, e);
+                free(e);
+            }
+        } else if (vl != strlen(want) || memcmp(v, want, vl) != 0) {
+            snprintf(err, errlen, "%s: the folder holds tables of another model (%.*s; this model: %s)", dir,
+                     (int)(vl < 1000 ? vl : 1000), v, want);
             ret = -EBADMSG;
-            goto out;
         }
         free(v);
+        free(want);
+        if (ret < 0) goto out;
     }
     t->sf = xcalloc((size_t)n_tables, sizeof *t->sf);
     size_t maxslot = 512;
@@ -356,7 +434,18 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         if (t->sf[i].slot_bytes > maxslot) maxslot = t->sf[i].slot_bytes;
         ret = open_slot_file(t, i, err, errlen);
     }
-    if (ret == 0) ret = rebuild_bitmap(t, err, errlen);
+    free(rb_found);
+    rb_found = NULL;
+    if (ret == 0) {   /* the key filter, sized for twice the keys the index holds */
+        uint64_t est = 0;
+        if (rocksdb_property_int(t->db, "rocksdb.estimate-num-keys", &est) != 0) est = 0;
+        uint64_t want = (est * 2 < (1u << 20) ? (1u << 20) : est * 2) / 4, words = 1u << 21;
+        while (words < want && words < (1u << 24)) words *= 2;
+        t->filt_words = words;
+        t->filt = xaligned_alloc(64, words * 8);
+        memset(t->filt, 0, words * 8);
+        ret = rebuild_bitmap(t, err, errlen);
+    }
     if (ret == 0) {
         t->rbuf_slot = maxslot;
         t->rbuf = xaligned_alloc(4096, maxslot * FETCH_DEPTH);
@@ -369,6 +458,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     }
 out:
     if (ret < 0) {
+        free(rb_found);
         if (t->rbuf) t->rbuf_slot = 0;   /* ring not initialised */
         emb_tier_close(t);
         return ret;
@@ -390,6 +480,7 @@ void emb_tier_close(emb_tier *t)
         free(t->sf[i].bits);
     }
     free(t->sf);
+    free(t->filt);
     if (t->cf) rocksdb_column_family_handle_destroy(t->cf);
     if (t->db) rocksdb_close(t->db);
     if (t->ro) rocksdb_readoptions_destroy(t->ro);
@@ -399,6 +490,7 @@ void emb_tier_close(emb_tier *t)
     if (t->cache) rocksdb_cache_destroy(t->cache);
     if (t->lockfd >= 0) close(t->lockfd);
     pthread_mutex_destroy(&t->mu);
+    free(t->layout);
     free(t->dir);
     free(t);
 }
@@ -474,36 +566,38 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
     while (ret == 0 && (next < n || qn > 0 || busy > 0)) {
         /* index lookups for the next keys while earlier reads are in flight */
         if (next < n && qn + GET_CHUNK <= qcap) {
-            size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
-            for (size_t j = 0; j < c; j++) {
-                idx_key(kb[j], tb, keys[next + j]);
-                kp[j] = (const char *)kb[j];
-                ks[j] = 10;
+            /* up to GET_CHUNK keys the filter does not rule out (the others were never stored) */
+            size_t c = 0, at[GET_CHUNK];
+            while (next < n && c < GET_CHUNK) {
+                if (filter_may_hold(t, tb, keys[next])) {
+                    idx_key(kb[c], tb, keys[next]);
+                    kp[c] = (const char *)kb[c];
+                    ks[c] = 10;
+                    at[c++] = next;
+                } else {
+                    aux[next] = 0;
+                }
+                next++;
             }
-            rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, c, kp, ks, vals, errs, 0);
+            if (c) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, c, kp, ks, vals, errs, 0);
             for (size_t j = 0; j < c; j++) {
                 if (errs[j]) {
                     if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
                     free(errs[j]);
                 }
-                if (!vals[j]) {
-                    aux[next + j] = 0;
-                    continue;
-                }
+                aux[at[j]] = 0;
+                if (!vals[j]) continue;
                 size_t vl;
                 const char *v = rocksdb_pinnableslice_value(vals[j], &vl);
                 idx_val iv;
-                if (!v) {
-                    aux[next + j] = 0;
-                } else if (vl != sizeof iv) {
+                if (v && vl != sizeof iv) {
                     if (!ret) ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
-                } else {
+                } else if (v) {
                     memcpy(&iv, v, sizeof iv);
-                    q[(qh + qn++) % qcap] = (rd){ next + j, iv.slot };
+                    q[(qh + qn++) % qcap] = (rd){ at[j], iv.slot };
                 }
                 rocksdb_pinnableslice_destroy(vals[j]);
             }
-            next += c;
         }
         while (qn > 0 && nfree > 0 && ret == 0) {
             int b = freeb[--nfree];
@@ -571,6 +665,47 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
     return ret;
 }
 
+int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
+{
+    uint8_t kb[GET_CHUNK][10];
+    const char *kp[GET_CHUNK];
+    size_t ks[GET_CHUNK];
+    rocksdb_pinnableslice_t *vals[GET_CHUNK];
+    char *errs[GET_CHUNK];
+    int ret = 0;
+    for (size_t next = 0; next < n; next += GET_CHUNK) {
+        size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
+        size_t m = 0, at[GET_CHUNK];
+        for (size_t j = 0; j < c; j++) {
+            aux[next + j] = 0;
+            if (!filter_may_hold(t, tb, keys[next + j])) continue;
+            idx_key(kb[m], tb, keys[next + j]);
+            kp[m] = (const char *)kb[m];
+            ks[m] = 10;
+            at[m++] = next + j;
+        }
+        if (m) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, m, kp, ks, vals, errs, 0);
+        for (size_t j = 0; j < m; j++) {
+            if (errs[j]) {
+                if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
+                free(errs[j]);
+            }
+            if (!vals[j]) continue;
+            size_t vl;
+            const char *v = rocksdb_pinnableslice_value(vals[j], &vl);
+            idx_val iv;
+            if (v && vl == sizeof iv) {
+                memcpy(&iv, v, sizeof iv);
+                aux[at[j]] = iv.slot + 1;
+            } else if (v && !ret) {
+                ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
+            }
+            rocksdb_pinnableslice_destroy(vals[j]);
+        }
+    }
+    return ret;
+}
+
 /* ---- scan ---- */
 
 int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen)
@@ -598,6 +733,40 @@ int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err,
     free(e);
     return ret;
 }
+
+int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char *err, size_t errlen)
+{
+    slot_file *s = &t->sf[tb];
+    size_t per = WRITE_BUF / s->slot_bytes;
+    uint8_t *buf = xaligned_alloc(4096, per * s->slot_bytes);
+    int ret = 0, stop = 0;
+    for (uint64_t first = 0; first < s->hwm && ret == 0 && !stop; first += per) {
+        uint64_t n = s->hwm - first < per ? s->hwm - first : per;
+        size_t want = (size_t)n * s->slot_bytes, got = 0;
+        while (got < want) {
+            ssize_t r = pread(s->fd, buf + got, want - got, (off_t)(HEADER_BYTES + first * s->slot_bytes + got));
+            if (r <= 0) {
+                snprintf(err, errlen, "%s/table%d.slots: read failed at byte %llu: %s", t->dir, tb,
+                         (unsigned long long)(HEADER_BYTES + first * s->slot_bytes + got), r < 0 ? strerror(errno) : "truncated");
+                ret = r < 0 ? -errno : -EBADMSG;
+                break;
+            }
+            got += (size_t)r;
+        }
+        for (uint64_t i = 0; ret == 0 && !stop && i < n; i++) {
+            if (slot_free(s, first + i)) continue;
+            const uint8_t *img = buf + i * s->slot_bytes;
+            ret = check_slot(t, tb, img, first + i, ((const emb_row_head *)img)->key, err, errlen);
+            if (ret == 0) stop = fn(ctx, img);
+        }
+    }
+    free(buf);
+    return ret;
+}
+
+size_t emb_tier_row_bytes(const emb_tier *t, int tb) { return t->sf[tb].row_bytes; }
+int emb_tier_tables(const emb_tier *t) { return t->n; }
+const char *emb_tier_layout(const emb_tier *t) { return t->layout; }
 
 /* ---- commit ---- */
 
@@ -718,8 +887,12 @@ void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
     idx_key(e->k, tb, h->key);
     e->del = 0;
     e->v = (idx_val){ slot, h->show, h->click, h->last_pass };
-    if (h->aux) add_freed(b, tb, h->aux);
-    else b->row_delta[tb]++;
+    if (h->aux) {
+        add_freed(b, tb, h->aux);
+    } else {
+        b->row_delta[tb]++;
+        filter_add(t, tb, h->key);   /* before it is durable: a false positive at worst */
+    }
     h->aux = slot + 1;
     b->puts++;
     b->bytes += s->slot_bytes;
@@ -780,7 +953,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             if (b->ie[i].del) rocksdb_writebatch_delete(b->wb, (const char *)b->ie[i].k, 10);
             else rocksdb_writebatch_put(b->wb, (const char *)b->ie[i].k, 10, (const char *)&b->ie[i].v, sizeof b->ie[i].v);
         }
-        rocksdb_writebatch_put(b->wb, "c", 1, catalog, len);
+        if (catalog) rocksdb_writebatch_put(b->wb, "c", 1, catalog, len);
         char *e = NULL;
         rocksdb_write(t->db, t->wo, b->wb, &e);
         if (e) {

@@ -55,11 +55,23 @@ int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t er
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen);
 
+/* Index lookups only: aux[i] = slot + 1 of keys[i], or 0 if the tier does not hold it. */
+int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen);
+
 /* The rows of one table held by the tier, and its per-key counters, by iteration in key order:
  * calls fn for each key (stop early by returning nonzero). For shrink and the table tools. */
 typedef int (*emb_tier_key_fn)(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass);
 int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen);
+/* Every row of table tb held by the last commit, in slot order, by one sequential pass over the
+ * slot file (8 MB reads; memory bounded by that and the slot bitmap): calls fn with each record
+ * (stop early by returning nonzero). Corrupt slots are errors (file, slot, byte offset). */
+typedef int (*emb_tier_row_fn)(void *ctx, const void *rec);
+int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char *err, size_t errlen);
 uint64_t emb_tier_rows(emb_tier *t, int tb);
+size_t emb_tier_row_bytes(const emb_tier *t, int tb);
+int emb_tier_tables(const emb_tier *t);
+/* The layout line the folder was made for (see emb_tier_open). */
+const char *emb_tier_layout(const emb_tier *t);
 uint64_t emb_tier_disk_bytes(emb_tier *t);
 
 /* A commit being assembled. put: the record (a table row) is stored in a new slot; its header's
@@ -69,8 +81,8 @@ typedef struct emb_tier_batch emb_tier_batch;
 emb_tier_batch *emb_tier_begin(emb_tier *t);
 void emb_tier_put(emb_tier_batch *b, int tb, void *rec);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
-/* Make the batch and the catalog durable, atomically. 0 or <0 with err; the batch is freed
- * either way. After a failure the tier refuses further commits (the last commit stays intact). */
+/* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).
+ * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */
 int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
 
 /* Drop a batch without committing (its slots are free again at the next open). */

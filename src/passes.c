@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -235,6 +236,8 @@ typedef struct {
 
 typedef struct {
     emb_tier *tier;
+    struct pass_state *ps;
+    double commit_wait_s;     /* the last job's wait for the commit before it */
     int n_tables;
     const size_t *row_bytes;
     pthread_t th;
@@ -253,6 +256,8 @@ static int fetch_run(emb_tier *tier, int n_tables, fetch_job *j, char *err, size
     return 0;
 }
 
+static int writer_wait(struct pass_state *ps);
+
 static void *fetcher_main(void *arg)
 {
     fetcher *f = arg;
@@ -263,7 +268,12 @@ static void *fetcher_main(void *arg)
         fetch_job *j = f->job;
         pthread_mutex_unlock(&f->mu);
         char err[1024];
-        int bad = fetch_run(f->tier, f->n_tables, j, err, sizeof err) < 0;
+        /* the commit in flight first: rows dropped since may be among this job's keys */
+        double t0 = now_sec();
+        int bad = writer_wait(f->ps) < 0;
+        f->commit_wait_s = now_sec() - t0;
+        if (bad) snprintf(err, sizeof err, "the commit failed (reported above)");
+        else bad = fetch_run(f->tier, f->n_tables, j, err, sizeof err) < 0;
         pthread_mutex_lock(&f->mu);
         if (bad && !f->err) {
             f->err = 1;
@@ -360,8 +370,13 @@ static fetch_job *missing_keys(trainer *t, keyvec *keys)
     j->aux = xcalloc((size_t)ps->n_tables, sizeof *j->aux);
     for (int tb = 0; tb < ps->n_tables; tb++) {
         emb_table *e = model_table(t->m, tb);
-        for (size_t i = 0; i < keys[tb].n; i++)
-            if (emb_table_find(e, keys[tb].k[i]) < 0) kv_push(&j->miss[tb], keys[tb].k[i]);
+        size_t nk = keys[tb].n;
+        uint8_t *absent = xmalloc(nk ? nk : 1);
+        #pragma omp parallel for schedule(static, 4096)
+        for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
+        for (size_t i = 0; i < nk; i++)
+            if (absent[i]) kv_push(&j->miss[tb], keys[tb].k[i]);
+        free(absent);
         size_t n = j->miss[tb].n ? j->miss[tb].n : 1;
         j->rec[tb] = xmalloc(n * ps->row_bytes[tb]);
         j->aux[tb] = xcalloc(n, sizeof **j->aux);
@@ -399,13 +414,13 @@ static int fetch_wait(pass_state *ps)
     pthread_mutex_lock(&ps->fx.mu);
     while (ps->fx.busy) pthread_cond_wait(&ps->fx.cv, &ps->fx.mu);
     int err = ps->fx.err;
+    ps->commit_wait_s += ps->fx.commit_wait_s;
+    ps->fx.commit_wait_s = 0;
     pthread_mutex_unlock(&ps->fx.mu);
     ps->wait_s += now_sec() - t0;
     if (err) fprintf(stderr, "\nctrbox: %s\n", ps->fx.errmsg);
     return err ? -1 : 0;
 }
-
-static int writer_wait(pass_state *ps);
 
 int passes_pull_for_eval(trainer *t, const sample_block *b)
 {
@@ -425,13 +440,25 @@ int passes_pull_for_eval(trainer *t, const sample_block *b)
     return ret;
 }
 
+void tier_layout(model *m, char *out, size_t len)
+{
+    int w = snprintf(out, len, "%s", model_kind_name(model_config_of(m)->kind));
+    for (int i = 0; i < model_n_tables(m) && w < (int)len; i++) {
+        const emb_table_config *c = emb_table_config_of(model_table(m, i));
+        w += snprintf(out + w, len - (size_t)w, ";t%d:dim=%d,w=%d,opt=%s,state=%d", i, c->dim, c->has_w,
+                      sparse_opt_name(c->opt.kind), emb_table_state_floats(model_table(m, i)));
+    }
+}
+
 int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
 {
+    char layout[4096];
+    tier_layout(m, layout, sizeof layout);
     int n = model_n_tables(m);
     size_t *rb = xcalloc((size_t)n, sizeof *rb);
     for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
     emb_tier *tier;
-    int ret = emb_tier_open(&tier, dir, n, rb, model_kind_name(model_config_of(m)->kind), 1, 64u << 20, err, errlen);
+    int ret = emb_tier_open(&tier, dir, n, rb, layout, 1, 64u << 20, err, errlen);
     if (ret == 0) {
         pass_data p = { .rows = *b };
         collect_keys_of(m, n_fields, &p, n);
@@ -470,6 +497,36 @@ static int cmp_victim(const void *x, const void *y)
     return (a->tie > b->tie) - (a->tie < b->tie);
 }
 
+/* Reorder v so that its k smallest (cmp_victim) come first: quickselect with a three-way
+ * partition around a median-of-three pivot (average linear time). */
+static void select_smallest(victim *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1 && k > lo && k < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const victim *a = &v[lo], *b = &v[mid], *c = &v[hi - 1];
+        victim p = cmp_victim(a, b) < 0 ? (cmp_victim(b, c) < 0 ? *b : cmp_victim(a, c) < 0 ? *c : *a)
+                                        : (cmp_victim(a, c) < 0 ? *a : cmp_victim(b, c) < 0 ? *c : *b);
+        size_t lt = lo, i = lo, gt = hi;   /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
+        while (i < gt) {
+            int r = cmp_victim(&v[i], &p);
+            victim t;
+            if (r < 0) {
+                t = v[lt], v[lt] = v[i], v[i] = t;
+                lt++, i++;
+            } else if (r > 0) {
+                gt--;
+                t = v[gt], v[gt] = v[i], v[i] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k <= lt) hi = lt;
+        else if (k <= gt) return;
+        else lo = gt;
+    }
+}
+
 /* Drop unpinned rows (not among keys) until the rows fit the budget: least frequently shown
  * first (show decayed to now, then older last pass), or least recently used (older last pass). */
 static void evict(trainer *t, keyvec *keys)
@@ -477,8 +534,9 @@ static void evict(trainer *t, keyvec *keys)
     pass_state *ps = t->ps;
     uint64_t used = tables_bytes(t);
     if (used <= ps->budget) return;
-    for (int tb = 0; tb < ps->n_tables; tb++) {   /* pin the pass's rows */
+    for (int tb = 0; tb < ps->n_tables; tb++) {   /* pin the pass's rows (distinct keys: distinct rows) */
         emb_table *e = model_table(t->m, tb);
+        #pragma omp parallel for schedule(static, 4096)
         for (size_t i = 0; i < keys[tb].n; i++) {
             int64_t r = emb_table_find(e, keys[tb].k[i]);
             if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 1;
@@ -500,8 +558,14 @@ static void evict(trainer *t, keyvec *keys)
                                h->key, tb };
         }
     }
-    if (n) qsort(v, n, sizeof *v, cmp_victim);
-    for (size_t i = 0; i < n && used > ps->budget; i++) {
+    /* only the rows to drop need ordering: select them (average linear time), then sort those */
+    size_t want = (size_t)((used - ps->budget + ps->row_bytes[0] - 1) / ps->row_bytes[0]);
+    for (int tb = 1; tb < ps->n_tables; tb++)
+        if (ps->row_bytes[tb] < ps->row_bytes[0]) want = (size_t)((used - ps->budget) / ps->row_bytes[tb]) + 1;
+    if (want > n) want = n;
+    select_smallest(v, n, want);
+    if (want) qsort(v, want, sizeof *v, cmp_victim);
+    for (size_t i = 0; i < want && used > ps->budget; i++) {
         emb_table *e = model_table(t->m, v[i].tb);
         int64_t r = emb_table_find(e, v[i].key);
         CHECK(r >= 0);
@@ -512,11 +576,14 @@ static void evict(trainer *t, keyvec *keys)
     free(v);
     for (int tb = 0; tb < ps->n_tables; tb++) {
         emb_table *e = model_table(t->m, tb);
+        #pragma omp parallel for schedule(static, 4096)
         for (size_t i = 0; i < keys[tb].n; i++) {
             int64_t r = emb_table_find(e, keys[tb].k[i]);
             if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 0;
         }
+        emb_table_trim(e);
     }
+    malloc_trim(0);   /* the freed pass buffers of every thread's arena go back too */
 }
 
 /* ---- the catalog: where the run stands, committed with each pass ---- */
@@ -680,7 +747,7 @@ static void *writer_main(void *arg)
         int ret = emb_tier_commit(w->b, w->blob, w->len, err, sizeof err);
         free(w->blob);
         pthread_mutex_lock(&w->mu);
-        w->secs += now_sec() - t0;
+        w->secs = now_sec() - t0;
         if (ret < 0 && !w->err) {
             w->err = 1;
             snprintf(w->errmsg, sizeof w->errmsg, "%s (the table folder keeps pass %u and earlier)", err, w->last_ok);
@@ -694,7 +761,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Wait until the commit in flight is durable: 0, or -1 (reported) if it failed. */
+/* Wait until the commit in flight is durable: 0, or -1 (reported once) if it failed. */
 static int writer_wait(pass_state *ps)
 {
     writer *w = &ps->wr;
@@ -748,6 +815,16 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
 
 /* ---- per-pass statistics ---- */
 
+/* seconds the writer spent on the last finished commit */
+static double writer_secs(pass_state *ps)
+{
+    if (!ps->tier) return 0;
+    pthread_mutex_lock(&ps->wr.mu);
+    double s = ps->wr.secs;
+    pthread_mutex_unlock(&ps->wr.mu);
+    return s;
+}
+
 static void pass_report(trainer *t, pass_data *p, double t_train)
 {
     pass_state *ps = t->ps;
@@ -765,12 +842,12 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
                 "\"rows_written\": %llu, \"bytes_written\": %llu, \"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
-                "\"commit_wait_s\": %.3f, "
+                "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)ps->keys,
                 (double)ps->mem_hits / k, (double)ps->ssd_hits / k, (double)ps->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)rw, (unsigned long long)bw, (unsigned long long)ps->evicted,
-                (unsigned long long)resident, (unsigned long long)tables_bytes(t), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, (unsigned long long)rss_bytes(),
+                (unsigned long long)resident, (unsigned long long)tables_bytes(t), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(t->log);
     }
@@ -820,13 +897,9 @@ static int epoch_passes(trainer *t, uint64_t skip)
         t->pass++;
         for (int tb = 0; tb < ps->n_tables; tb++) ps->keys += cur->keys[tb].n;
         if (ps->tier) {
-            /* the last commit must be in the index before rows are dropped and fetched again */
-            double w0 = now_sec();
-            if (writer_wait(ps) < 0) {
-                ret = -1;
-                break;
-            }
-            ps->commit_wait_s += now_sec() - w0;
+            /* Rows can be dropped before the last commit is durable (it holds copies of them);
+             * the fetch for the next pass, issued below, waits for that commit in the fetch
+             * thread, so rows dropped here are read back only from the index it writes. */
             if (fetch_wait(ps) < 0) {
                 ret = -1;
                 break;
@@ -898,6 +971,8 @@ static int epoch_passes(trainer *t, uint64_t skip)
 int train_passes(trainer *t)
 {
     const train_opts *o = t->o;
+    /* buffers of a pass's size are mapped and unmapped, not kept in malloc's arenas after use */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     pass_state ps = { 0 };
     ps.n_tables = model_n_tables(t->m);
     ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
@@ -918,8 +993,8 @@ int train_passes(trainer *t)
     int ret = 0, start_epoch = 1;
     uint64_t skip = 0;
     if (o->table_dir) {
-        char layout[64];
-        snprintf(layout, sizeof layout, "%s", model_kind_name(o->mc.kind));
+        char layout[4096];
+        tier_layout(t->m, layout, sizeof layout);
         if (emb_tier_open(&ps.tier, o->table_dir, ps.n_tables, ps.row_bytes, layout, 0, index_cache, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             ret = 1;
@@ -968,6 +1043,7 @@ int train_passes(trainer *t)
             if (h.epoch_done && (h.bad_epochs >= o->patience)) start_epoch = o->epochs + 1;
         }
         ps.fx.tier = ps.tier;
+        ps.fx.ps = &ps;
         ps.fx.n_tables = ps.n_tables;
         ps.fx.row_bytes = ps.row_bytes;
         pthread_mutex_init(&ps.fx.mu, NULL);

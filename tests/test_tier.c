@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,4 +320,49 @@ Test(tier, table_remove_keeps_the_index)
     }
     cr_assert_eq(emb_table_rows(t), n_live);
     emb_table_destroy(t);
+}
+
+/* Lazy decay equals decaying at every pass boundary. */
+Test(tier, lazy_decay_matches_per_pass_decay)
+{
+    emb_table_config c = { 4, 0, { 0 }, 0.01f, 0, 3, 0, 0.9f };
+    emb_row_head h = { 0 };
+    double show = 0, click = 0;
+    uint32_t seen[] = { 1, 2, 5, 6, 9, 30 };
+    uint32_t p = 0;
+    for (int i = 0; i < 6; i++) {
+        for (; p < seen[i]; p++) show *= 0.9, click *= 0.9;   /* boundaries before pass seen[i] */
+        show += 3;
+        click += 1;
+        emb_row_count(&c, &h, 3, 1, seen[i]);
+        if (i == 0) show = 3, click = 1;   /* counting starts at the first sighting */
+        cr_assert_float_eq(h.show, show, 1e-4 * show, "pass %u", seen[i]);
+        cr_assert_float_eq(h.click, click, 1e-4 * click);
+    }
+    float s, k;
+    emb_row_counters_at(&c, &h, 40, &s, &k);
+    cr_assert_float_eq(s, show * pow(0.9, 10), 1e-4);
+    cr_assert_float_eq(k, click * pow(0.9, 10), 1e-4);
+}
+
+/* Shrink deletes the same keys in memory and on the SSD, and the run still gives one model. */
+Test(tier, shrink_deletes_alike_in_memory_and_on_ssd)
+{
+    make_data();
+    char *a, *b;
+    cr_assert_eq(th_run(&a, "$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 2 --pass-rows 1500 "
+                            "--dim 4 --threads 1 --shrink-unseen 3 --shrink-threshold 2 --out m1 2>&1 | grep shrink"), 0);
+    cr_assert_eq(th_run(&b, "$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 2 --pass-rows 1500 "
+                            "--dim 4 --threads 1 --shrink-unseen 3 --shrink-threshold 2 --out m2 --table-dir t2 "
+                            "--cache-mb 0.05 2>&1 | grep shrink"), 0);
+    unsigned long long n1 = 0, n2 = 0;
+    cr_assert_eq(sscanf(a, "shrink: %llu keys deleted", &n1), 1, "%s", a);
+    cr_assert_eq(sscanf(b, "shrink: %llu keys deleted", &n2), 1, "%s", b);
+    cr_assert_gt(n1, 0);
+    cr_assert_eq(n1, n2, "%s / %s", a, b);
+    free(a);
+    free(b);
+    predict("m1", "p1.txt");
+    predict("m2", "p2.txt");
+    same_file("p1.txt", "p2.txt");
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libjansson-dev
-      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev)
+      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev python3-numpy)
 for group in "$@"; do
     case "$group" in
         fuzz) pkgs+=(clang libclang-rt-dev) ;;

@@ -1,0 +1,126 @@
+/*
+ * test_tabletool.c: ctrbox-table on the folders the trainer writes: inspect, and exact round
+ * trips export -> import -> export for text (with optimizer state), NumPy (read back with numpy)
+ * and HugeCTR's key / emb_vector files; bad input is refused and leaves the destination as it was.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+TestSuite(tabletool, .fini = th_cleanup);
+
+static void trained_folder(void)
+{
+    char *o;
+    int rc = th_run(&o, "$B/ctrbox-data gen --rows 6000 --seed 4 --keys 0.002 --out tr.tsv && "
+                        "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 --pass-rows 2000 "
+                        "--dim 4 --hidden 8 --threads 1 --quiet --out m --table-dir t --cache-mb 0.05");
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+}
+
+static char *run_ok(const char *cmd)
+{
+    char *o;
+    int rc = th_run(&o, "%s", cmd);
+    cr_assert_eq(rc, 0, "%s: %s", cmd, o);
+    return o;
+}
+
+static void same(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
+    cr_assert(la > 0 && la == lb && !memcmp(x, y, la), "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+Test(tabletool, inspect_a_table_folder_and_a_model)
+{
+    trained_folder();
+    char *o = run_ok("$B/ctrbox-table inspect t --json");
+    cr_assert(strstr(o, "\"storage\": \"ssd-tier\"") && strstr(o, "\"optimizer\": \"adam\"") && strstr(o, "\"dim\": 4"), "%s", o);
+    cr_assert(strstr(o, "\"last_committed_pass\": 3"), "%s", o);
+    cr_assert(strstr(o, "\"top_keys\"") && strstr(o, "\"show_histogram_log2\""), "%s", o);
+    free(o);
+    /* the model folder names the table folder */
+    o = run_ok("$B/ctrbox-table inspect m");
+    cr_assert(strstr(o, "SSD tier") && strstr(o, "table 0: dim 4 + weight"), "%s", o);
+    free(o);
+    /* an in-memory model file */
+    free(run_ok("$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 1 --dim 4 --quiet --out mm"));
+    o = run_ok("$B/ctrbox-table inspect mm --json");
+    cr_assert(strstr(o, "\"storage\": \"model-file\""), "%s", o);
+    free(o);
+}
+
+Test(tabletool, round_trips_are_exact)
+{
+    trained_folder();
+    /* text with the optimizer state: every byte of every row comes back */
+    free(run_ok("$B/ctrbox-table export t --to text a.txt --with-optimizer && "
+                "$B/ctrbox-table import --from text a.txt t2 --dim 4 --w 1 --opt adam && "
+                "$B/ctrbox-table export t2 --to text b.txt --with-optimizer && sort a.txt > as.txt && sort b.txt > bs.txt"));
+    same("as.txt", "bs.txt");
+    /* npy, checked with numpy against the text export, then imported and exported again */
+    free(run_ok("$B/ctrbox-table export t --to npy np"));
+    char *o;
+    int rc = th_run(&o, "/usr/bin/python3 -c \"\n"
+                        "import numpy as np\n"
+                        "k = np.load('np/keys.npy'); v = np.load('np/values.npy'); c = np.load('np/counters.npy')\n"
+                        "rows = [l.split('\\t') for l in open('a.txt').read().splitlines()]\n"
+                        "assert k.dtype == np.int64 and v.dtype == np.float32 and v.shape == (len(rows), 5), (k.dtype, v.shape)\n"
+                        "for i, r in enumerate(rows):\n"
+                        "    assert int(k[i]) %% 2**64 == int(r[0]), i\n"
+                        "    assert c[i, 0] == np.float32(r[1]) and c[i, 1] == np.float32(r[2]), i\n"
+                        "    assert (v[i] == np.array(r[3:8], dtype=np.float32)).all(), i\n"
+                        "print('numpy ok', len(rows))\"");
+    if (rc != 0 && strstr(o, "No module named")) {
+        free(o);
+        cr_skip_test("python3-numpy is not installed");
+    }
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert(strstr(o, "numpy ok"), "%s", o);
+    free(o);
+    free(run_ok("$B/ctrbox-table import --from npy np t3 --dim 4 --w 1 --opt adam && "
+                "$B/ctrbox-table export t3 --to npy np3 && cmp np/keys.npy np3/keys.npy && cmp np/values.npy np3/values.npy && "
+                "cmp np/counters.npy np3/counters.npy"));
+    /* HugeCTR: keys and embedding vectors (the first-order weight is not part of it) */
+    free(run_ok("$B/ctrbox-table export t --to hugectr hc && test $(stat -c %s hc/key) -gt 0 && "
+                "test $(( $(stat -c %s hc/key) / 8 * 16 )) -eq $(stat -c %s hc/emb_vector) && "
+                "$B/ctrbox-table import --from hugectr hc t4 --dim 4 --w 1 --opt adam && "
+                "$B/ctrbox-table export t4 --to hugectr hc4 && cmp hc/key hc4/key && cmp hc/emb_vector hc4/emb_vector"));
+}
+
+Test(tabletool, bad_input_is_refused_and_changes_nothing)
+{
+    trained_folder();
+    free(run_ok("$B/ctrbox-table export t --to text a.txt && $B/ctrbox-table export t --to npy np && "
+                "$B/ctrbox-table export t --to hugectr hc && $B/ctrbox-table export t --to text before.txt"));
+    struct {
+        const char *setup, *cmd, *want;
+    } cases[] = {
+        { "head -c 100 np/values.npy > bad.npy && mkdir -p np2 && cp np/keys.npy np2/ && cp bad.npy np2/values.npy",
+          "--from npy np2 t", "truncated" },
+        { "mkdir -p np3 && cp np/values.npy np3/ && printf 'NOTNUMPY' > np3/keys.npy", "--from npy np3 t", "bad magic" },
+        { "mkdir -p hc2 && cp hc/key hc2/ && head -c 64 hc/emb_vector > hc2/emb_vector", "--from hugectr hc2 t",
+          "mismatched count or dimension" },
+        { "printf '1\\t1\\t0\\t0.5\\t0.5\\n' > short.txt", "--from text short.txt t", "short.txt:1: 2 values" },
+        { "head -3 a.txt > bad.txt && printf 'x\\t1\\n' >> bad.txt", "--from text bad.txt t", "bad.txt:4:" },
+        { "true", "--from text a.txt t --dim 8", "table 0 has dim 4" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert_eq(th_run(NULL, "%s", cases[i].setup), 0, "%s", cases[i].setup);
+        char *o;
+        int rc = th_run(&o, "$B/ctrbox-table import %s", cases[i].cmd);
+        cr_assert_eq(rc, 1, "%s: %s", cases[i].cmd, o);
+        cr_assert(strstr(o, cases[i].want), "%s: want '%s' in: %s", cases[i].cmd, cases[i].want, o);
+        free(o);
+    }
+    free(run_ok("$B/ctrbox-table export t --to text after.txt"));
+    same("before.txt", "after.txt");
+}

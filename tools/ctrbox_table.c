@@ -1,0 +1,717 @@
+/*
+ * ctrbox_table.c: the table tool, on the tables a trainer writes: a model folder (its
+ * model.ctrbox holds the tables, or names the SSD-tier folder that does) or a table folder.
+ *   inspect DIR [--json]                       tables, sizes, counter histograms, frequent keys, pass
+ *   export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]
+ *   import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME]
+ * Table folders are read in one sequential pass over their slot files and written in commits of
+ * a million rows, so memory stays bounded (about 20 MB plus the folder's slot bitmap, one bit per
+ * slot) whatever the table's size; a model file's tables are loaded whole (they were trained in
+ * memory). Outputs are written durably; bad input is refused before anything is written.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../embedding/table.h"
+#include "../embedding/tier.h"
+#include "../src/modelfile.h"
+#include "../src/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ctrbox-table COMMAND [options]\n"
+               "  inspect DIR [--json]\n"
+               "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]\n"
+               "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
+               "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir).\n");
+}
+
+/* ---- one table's description ---- */
+
+typedef struct {
+    int dim, has_w, state;
+    int opt;          /* sparse_opt_kind */
+    size_t row_bytes;
+} tdesc;
+
+static int tdesc_values(const tdesc *d) { return d->dim + d->has_w; }
+
+/* "MODEL;t0:dim=D,w=W,opt=NAME,state=S;t1:..." -> per table; the model name into model */
+static int parse_layout(const char *layout, int n, tdesc *d, char *mname, size_t mlen)
+{
+    const char *p = strchr(layout, ';');
+    snprintf(mname, mlen, "%.*s", p ? (int)(p - layout) : (int)strlen(layout), layout);
+    for (int i = 0; i < n; i++) {
+        if (!p) return -1;
+        char opt[32];
+        int ti;
+        if (sscanf(p, ";t%d:dim=%d,w=%d,opt=%31[^,],state=%d", &ti, &d[i].dim, &d[i].has_w, opt, &d[i].state) != 5 ||
+            ti != i || (d[i].opt = sparse_opt_from_name(opt)) < 0)
+            return -1;
+        p = strchr(p + 1, ';');
+    }
+    return 0;
+}
+
+/* ---- a source of rows: a table folder, or a model file's tables ---- */
+
+typedef struct {
+    emb_tier *tier;
+    model *m;
+    model_meta meta;
+    int n;
+    tdesc *d;
+    char model_name[64];
+    uint64_t disk_bytes;
+    char path[8300];
+} tsrc;
+
+static uint64_t du(const char *path)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "du -sb '%s' 2>/dev/null", path);
+    FILE *p = popen(cmd, "r");
+    unsigned long long b = 0;
+    if (p) {
+        if (fscanf(p, "%llu", &b) != 1) b = 0;
+        pclose(p);
+    }
+    return b;
+}
+
+static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
+{
+    if (emb_tier_open(&s->tier, dir, 0, NULL, NULL, readonly, 64u << 20, err, errlen) < 0) return -1;
+    s->n = emb_tier_tables(s->tier);
+    s->d = xcalloc((size_t)s->n, sizeof *s->d);
+    if (parse_layout(emb_tier_layout(s->tier), s->n, s->d, s->model_name, sizeof s->model_name) < 0) {
+        snprintf(err, errlen, "%s: its layout record does not describe its tables (%s)", dir, emb_tier_layout(s->tier));
+        return -1;
+    }
+    for (int i = 0; i < s->n; i++) s->d[i].row_bytes = emb_tier_row_bytes(s->tier, i);
+    s->disk_bytes = du(dir);
+    snprintf(s->path, sizeof s->path, "%s", dir);
+    return 0;
+}
+
+static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/model.ctrbox", dir);
+    if (access(p, F_OK) != 0) return open_folder(s, dir, 1, err, errlen);
+    if (modelfile_load(dir, &s->m, &s->meta, err, errlen) < 0) return -1;
+    if (s->meta.table_dir) {
+        model_destroy(s->m);
+        s->m = NULL;
+        return open_folder(s, s->meta.table_dir, 1, err, errlen);
+    }
+    s->n = model_n_tables(s->m);
+    s->d = xcalloc((size_t)s->n, sizeof *s->d);
+    snprintf(s->model_name, sizeof s->model_name, "%s", model_kind_name(s->meta.cfg.kind));
+    for (int i = 0; i < s->n; i++) {
+        emb_table *t = model_table(s->m, i);
+        const emb_table_config *c = emb_table_config_of(t);
+        s->d[i] = (tdesc){ c->dim, c->has_w, emb_table_state_floats(t), (int)c->opt.kind, emb_table_row_bytes(t) };
+    }
+    s->disk_bytes = du(p);
+    snprintf(s->path, sizeof s->path, "%s", p);
+    return 0;
+}
+
+static void tsrc_close(tsrc *s)
+{
+    emb_tier_close(s->tier);
+    if (s->m) {
+        model_destroy(s->m);
+        model_meta_free(&s->meta);
+    } else if (s->meta.table_dir) {
+        model_meta_free(&s->meta);
+    }
+    free(s->d);
+}
+
+static uint64_t tsrc_rows(tsrc *s, int tb)
+{
+    return s->tier ? emb_tier_rows(s->tier, tb) : emb_table_rows(model_table(s->m, tb));
+}
+
+typedef int (*row_fn)(void *ctx, const emb_row_head *rec);
+
+static int tsrc_scan(tsrc *s, int tb, row_fn fn, void *ctx, char *err, size_t errlen)
+{
+    if (s->tier) return emb_tier_scan_rows(s->tier, tb, (emb_tier_row_fn)fn, ctx, err, errlen);
+    emb_table *t = model_table(s->m, tb);
+    for (size_t r = 0; r < emb_table_rows(t); r++)
+        if (fn(ctx, emb_table_head(t, (uint32_t)r))) break;
+    return 0;
+}
+
+/* ---- inspect ---- */
+
+enum { HBINS = 24, TOPK = 10 };
+
+typedef struct {
+    uint64_t rows;
+    uint64_t show_hist[HBINS], click_hist[HBINS];   /* bin 0: 0; bin b: [2^(b-1), 2^b) */
+    emb_row_head top[TOPK];
+    int ntop;
+    double show_sum, click_sum;
+} stats;
+
+static int hbin(float x)
+{
+    if (!(x >= 1)) return 0;
+    int b = 1 + (int)floor(log2(x));
+    return b < HBINS ? b : HBINS - 1;
+}
+
+static int stats_row(void *ctx, const emb_row_head *h)
+{
+    stats *s = ctx;
+    s->rows++;
+    s->show_hist[hbin(h->show)]++;
+    s->click_hist[hbin(h->click)]++;
+    s->show_sum += h->show;
+    s->click_sum += h->click;
+    /* top keys by show: a small sorted array, largest first */
+    if (s->ntop < TOPK || h->show > s->top[s->ntop - 1].show) {
+        int i = s->ntop < TOPK ? s->ntop++ : TOPK - 1;
+        while (i > 0 && s->top[i - 1].show < h->show) {
+            s->top[i] = s->top[i - 1];
+            i--;
+        }
+        s->top[i] = *h;
+    }
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    int json = 0;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (argv[i][0] != '-' && !dir) dir = argv[i];
+        else die("inspect: unexpected argument '%s'", argv[i]);
+    }
+    if (!dir) die("inspect: give a model or table folder");
+    char err[1024];
+    tsrc s;
+    if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
+    long long pass = -1;
+    if (s.tier) {
+        void *blob;
+        size_t len;
+        if (emb_tier_catalog(s.tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
+        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) {
+            uint32_t p;
+            memcpy(&p, (char *)blob + 12, 4);
+            pass = p;
+        }
+        free(blob);
+    }
+    json_t *j = json_object(), *tables = json_array();
+    json_object_set_new(j, "path", json_string(s.path));
+    json_object_set_new(j, "storage", json_string(s.tier ? "ssd-tier" : "model-file"));
+    json_object_set_new(j, "model", json_string(s.model_name));
+    json_object_set_new(j, "disk_bytes", json_integer((json_int_t)s.disk_bytes));
+    json_object_set_new(j, "last_committed_pass", pass >= 0 ? json_integer(pass) : json_null());
+    for (int tb = 0; tb < s.n; tb++) {
+        stats st = { 0 };
+        if (tsrc_scan(&s, tb, stats_row, &st, err, sizeof err) < 0) die("%s", err);
+        json_t *t = json_object(), *sh = json_array(), *ch = json_array(), *top = json_array();
+        json_object_set_new(t, "table", json_integer(tb));
+        json_object_set_new(t, "dim", json_integer(s.d[tb].dim));
+        json_object_set_new(t, "first_order_weight", json_boolean(s.d[tb].has_w));
+        json_object_set_new(t, "optimizer", json_string(sparse_opt_name((sparse_opt_kind)s.d[tb].opt)));
+        json_object_set_new(t, "state_floats", json_integer(s.d[tb].state));
+        json_object_set_new(t, "row_bytes", json_integer((json_int_t)s.d[tb].row_bytes));
+        json_object_set_new(t, "rows", json_integer((json_int_t)st.rows));
+        json_object_set_new(t, "show_sum", json_real(st.show_sum));
+        json_object_set_new(t, "click_sum", json_real(st.click_sum));
+        int last = 0;
+        for (int b = 0; b < HBINS; b++)
+            if (st.show_hist[b] || st.click_hist[b]) last = b;
+        for (int b = 0; b <= last; b++) {
+            json_array_append_new(sh, json_integer((json_int_t)st.show_hist[b]));
+            json_array_append_new(ch, json_integer((json_int_t)st.click_hist[b]));
+        }
+        json_object_set_new(t, "show_histogram_log2", sh);
+        json_object_set_new(t, "click_histogram_log2", ch);
+        for (int k = 0; k < st.ntop; k++) {
+            json_t *e = json_object();
+            char hex[32];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)st.top[k].key);
+            json_object_set_new(e, "key", json_string(hex));
+            json_object_set_new(e, "show", json_real(st.top[k].show));
+            json_object_set_new(e, "click", json_real(st.top[k].click));
+            json_object_set_new(e, "last_pass", json_integer(st.top[k].last_pass));
+            json_array_append_new(top, e);
+        }
+        json_object_set_new(t, "top_keys", top);
+        json_array_append_new(tables, t);
+        if (!json) {
+            if (tb == 0)
+                printf("%s (%s, %s): %.1f MB on disk\n", s.path, s.tier ? "SSD tier" : "model file", s.model_name,
+                       (double)s.disk_bytes / 1e6);
+            printf("table %d: dim %d%s, %s (%d state floats), %llu rows of %zu bytes; shows %.0f, clicks %.0f\n", tb,
+                   s.d[tb].dim, s.d[tb].has_w ? " + weight" : "", sparse_opt_name((sparse_opt_kind)s.d[tb].opt),
+                   s.d[tb].state, (unsigned long long)st.rows, s.d[tb].row_bytes, st.show_sum, st.click_sum);
+            printf("  show histogram (0, [1,2), [2,4), ...):");
+            for (int b = 0; b <= last; b++) printf(" %llu", (unsigned long long)st.show_hist[b]);
+            printf("\n  click histogram:");
+            for (int b = 0; b <= last; b++) printf(" %llu", (unsigned long long)st.click_hist[b]);
+            printf("\n  most shown keys:");
+            for (int k = 0; k < st.ntop; k++) printf(" %016llx (%.0f)", (unsigned long long)st.top[k].key, st.top[k].show);
+            printf("\n");
+        }
+    }
+    if (!json && pass >= 0) printf("last committed pass: %lld\n", pass);
+    json_object_set_new(j, "tables", tables);
+    if (json) {
+        char *out = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+        printf("%s\n", out);
+        free(out);
+    }
+    json_decref(j);
+    tsrc_close(&s);
+    return 0;
+}
+
+/* ---- export ---- */
+
+typedef enum { FMT_TEXT, FMT_NPY, FMT_HUGECTR } tfmt;
+
+static tfmt fmt_of(const char *cmd, const char *s)
+{
+    if (!strcmp(s, "text")) return FMT_TEXT;
+    if (!strcmp(s, "npy")) return FMT_NPY;
+    if (!strcmp(s, "hugectr")) return FMT_HUGECTR;
+    die("%s: format '%s': want text, npy or hugectr", cmd, s);
+}
+
+/* A NumPy .npy v1.0 header for a little-endian array of dtype ('<i8', '<f4') and shape. */
+static void npy_header(FILE *f, const char *dtype, uint64_t n, int cols)
+{
+    char dict[128];
+    int dl = cols > 0 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%llu, %d), }", dtype,
+                                 (unsigned long long)n, cols)
+                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%llu,), }", dtype,
+                                 (unsigned long long)n);
+    int total = 10 + dl + 1;
+    int pad = (64 - total % 64) % 64;
+    uint16_t hl = (uint16_t)(dl + pad + 1);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fwrite(&hl, 2, 1, f);
+    fwrite(dict, 1, (size_t)dl, f);
+    for (int i = 0; i < pad; i++) fputc(' ', f);
+    fputc('\n', f);
+}
+
+typedef struct {
+    tfmt fmt;
+    int with_opt, V, S, dim, has_w;
+    FILE *a, *b, *c, *d;    /* text: a; npy: keys, values, counters, state; hugectr: key, emb_vector */
+    uint64_t rows;
+} exporter;
+
+static int export_row(void *ctx, const emb_row_head *h)
+{
+    exporter *x = ctx;
+    const float *v = (const float *)(h + 1), *st = v + x->V;
+    x->rows++;
+    if (x->fmt == FMT_TEXT) {
+        fprintf(x->a, "%llu\t%.9g\t%.9g", (unsigned long long)h->key, h->show, h->click);
+        for (int i = 0; i < x->V; i++) fprintf(x->a, "\t%.9g", v[i]);
+        for (int i = 0; x->with_opt && i < x->S; i++) fprintf(x->a, "\t%.9g", st[i]);
+        fputc('\n', x->a);
+    } else if (x->fmt == FMT_NPY) {
+        int64_t k = (int64_t)h->key;
+        float cnt[2] = { h->show, h->click };
+        fwrite(&k, 8, 1, x->a);
+        fwrite(v, sizeof(float), (size_t)x->V, x->b);
+        fwrite(cnt, sizeof cnt, 1, x->c);
+        if (x->with_opt) fwrite(st, sizeof(float), (size_t)x->S, x->d);
+    } else {
+        int64_t k = (int64_t)h->key;
+        fwrite(&k, 8, 1, x->a);
+        fwrite(v + x->has_w, sizeof(float), (size_t)x->dim, x->b);
+    }
+    return 0;
+}
+
+static FILE *open_out(durable_file *f, const char *dir, const char *name)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int r = durable_open(f, p);
+    if (r < 0) die("%s: cannot create: %s", p, strerror(-r));
+    return f->f;
+}
+
+static void commit_out(durable_file *f)
+{
+    if (!f->f) return;
+    char *p = xstrdup(f->path);
+    int r = durable_commit(f);
+    if (r < 0) die("%s: cannot write: %s", p, strerror(-r));
+    free(p);
+}
+
+static int table_arg(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || v < 0 || v > 65535) die("--table %s: want a table number", s);
+    return (int)v;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "to", required_argument, 0, 't' }, { "with-optimizer", no_argument, 0, 'o' },
+        { "table", required_argument, 0, 'n' }, { 0, 0, 0, 0 },
+    };
+    const char *to = NULL;
+    int with_opt = 0, tb = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 't') to = optarg;
+        else if (c == 'o') with_opt = 1;
+        else if (c == 'n') tb = table_arg(optarg);
+        else die("export: see ctrbox-table --help");
+    }
+    if (!to || argc - optind != 2) die("export: want DIR --to text|npy|hugectr OUT");
+    const char *dir = argv[optind], *out = argv[optind + 1];
+    tfmt fmt = fmt_of("export", to);
+    if (fmt == FMT_HUGECTR && with_opt) die("export --to hugectr: HugeCTR's sparse model holds no optimizer state");
+    char err[1024];
+    tsrc s;
+    if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
+    if (tb >= s.n) die("export: %s has %d table(s)", dir, s.n);
+    tdesc *d = &s.d[tb];
+    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, 0 };
+    uint64_t n = tsrc_rows(&s, tb);
+    durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 };
+    if (fmt == FMT_TEXT) {
+        int r = durable_open(&fa, out);
+        if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
+        x.a = fa.f;
+    } else {
+        if (mkdir(out, 0755) < 0 && errno != EEXIST) die("%s: cannot create folder: %s", out, strerror(errno));
+        if (fmt == FMT_NPY) {
+            x.a = open_out(&fa, out, "keys.npy");
+            x.b = open_out(&fb, out, "values.npy");
+            x.c = open_out(&fc, out, "counters.npy");
+            npy_header(x.a, "<i8", n, 0);
+            npy_header(x.b, "<f4", n, x.V);
+            npy_header(x.c, "<f4", n, 2);
+            if (with_opt) {
+                x.d = open_out(&fd, out, "state.npy");
+                npy_header(x.d, "<f4", n, x.S);
+            }
+        } else {
+            x.a = open_out(&fa, out, "key");
+            x.b = open_out(&fb, out, "emb_vector");
+        }
+    }
+    if (tsrc_scan(&s, tb, export_row, &x, err, sizeof err) < 0) {
+        durable_abort(&fa), durable_abort(&fb);
+        if (fc.f) durable_abort(&fc);
+        if (fd.f) durable_abort(&fd);
+        die("%s", err);
+    }
+    if (x.rows != n) die("export: %s: %llu rows read, the index counts %llu", dir, (unsigned long long)x.rows, (unsigned long long)n);
+    commit_out(&fa), commit_out(&fb), commit_out(&fc), commit_out(&fd);
+    fprintf(stderr, "exported %llu rows of table %d (dim %d) to %s\n", (unsigned long long)x.rows, tb, d->dim, out);
+    tsrc_close(&s);
+    return 0;
+}
+
+/* ---- import ---- */
+
+/* One input row: key, counters, values (V), optional state (S). */
+typedef struct {
+    tfmt fmt;
+    const char *in;
+    int V, S, dim, has_w;
+    int has_state;
+    /* text */
+    FILE *f;
+    char *line;
+    size_t cap;
+    uint64_t lineno;
+    /* npy / hugectr */
+    FILE *fk, *fv, *fc, *fs;
+    uint64_t n, i;
+} reader;
+
+static void rd_die(const reader *r, const char *what)
+{
+    if (r->fmt == FMT_TEXT) die("%s:%llu: %s", r->in, (unsigned long long)r->lineno, what);
+    die("%s: row %llu: %s", r->in, (unsigned long long)r->i, what);
+}
+
+/* npy header: returns the data offset; checks dtype and shape */
+static void npy_open(reader *r, FILE **fp, const char *name, const char *dtype, uint64_t *n, int cols)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", r->in, name);
+    FILE *f = fopen(p, "rb");
+    if (!f) die("%s: cannot open: %s", p, strerror(errno));
+    unsigned char m[10];
+    if (fread(m, 1, 10, f) != 10 || memcmp(m, "\x93NUMPY", 6) != 0) die("%s: not a .npy file (bad magic)", p);
+    uint32_t hl = m[8] | (uint32_t)m[9] << 8;
+    if (m[6] != 1) {
+        unsigned char e[2];
+        if (fread(e, 1, 2, f) != 2) die("%s: truncated header", p);
+        hl |= (uint32_t)e[0] << 16 | (uint32_t)e[1] << 24;
+    }
+    if (hl > 65536) die("%s: header too long", p);
+    char *h = xcalloc(hl + 1, 1);
+    if (fread(h, 1, hl, f) != hl) die("%s: truncated header", p);
+    char want[32];
+    snprintf(want, sizeof want, "'descr': '%s'", dtype);
+    if (!strstr(h, want)) die("%s: dtype is not %s", p, dtype);
+    if (strstr(h, "'fortran_order': True")) die("%s: Fortran order is not supported", p);
+    const char *sh = strstr(h, "'shape': (");
+    unsigned long long rows = 0;
+    int c2 = 0, got = sh ? sscanf(sh, "'shape': (%llu, %d)", &rows, &c2) : 0;
+    if (cols > 0 ? got != 2 : got < 1) die("%s: shape is not (rows%s)", p, cols > 0 ? ", columns" : ",");
+    if (cols > 0 && c2 != cols) die("%s: %d columns, the table's rows have %d", p, c2, cols);
+    if (*n != UINT64_MAX && rows != *n) die("%s: %llu rows, keys.npy has %llu", p, rows, (unsigned long long)*n);
+    long data = ftell(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    size_t esz = strcmp(dtype, "<i8") ? 4 : 8;
+    if ((uint64_t)(size - data) != rows * (uint64_t)(cols > 0 ? cols : 1) * esz)
+        die("%s: %ld data bytes, the header's shape needs %llu (truncated?)", p, size - data,
+            (unsigned long long)(rows * (uint64_t)(cols > 0 ? cols : 1) * esz));
+    fseek(f, data, SEEK_SET);
+    free(h);
+    *n = rows;
+    *fp = f;
+}
+
+static void reader_open(reader *r)
+{
+    if (r->fmt == FMT_TEXT) {
+        r->f = fopen(r->in, "r");
+        if (!r->f) die("%s: cannot open: %s", r->in, strerror(errno));
+        return;
+    }
+    r->n = UINT64_MAX;
+    if (r->fmt == FMT_NPY) {
+        npy_open(r, &r->fk, "keys.npy", "<i8", &r->n, 0);
+        npy_open(r, &r->fv, "values.npy", "<f4", &r->n, r->V);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/counters.npy", r->in);
+        if (access(p, F_OK) == 0) npy_open(r, &r->fc, "counters.npy", "<f4", &r->n, 2);
+        snprintf(p, sizeof p, "%s/state.npy", r->in);
+        if (access(p, F_OK) == 0) {
+            npy_open(r, &r->fs, "state.npy", "<f4", &r->n, r->S);
+            r->has_state = 1;
+        }
+        return;
+    }
+    char p[4200];
+    snprintf(p, sizeof p, "%s/key", r->in);
+    r->fk = fopen(p, "rb");
+    if (!r->fk) die("%s: cannot open: %s", p, strerror(errno));
+    snprintf(p, sizeof p, "%s/emb_vector", r->in);
+    r->fv = fopen(p, "rb");
+    if (!r->fv) die("%s: cannot open: %s", p, strerror(errno));
+    fseek(r->fk, 0, SEEK_END);
+    fseek(r->fv, 0, SEEK_END);
+    long kb = ftell(r->fk), vb = ftell(r->fv);
+    rewind(r->fk);
+    rewind(r->fv);
+    if (kb % 8) die("%s/key: %ld bytes, not a whole number of int64 keys", r->in, kb);
+    if ((uint64_t)vb != (uint64_t)kb / 8 * (uint64_t)r->dim * 4)
+        die("%s: %ld keys but %ld bytes of vectors: the table's dim %d needs %llu (mismatched count or dimension)",
+            r->in, kb / 8, vb, r->dim, (unsigned long long)(kb / 8 * r->dim * 4));
+    r->n = (uint64_t)kb / 8;
+}
+
+static void reader_close(reader *r)
+{
+    FILE *fs[] = { r->f, r->fk, r->fv, r->fc, r->fs };
+    for (int i = 0; i < 5; i++)
+        if (fs[i]) fclose(fs[i]);
+    free(r->line);
+    memset(r, 0, sizeof *r);
+}
+
+/* The next row into h (values and, if the input has it, state after them): 1, or 0 at the end.
+ * A bad row dies with its line or row number. */
+static int reader_next(reader *r, emb_row_head *h)
+{
+    float *v = (float *)(h + 1);
+    memset(h, 0, sizeof *h);
+    if (r->fmt == FMT_TEXT) {
+        ssize_t len = getline(&r->line, &r->cap, r->f);
+        if (len < 0) return 0;
+        r->lineno++;
+        char *p = r->line, *end;
+        errno = 0;
+        h->key = strtoull(p, &end, 10);
+        if (end == p || *end != '\t' || errno) rd_die(r, "want key<TAB>show<TAB>click<TAB>values...");
+        p = end + 1;
+        int n = 0, want = r->V + 2;
+        float buf[2];
+        for (;;) {
+            float x = strtof(p, &end);
+            if (end == p || !isfinite(x)) rd_die(r, "a field is not a finite number");
+            if (n < 2) buf[n] = x;
+            else if (n - 2 < r->V + r->S) v[n - 2] = x;
+            n++;
+            p = end;
+            if (*p == '\t') p++;
+            else break;
+        }
+        if (*p != '\n' && *p != 0) rd_die(r, "trailing characters");
+        if (n != want && n != want + r->S) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%d values; the table's rows have %d (or %d with the optimizer state)", n - 2, r->V,
+                     r->V + r->S);
+            rd_die(r, msg);
+        }
+        h->show = buf[0];
+        h->click = buf[1];
+        r->has_state = n == want + r->S && r->S > 0;
+        return 1;
+    }
+    if (r->i >= r->n) return 0;
+    int64_t k;
+    if (fread(&k, 8, 1, r->fk) != 1) rd_die(r, "truncated keys");
+    h->key = (uint64_t)k;
+    if (r->fmt == FMT_NPY) {
+        if (fread(v, sizeof(float), (size_t)r->V, r->fv) != (size_t)r->V) rd_die(r, "truncated values");
+        float cnt[2] = { 0, 0 };
+        if (r->fc && fread(cnt, sizeof cnt, 1, r->fc) != 1) rd_die(r, "truncated counters");
+        h->show = cnt[0];
+        h->click = cnt[1];
+        if (r->fs && fread(v + r->V, sizeof(float), (size_t)r->S, r->fs) != (size_t)r->S) rd_die(r, "truncated state");
+    } else {
+        if (r->has_w) v[0] = 0;
+        if (fread(v + r->has_w, sizeof(float), (size_t)r->dim, r->fv) != (size_t)r->dim) rd_die(r, "truncated vectors");
+    }
+    r->i++;
+    return 1;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "from", required_argument, 0, 'f' }, { "table", required_argument, 0, 'n' },
+        { "dim", required_argument, 0, 'd' }, { "w", required_argument, 0, 'w' },
+        { "opt", required_argument, 0, 'o' }, { 0, 0, 0, 0 },
+    };
+    const char *from = NULL, *optname = "adam";
+    int tb = 0, dim = 0, has_w = -1, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'f') from = optarg;
+        else if (c == 'n') tb = table_arg(optarg);
+        else if (c == 'd') dim = atoi(optarg);
+        else if (c == 'w') has_w = atoi(optarg) != 0;
+        else if (c == 'o') optname = optarg;
+        else die("import: see ctrbox-table --help");
+    }
+    if (!from || argc - optind != 2) die("import: want --from text|npy|hugectr IN DIR");
+    const char *in = argv[optind], *dir = argv[optind + 1];
+    tfmt fmt = fmt_of("import", from);
+    char err[1024];
+    tsrc s = { 0 };
+    char idx[4200];
+    snprintf(idx, sizeof idx, "%s/index", dir);
+    tdesc d;
+    sparse_opt opt;
+    if (access(idx, F_OK) == 0) {   /* extend a folder: its layout rules */
+        memset(&s, 0, sizeof s);
+        if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
+        if (tb >= s.n) die("import: %s has %d table(s)", dir, s.n);
+        d = s.d[tb];
+        if (dim && dim != d.dim) die("import: --dim %d, but %s's table %d has dim %d", dim, dir, tb, d.dim);
+    } else {
+        if (dim <= 0 || dim > 65536) die("import: %s is not a table folder; give --dim (and --w, --opt) to create one", dir);
+        int k = sparse_opt_from_name(optname);
+        if (k < 0) die("--opt %s: want adam, adagrad, rowwise_adagrad, sgd or ftrl", optname);
+        emb_table_config tc = { dim, has_w > 0, { 0 }, 0.01f, 0, 1, 0, 0 };
+        sparse_opt_default(&tc.opt, (sparse_opt_kind)k);
+        emb_table *t = emb_table_create(&tc);
+        d = (tdesc){ dim, has_w > 0, emb_table_state_floats(t), k, emb_table_row_bytes(t) };
+        emb_table_destroy(t);
+        tb = 0;
+    }
+    sparse_opt_default(&opt, (sparse_opt_kind)d.opt);
+    reader r = { .fmt = fmt, .in = in, .V = tdesc_values(&d), .S = d.state, .dim = d.dim, .has_w = d.has_w };
+    emb_row_head *h = xaligned_alloc(8, d.row_bytes);
+    /* first pass: validate everything; nothing is written before the input is known good */
+    reader_open(&r);
+    uint64_t n = 0;
+    while (reader_next(&r, h)) n++;
+    reader_close(&r);
+    if (!s.tier) {   /* create the folder only now */
+        char layout[256];
+        snprintf(layout, sizeof layout, "import;t0:dim=%d,w=%d,opt=%s,state=%d", d.dim, d.has_w,
+                 sparse_opt_name((sparse_opt_kind)d.opt), d.state);
+        memset(&s, 0, sizeof s);
+        if (emb_tier_open(&s.tier, dir, 1, &d.row_bytes, layout, 0, 64u << 20, err, sizeof err) < 0) die("%s", err);
+    }
+    /* second pass: commits of up to a million rows; keys already there are replaced */
+    r = (reader){ .fmt = fmt, .in = in, .V = tdesc_values(&d), .S = d.state, .dim = d.dim, .has_w = d.has_w };
+    reader_open(&r);
+    enum { CHUNK = 1 << 20 };
+    uint8_t *recs = xmalloc((size_t)CHUNK * d.row_bytes);
+    uint64_t *keys = xmalloc(CHUNK * sizeof *keys), *aux = xmalloc(CHUNK * sizeof *aux), done = 0, replaced = 0;
+    for (;;) {
+        size_t m = 0;
+        while (m < CHUNK && reader_next(&r, (emb_row_head *)(recs + m * d.row_bytes))) {
+            emb_row_head *e = (emb_row_head *)(recs + m * d.row_bytes);
+            if (!r.has_state) sparse_optim_init_state(&opt, (float *)(e + 1) + r.V, r.V);
+            keys[m++] = e->key;
+        }
+        if (m == 0) break;
+        if (emb_tier_lookup(s.tier, tb, keys, m, aux, err, sizeof err) < 0) die("%s", err);
+        emb_tier_batch *b = emb_tier_begin(s.tier);
+        for (size_t i = 0; i < m; i++) {
+            emb_row_head *e = (emb_row_head *)(recs + i * d.row_bytes);
+            e->aux = aux[i];
+            replaced += aux[i] != 0;
+            emb_tier_put(b, tb, e);
+        }
+        done += m;
+        if (emb_tier_commit(b, NULL, 0, err, sizeof err) < 0) die("%s", err);   /* a trainer's catalog stays */
+    }
+    reader_close(&r);
+    fprintf(stderr, "imported %llu rows into table %d of %s (%llu replaced)\n", (unsigned long long)done, tb, dir,
+            (unsigned long long)replaced);
+    free(recs), free(keys), free(aux), free(h);
+    tsrc_close(&s);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    argv[1] = argv[0];
+    argc--, argv++;
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
+    if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+    if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
+    fprintf(stderr, "ctrbox-table: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
