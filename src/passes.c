@@ -321,7 +321,7 @@ typedef struct pass_state {
     writer wr;
     uint64_t budget;          /* bytes of rows in memory (with a tier) */
     /* statistics of the current pass */
-    uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read;
+    uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read, rows_written, bytes_written;
     double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
     emb_tier_stats st0;
     /* where the run stands (the catalog) */
@@ -790,7 +790,10 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
             emb_table *e = model_table(t->m, tb);
             for (size_t r = 0; r < emb_table_rows(e); r++) {
                 emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                if (h->last_pass == t->pass) emb_tier_put(b, tb, h);
+                if (h->last_pass != t->pass) continue;
+                emb_tier_put(b, tb, h);
+                ps->rows_written++;
+                ps->bytes_written += (ps->row_bytes[tb] + 8 + 511) / 512 * 512;
             }
         }
     if (shrunk && shrink(t, b, shrunk) < 0) {
@@ -828,11 +831,8 @@ static double writer_secs(pass_state *ps)
 static void pass_report(trainer *t, pass_data *p, double t_train)
 {
     pass_state *ps = t->ps;
-    emb_tier_stats st = ps->tier ? emb_tier_get_stats(ps->tier) : (emb_tier_stats){ 0 };
     uint64_t rr = ps->rows_read, br = ps->bytes_read;
-    uint64_t rw = st.rows_written - ps->st0.rows_written, bw = st.bytes_written - ps->st0.bytes_written;
-    ps->st0.rows_written = st.rows_written;
-    ps->st0.bytes_written = st.bytes_written;
+    uint64_t rw = ps->rows_written, bw = ps->bytes_written;   /* this pass's commit */
     double k = ps->keys ? (double)ps->keys : 1;
     uint64_t resident = 0;
     for (int i = 0; i < ps->n_tables; i++) resident += emb_table_rows(model_table(t->m, i));
@@ -858,6 +858,7 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
                 (double)rss_bytes() / 1048576.0);
     ps->keys = ps->mem_hits = ps->ssd_hits = ps->new_keys = ps->evicted = ps->rows_read = ps->bytes_read = 0;
+    ps->rows_written = ps->bytes_written = 0;
     ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
 }
 
