@@ -124,3 +124,29 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
     free(run_ok("$B/ctrbox-table export t --to text after.txt"));
     same("before.txt", "after.txt");
 }
+
+/* delta: the rows a pass changed, applied to the table as it was before that pass, give the
+ * table after it; shrink deletes by the accessor's rules in one commit and is idempotent. */
+Test(tabletool, delta_and_shrink)
+{
+    char *o = run_ok("$B/ctrbox-data gen --rows 6000 --seed 4 --keys 0.002 --out tr.tsv && head -4000 tr.tsv > tr4.tsv && "
+                     "A='--model deepfm --format criteo --epochs 1 --pass-rows 2000 --dim 4 --hidden 8 --threads 1 --quiet "
+                     "--cache-mb 0.05' && $B/ctrbox train $A --train tr4.tsv --out ma --table-dir ta && "
+                     "$B/ctrbox train $A --train tr.tsv --out mb --table-dir tb && "
+                     "$B/ctrbox-table delta tb --since 2 d.txt && $B/ctrbox-table import --from text d.txt ta && "
+                     "$B/ctrbox-table export ta --to text a.txt --with-optimizer && "
+                     "$B/ctrbox-table export tb --to text b.txt --with-optimizer && sort a.txt > as.txt && sort b.txt > bs.txt && "
+                     "test $(wc -l < d.txt) -gt 0 && test $(wc -l < d.txt) -lt $(wc -l < b.txt)");   /* a part of it */
+    free(o);
+    same("as.txt", "bs.txt");
+    o = run_ok("$B/ctrbox-table shrink tb --unseen 1 && $B/ctrbox-table shrink tb --unseen 1 && "
+               "$B/ctrbox-table inspect tb --json | grep '\"rows\"'");
+    unsigned long long del = 0, kept = 0, del2 = 9, kept2 = 0, rows = 0;
+    cr_assert_eq(sscanf(o, "shrink tb at pass 3: %llu keys deleted, %llu kept\nshrink tb at pass 3: %llu keys deleted, %llu kept\n"
+                           "   \"rows\": %llu", &del, &kept, &del2, &kept2, &rows), 5, "%s", o);
+    cr_assert_gt(del, 0);
+    cr_assert_eq(del2, 0);
+    cr_assert_eq(kept, kept2);
+    cr_assert_eq(rows, kept);
+    free(o);
+}

@@ -4,6 +4,8 @@
  *   inspect DIR [--json]                       tables, sizes, counter histograms, frequent keys, pass
  *   export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]
  *   import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME]
+ *   delta DIR --since PASS OUT                 the rows changed after PASS (text, with optimizer state)
+ *   shrink DIR [--threshold S] [--unseen N] ... delete keys by the CTR accessor's rules, one commit
  * Table folders are read in one sequential pass over their slot files and written in commits of
  * a million rows, so memory stays bounded (about 20 MB plus the folder's slot bitmap, one bit per
  * slot) whatever the table's size; a model file's tables are loaded whole (they were trained in
@@ -31,6 +33,8 @@ static void usage(FILE *f)
                "  inspect DIR [--json]\n"
                "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]\n"
                "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
+               "  delta DIR --since PASS OUT      rows changed after PASS, as a text file import applies\n"
+               "  shrink DIR [--threshold S] [--unseen N] [--nonclk-coeff 0.1] [--clk-coeff 1] [--decay R] [--pass P]\n"
                "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir).\n");
 }
 
@@ -321,13 +325,16 @@ typedef struct {
     tfmt fmt;
     int with_opt, V, S, dim, has_w;
     FILE *a, *b, *c, *d;    /* text: a; npy: keys, values, counters, state; hugectr: key, emb_vector */
-    uint64_t rows;
+    uint64_t rows, seen;
+    long long since;        /* only rows last seen after this pass (-1: all) */
 } exporter;
 
 static int export_row(void *ctx, const emb_row_head *h)
 {
     exporter *x = ctx;
     const float *v = (const float *)(h + 1), *st = v + x->V;
+    x->seen++;
+    if (x->since >= 0 && (long long)h->last_pass <= x->since) return 0;
     x->rows++;
     if (x->fmt == FMT_TEXT) {
         fprintf(x->a, "%llu\t%.9g\t%.9g", (unsigned long long)h->key, h->show, h->click);
@@ -375,21 +382,30 @@ static int table_arg(const char *s)
     return (int)v;
 }
 
-static int cmd_export(int argc, char **argv)
+/* export, and delta (export --since PASS --to text --with-optimizer: an update file import applies) */
+static int cmd_export(int argc, char **argv, int delta)
 {
     static const struct option opts[] = {
         { "to", required_argument, 0, 't' }, { "with-optimizer", no_argument, 0, 'o' },
-        { "table", required_argument, 0, 'n' }, { 0, 0, 0, 0 },
+        { "table", required_argument, 0, 'n' }, { "since", required_argument, 0, 's' }, { 0, 0, 0, 0 },
     };
-    const char *to = NULL;
-    int with_opt = 0, tb = 0, c;
+    const char *to = delta ? "text" : NULL;
+    int with_opt = delta, tb = 0, c;
+    long long since = -1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 't') to = optarg;
         else if (c == 'o') with_opt = 1;
         else if (c == 'n') tb = table_arg(optarg);
-        else die("export: see ctrbox-table --help");
+        else if (c == 's') {
+            char *end;
+            since = strtoll(optarg, &end, 10);
+            if (*end || end == optarg || since < 0) die("--since %s: want a pass number", optarg);
+        }
+        else die("%s: see ctrbox-table --help", delta ? "delta" : "export");
     }
+    if (delta && since < 0) die("delta: want DIR --since PASS OUT");
     if (!to || argc - optind != 2) die("export: want DIR --to text|npy|hugectr OUT");
+    if (since >= 0 && !strcmp(to, "npy")) die("--since: with text or hugectr output (npy needs the row count first)");
     const char *dir = argv[optind], *out = argv[optind + 1];
     tfmt fmt = fmt_of("export", to);
     if (fmt == FMT_HUGECTR && with_opt) die("export --to hugectr: HugeCTR's sparse model holds no optimizer state");
@@ -398,7 +414,7 @@ static int cmd_export(int argc, char **argv)
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("export: %s has %d table(s)", dir, s.n);
     tdesc *d = &s.d[tb];
-    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, 0 };
+    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, 0, 0, since };
     uint64_t n = tsrc_rows(&s, tb);
     durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 };
     if (fmt == FMT_TEXT) {
@@ -429,7 +445,7 @@ static int cmd_export(int argc, char **argv)
         if (fd.f) durable_abort(&fd);
         die("%s", err);
     }
-    if (x.rows != n) die("export: %s: %llu rows read, the index counts %llu", dir, (unsigned long long)x.rows, (unsigned long long)n);
+    if (x.seen != n) die("export: %s: %llu rows read, the index counts %llu", dir, (unsigned long long)x.seen, (unsigned long long)n);
     commit_out(&fa), commit_out(&fb), commit_out(&fc), commit_out(&fd);
     fprintf(stderr, "exported %llu rows of table %d (dim %d) to %s\n", (unsigned long long)x.rows, tb, d->dim, out);
     tsrc_close(&s);
@@ -699,6 +715,91 @@ static int cmd_import(int argc, char **argv)
     return 0;
 }
 
+/* ---- shrink: the CTR accessor's delete rules, offline ---- */
+
+typedef struct {
+    emb_tier_batch *b;
+    int tb;
+    double threshold, nonclk, clk, decay;
+    long long unseen, pass;
+    uint64_t deleted, kept;
+} shrinker;
+
+static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
+{
+    shrinker *s = ctx;
+    double f = s->decay > 0 && s->decay < 1 && s->pass > last_pass ? pow(s->decay, (double)(s->pass - last_pass)) : 1;
+    double sh = show * f, cl = click * f;
+    int doomed = (s->unseen > 0 && s->pass - (long long)last_pass > s->unseen) ||
+                 (s->threshold >= 0 && (sh - cl) * s->nonclk + cl * s->clk < s->threshold);
+    if (doomed) {
+        emb_tier_del(s->b, s->tb, key, slot + 1);
+        s->deleted++;
+    } else {
+        s->kept++;
+    }
+    return 0;
+}
+
+static double num(const char *name, const char *arg)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (*end || end == arg || !(v >= 0)) die("--%s %s: want a non-negative number", name, arg);
+    return v;
+}
+
+static int cmd_shrink(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "threshold", required_argument, 0, 't' }, { "unseen", required_argument, 0, 'u' },
+        { "nonclk-coeff", required_argument, 0, 'n' }, { "clk-coeff", required_argument, 0, 'c' },
+        { "decay", required_argument, 0, 'd' }, { "pass", required_argument, 0, 'p' }, { 0, 0, 0, 0 },
+    };
+    shrinker sk = { NULL, 0, -1, 0.1, 1, 0, 0, -1, 0, 0 };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 't') sk.threshold = num("threshold", optarg);
+        else if (c == 'u') sk.unseen = (long long)num("unseen", optarg);
+        else if (c == 'n') sk.nonclk = num("nonclk-coeff", optarg);
+        else if (c == 'c') sk.clk = num("clk-coeff", optarg);
+        else if (c == 'd') sk.decay = num("decay", optarg);
+        else if (c == 'p') sk.pass = (long long)num("pass", optarg);
+        else die("shrink: see ctrbox-table --help");
+    }
+    if (argc - optind != 1) die("shrink: want DIR [--threshold S] [--unseen N] ...");
+    if (sk.threshold < 0 && sk.unseen <= 0) die("shrink: give --threshold S and/or --unseen N");
+    const char *dir = argv[optind];
+    char err[1024];
+    tsrc s = { 0 };
+    if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
+    if (sk.pass < 0) {   /* the last committed pass */
+        void *blob;
+        size_t len;
+        if (emb_tier_catalog(s.tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
+        uint32_t p = 0;
+        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) memcpy(&p, (char *)blob + 12, 4);
+        else if (sk.unseen > 0 || sk.decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
+        free(blob);
+        sk.pass = p;
+    }
+    /* one commit for all tables: the folder changes all at once or not at all */
+    emb_tier_batch *b = emb_tier_begin(s.tier);
+    sk.b = b;
+    for (int tb = 0; tb < s.n; tb++) {
+        sk.tb = tb;
+        if (emb_tier_scan(s.tier, tb, shrink_key, &sk, err, sizeof err) < 0) {
+            emb_tier_abort(b);
+            die("%s", err);
+        }
+    }
+    if (emb_tier_commit(b, NULL, 0, err, sizeof err) < 0) die("%s", err);
+    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk.pass, (unsigned long long)sk.deleted,
+           (unsigned long long)sk.kept);
+    tsrc_close(&s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -709,7 +810,9 @@ int main(int argc, char **argv)
     argv[1] = argv[0];
     argc--, argv++;
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
-    if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+    if (!strcmp(cmd, "export")) return cmd_export(argc, argv, 0);
+    if (!strcmp(cmd, "delta")) return cmd_export(argc, argv, 1);
+    if (!strcmp(cmd, "shrink")) return cmd_shrink(argc, argv);
     if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
     fprintf(stderr, "ctrbox-table: unknown command '%s'\n", cmd);
     usage(stderr);
