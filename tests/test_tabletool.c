@@ -126,8 +126,9 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
 }
 
 /* delta: the rows a pass changed, applied to the table as it was before that pass, give the
- * table after it; shrink deletes by the accessor's rules in one commit and is idempotent. */
-Test(tabletool, delta_and_shrink)
+ * table after it; merge keeps the newer rows; shrink deletes by the accessor's rules in one commit
+ * and is idempotent. */
+Test(tabletool, delta_merge_and_shrink)
 {
     char *o = run_ok("$B/ctrbox-data gen --rows 6000 --seed 4 --keys 0.002 --out tr.tsv && head -4000 tr.tsv > tr4.tsv && "
                      "A='--model deepfm --format criteo --epochs 1 --pass-rows 2000 --dim 4 --hidden 8 --threads 1 --quiet "
@@ -139,6 +140,19 @@ Test(tabletool, delta_and_shrink)
                      "test $(wc -l < d.txt) -gt 0 && test $(wc -l < d.txt) -lt $(wc -l < b.txt)");   /* a part of it */
     free(o);
     same("as.txt", "bs.txt");
+    /* merge: ta (before pass 3, with the delta applied) and tb agree; merging the pass-2 table of
+     * a fresh run with tb in either order gives tb, since tb's rows are as new or newer */
+    free(run_ok("A='--model deepfm --format criteo --epochs 1 --pass-rows 2000 --dim 4 --hidden 8 --threads 1 --quiet "
+                "--cache-mb 0.05' && $B/ctrbox train $A --train tr4.tsv --out mc --table-dir tc && "
+                "$B/ctrbox-table merge tc tb g1 && $B/ctrbox-table merge tb tc g2 && "
+                "$B/ctrbox-table export g1 --to text g1.txt --with-optimizer && sort g1.txt > g1s.txt && "
+                "$B/ctrbox-table export g2 --to text g2.txt --with-optimizer && sort g2.txt > g2s.txt"));
+    same("bs.txt", "g1s.txt");
+    same("bs.txt", "g2s.txt");
+    char *e;
+    cr_assert_eq(th_run(&e, "$B/ctrbox-table merge tc tb g1"), 1);
+    cr_assert(strstr(e, "already holds a table folder"), "%s", e);
+    free(e);
     o = run_ok("$B/ctrbox-table shrink tb --unseen 1 && $B/ctrbox-table shrink tb --unseen 1 && "
                "$B/ctrbox-table inspect tb --json | grep '\"rows\"'");
     unsigned long long del = 0, kept = 0, del2 = 9, kept2 = 0, rows = 0;

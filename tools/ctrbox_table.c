@@ -6,6 +6,7 @@
  *   import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME]
  *   delta DIR --since PASS OUT                 the rows changed after PASS (text, with optimizer state)
  *   shrink DIR [--threshold S] [--unseen N] ... delete keys by the CTR accessor's rules, one commit
+ *   merge A B OUT [--by pass|show]             union of two table folders (newer pass, or more shows, wins)
  * Table folders are read in one sequential pass over their slot files and written in commits of
  * a million rows, so memory stays bounded (about 20 MB plus the folder's slot bitmap, one bit per
  * slot) whatever the table's size; a model file's tables are loaded whole (they were trained in
@@ -34,6 +35,7 @@ static void usage(FILE *f)
                "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]\n"
                "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
                "  delta DIR --since PASS OUT      rows changed after PASS, as a text file import applies\n"
+               "  merge A B OUT [--by pass|show]  union of two table folders; for a key in both the newer pass wins\n"
                "  shrink DIR [--threshold S] [--unseen N] [--nonclk-coeff 0.1] [--clk-coeff 1] [--decay R] [--pass P]\n"
                "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir).\n");
 }
@@ -715,6 +717,104 @@ static int cmd_import(int argc, char **argv)
     return 0;
 }
 
+/* ---- merge: the union of two table folders ---- */
+
+enum { MCHUNK = 65536 };
+
+typedef struct {
+    emb_tier *out;
+    int tb, by_show, phase;   /* phase 0: copy A; 1: B against what A left */
+    size_t rb, n;
+    uint8_t *rec, *have;      /* MCHUNK rows; the rows OUT holds for their keys */
+    uint64_t *keys, *aux;
+    uint64_t copied, replaced, added;
+    char err[1024];
+    int failed;
+} merger;
+
+static void merge_flush(merger *g)
+{
+    if (g->n == 0 || g->failed) return;
+    if (g->phase == 1 && emb_tier_fetch(g->out, g->tb, g->keys, g->n, g->have, g->aux, g->err, sizeof g->err) < 0) {
+        g->failed = 1;
+        return;
+    }
+    emb_tier_batch *b = emb_tier_begin(g->out);
+    for (size_t i = 0; i < g->n; i++) {
+        emb_row_head *h = (emb_row_head *)(g->rec + i * g->rb);
+        h->aux = 0;
+        if (g->phase == 1 && g->aux[i]) {   /* in both: the newer pass wins (or more shows); A on a tie */
+            const emb_row_head *a = (const emb_row_head *)(g->have + i * g->rb);
+            int newer = g->by_show ? h->show > a->show : h->last_pass > a->last_pass;
+            if (!newer) continue;
+            h->aux = g->aux[i];
+            g->replaced++;
+        } else if (g->phase == 1) {
+            g->added++;
+        } else {
+            g->copied++;
+        }
+        emb_tier_put(b, g->tb, h);
+    }
+    if (emb_tier_commit(b, NULL, 0, g->err, sizeof g->err) < 0) g->failed = 1;
+    g->n = 0;
+}
+
+static int merge_row(void *ctx, const emb_row_head *h)
+{
+    merger *g = ctx;
+    memcpy(g->rec + g->n * g->rb, h, g->rb);
+    g->keys[g->n++] = h->key;
+    if (g->n == MCHUNK) merge_flush(g);
+    return g->failed;
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    static const struct option opts[] = { { "by", required_argument, 0, 'b' }, { 0, 0, 0, 0 } };
+    int by_show = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'b' && (!strcmp(optarg, "pass") || !strcmp(optarg, "show"))) by_show = !strcmp(optarg, "show");
+        else die("merge: want A B OUT [--by pass|show]");
+    }
+    if (argc - optind != 3) die("merge: want A B OUT [--by pass|show]");
+    const char *da = argv[optind], *db = argv[optind + 1], *dout = argv[optind + 2];
+    char err[1024], idx[4200];
+    tsrc a = { 0 }, b = { 0 }, o = { 0 };
+    if (open_folder(&a, da, 1, err, sizeof err) < 0 || open_folder(&b, db, 1, err, sizeof err) < 0) die("%s", err);
+    if (a.n != b.n) die("merge: %s has %d tables, %s %d", da, a.n, db, b.n);
+    for (int i = 0; i < a.n; i++)
+        if (memcmp(&a.d[i], &b.d[i], sizeof a.d[i]))
+            die("merge: table %d differs (dim %d / %d, optimizer %s / %s)", i, a.d[i].dim, b.d[i].dim,
+                sparse_opt_name((sparse_opt_kind)a.d[i].opt), sparse_opt_name((sparse_opt_kind)b.d[i].opt));
+    snprintf(idx, sizeof idx, "%s/index", dout);
+    if (access(idx, F_OK) == 0) die("merge: %s already holds a table folder; give a new one", dout);
+    size_t *rb = xcalloc((size_t)a.n, sizeof *rb);
+    for (int i = 0; i < a.n; i++) rb[i] = a.d[i].row_bytes;
+    if (emb_tier_open(&o.tier, dout, a.n, rb, emb_tier_layout(a.tier), 0, 64u << 20, err, sizeof err) < 0) die("%s", err);
+    merger g = { .out = o.tier, .by_show = by_show };
+    for (int tb = 0; tb < a.n; tb++) {
+        g.tb = tb;
+        g.rb = rb[tb];
+        g.rec = xmalloc(MCHUNK * g.rb);
+        g.have = xmalloc(MCHUNK * g.rb);
+        g.keys = xmalloc(MCHUNK * sizeof *g.keys);
+        g.aux = xmalloc(MCHUNK * sizeof *g.aux);
+        for (g.phase = 0; g.phase < 2; g.phase++) {
+            if (emb_tier_scan_rows(g.phase ? b.tier : a.tier, tb, (emb_tier_row_fn)merge_row, &g, err, sizeof err) < 0)
+                die("%s", err);
+            merge_flush(&g);
+            if (g.failed) die("%s", g.err);
+        }
+        free(g.rec), free(g.have), free(g.keys), free(g.aux);
+    }
+    printf("merged %s and %s into %s: %llu rows of A, %llu added and %llu replaced from B\n", da, db, dout,
+           (unsigned long long)g.copied, (unsigned long long)g.added, (unsigned long long)g.replaced);
+    free(rb);
+    tsrc_close(&a), tsrc_close(&b), tsrc_close(&o);
+    return 0;
+}
+
 /* ---- shrink: the CTR accessor's delete rules, offline ---- */
 
 typedef struct {
@@ -813,6 +913,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv, 0);
     if (!strcmp(cmd, "delta")) return cmd_export(argc, argv, 1);
     if (!strcmp(cmd, "shrink")) return cmd_shrink(argc, argv);
+    if (!strcmp(cmd, "merge")) return cmd_merge(argc, argv);
     if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
     fprintf(stderr, "ctrbox-table: unknown command '%s'\n", cmd);
     usage(stderr);
