@@ -314,21 +314,18 @@ void emb_table_remove(emb_table *t, uint32_t row)
     t->rows--;
 }
 
-#define PENDING_MAGIC "CTRBXPND"
-
-int emb_table_save_pending(const emb_table *t, void *file)
+/* The keys waiting for admission (not admitted since), as u64 count then entries, into the
+ * running checksum; then the checksum. Shared by the table section and the pending blob. */
+static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st)
 {
-    FILE *f = file;
     uint64_t np = 0;
     for (size_t i = 0; i < t->pend_cap; i++)
-        if (t->pend[i].show != 0 && t->pend[i].click >= 0) np++;
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
+        if (t->pend[i].show != 0 && emb_table_find(t, t->pend[i].key) < 0) np++;
     XXH64_update(st, &np, sizeof np);
-    int ok = fwrite(PENDING_MAGIC, 1, 8, f) == 8 && fwrite(&np, sizeof np, 1, f) == 1;
+    int ok = fwrite(&np, sizeof np, 1, f) == 1;
     for (size_t i = 0; ok && i < t->pend_cap; i++) {
         const pending *p = &t->pend[i];
-        if (p->show == 0) continue;
+        if (p->show == 0 || emb_table_find(t, p->key) >= 0) continue;
         XXH64_update(st, p, sizeof *p);
         ok = fwrite(p, sizeof *p, 1, f) == 1;
     }
@@ -338,28 +335,30 @@ int emb_table_save_pending(const emb_table *t, void *file)
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
-int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
+/* Read what put_pending_and_sum wrote (what names the section in errors), checking the sum. */
+static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, const char *what, char *err, size_t errlen)
 {
-    FILE *f = file;
-    char magic[8];
-    uint64_t np;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, PENDING_MAGIC, 8) != 0 || fread(&np, sizeof np, 1, f) != 1) {
-        snprintf(err, errlen, "pending keys: bad magic or truncated");
-        return -EBADMSG;
-    }
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    XXH64_update(st, &np, sizeof np);
+    uint64_t np = 0;
     int ret = 0;
-    for (uint64_t i = 0; i < np; i++) {
+    if (fread(&np, sizeof np, 1, f) != 1) {
+        snprintf(err, errlen, "%s: truncated before the pending keys", what);
+        ret = -EBADMSG;
+    }
+    if (!ret) XXH64_update(st, &np, sizeof np);
+    for (uint64_t i = 0; !ret && i < np; i++) {
         pending p;
-        if (fread(&p, sizeof p, 1, f) != 1 || !(p.show > 0)) {
-            snprintf(err, errlen, "pending keys: truncated or bad at entry %llu of %llu", (unsigned long long)i,
+        if (fread(&p, sizeof p, 1, f) != 1) {
+            snprintf(err, errlen, "%s: truncated at pending key %llu of %llu", what, (unsigned long long)i,
                      (unsigned long long)np);
             ret = -EBADMSG;
             break;
         }
         XXH64_update(st, &p, sizeof p);
+        if (!(p.show > 0)) {
+            snprintf(err, errlen, "%s: pending key %llu has no shows", what, (unsigned long long)i);
+            ret = -EBADMSG;
+            break;
+        }
         pending *q = pend_find(t, p.key);
         if (!q) q = pend_add(t, p.key);
         q->show = p.show;
@@ -368,10 +367,37 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
     uint64_t want = XXH64_digest(st), got;
     XXH64_freeState(st);
     if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
-        snprintf(err, errlen, "pending keys: checksum mismatch");
+        snprintf(err, errlen, "%s: checksum mismatch", what);
         ret = -EBADMSG;
     }
     return ret;
+}
+
+#define PENDING_MAGIC "CTRBXPND"
+
+int emb_table_save_pending(const emb_table *t, void *file)
+{
+    FILE *f = file;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    if (fwrite(PENDING_MAGIC, 1, 8, f) != 8) {
+        XXH64_freeState(st);
+        return -(errno ? errno : EIO);
+    }
+    return put_pending_and_sum(t, f, st);
+}
+
+int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    char magic[8];
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, PENDING_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "pending keys: bad magic or truncated");
+        return -EBADMSG;
+    }
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    return get_pending_and_sum(t, f, st, "pending keys", err, errlen);
 }
 
 void emb_table_trim(emb_table *t)
@@ -422,21 +448,11 @@ int emb_table_save(const emb_table *t, void *file)
     free(buf);
     /* keys still waiting for admission: their counters, so a reloaded table admits them at the
      * same show as one that never stopped */
-    uint64_t np = 0;
-    for (size_t i = 0; i < t->pend_cap; i++)
-        if (t->pend[i].show != 0 && emb_table_find(t, t->pend[i].key) < 0) np++;
-    XXH64_update(st, &np, sizeof np);
-    ok = ok && fwrite(&np, sizeof np, 1, f) == 1;
-    for (size_t i = 0; ok && i < t->pend_cap; i++) {
-        const pending *p = &t->pend[i];
-        if (p->show == 0 || emb_table_find(t, p->key) >= 0) continue;
-        XXH64_update(st, p, sizeof *p);
-        ok = fwrite(p, sizeof *p, 1, f) == 1;
+    if (!ok) {
+        XXH64_freeState(st);
+        return -(errno ? errno : EIO);
     }
-    uint64_t h = XXH64_digest(st);
-    XXH64_freeState(st);
-    ok = ok && fwrite(&h, 8, 1, f) == 1;
-    return ok ? 0 : -(errno ? errno : EIO);
+    return put_pending_and_sum(t, f, st);
 }
 
 int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
@@ -476,36 +492,9 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         emb_table_insert_record(t, buf, 0);
     }
     free(buf);
-    uint64_t np = 0;
-    if (!ret && fread(&np, sizeof np, 1, f) != 1) {
-        snprintf(err, errlen, "sparse table: truncated before the pending keys");
-        ret = -EBADMSG;
+    if (ret) {
+        XXH64_freeState(st);
+        return ret;
     }
-    if (!ret) XXH64_update(st, &np, sizeof np);
-    for (uint64_t i = 0; !ret && i < np; i++) {
-        pending p;
-        if (fread(&p, sizeof p, 1, f) != 1) {
-            snprintf(err, errlen, "sparse table: truncated at pending key %llu of %llu", (unsigned long long)i,
-                     (unsigned long long)np);
-            ret = -EBADMSG;
-            break;
-        }
-        XXH64_update(st, &p, sizeof p);
-        if (!(p.show > 0)) {
-            snprintf(err, errlen, "sparse table: pending key %llu has no shows", (unsigned long long)i);
-            ret = -EBADMSG;
-            break;
-        }
-        pending *q = pend_find(t, p.key);
-        if (!q) q = pend_add(t, p.key);
-        q->show = p.show;
-        q->click = p.click;
-    }
-    uint64_t want = XXH64_digest(st), got;
-    XXH64_freeState(st);
-    if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
-        snprintf(err, errlen, "sparse table: checksum mismatch");
-        ret = -EBADMSG;
-    }
-    return ret;
+    return get_pending_and_sum(t, f, st, "sparse table", err, errlen);
 }
