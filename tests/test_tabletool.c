@@ -164,3 +164,30 @@ Test(tabletool, delta_merge_and_shrink)
     cr_assert_eq(rows, kept);
     free(o);
 }
+
+/* convert: quantized rows of the expected size, with errors within each type's precision. */
+Test(tabletool, convert_quantizes_within_bounds)
+{
+    trained_folder();
+    const char *types[] = { "fp16", "bf16", "int8" };
+    double bound[] = { 1e-3, 1e-2, 1e-2 };
+    for (int i = 0; i < 3; i++) {
+        char *o;
+        int rc = th_run(&o, "$B/ctrbox-table convert t --dtype %s q.%s && stat -c %%s q.%s", types[i], types[i], types[i]);
+        cr_assert_eq(rc, 0, "%s", o);
+        unsigned long long rows = 0, size = 0;
+        int vals = 0;
+        double maxe = 1, meane = 1;
+        const char *e = strstr(o, "largest error");
+        cr_assert(e, "%s", o);
+        cr_assert_eq(sscanf(o, "converted %llu rows (%d values each)", &rows, &vals), 2, "%s", o);
+        cr_assert_eq(sscanf(e, "largest error %lf, mean error %lf\n%llu", &maxe, &meane, &size), 3, "%s", o);
+        free(o);
+        cr_assert_eq(vals, 5);
+        cr_assert_gt(rows, 0);
+        unsigned long long per = i < 2 ? 8 + 2 * 5 : 8 + 4 + 5;
+        cr_assert_eq(size, 32 + rows * per + 8, "%s: %llu bytes", types[i], size);
+        cr_assert_lt(maxe, bound[i], "%s: largest error %g", types[i], maxe);
+        cr_assert_leq(meane, maxe);
+    }
+}

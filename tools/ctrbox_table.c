@@ -7,6 +7,7 @@
  *   delta DIR --since PASS OUT                 the rows changed after PASS (text, with optimizer state)
  *   shrink DIR [--threshold S] [--unseen N] ... delete keys by the CTR accessor's rules, one commit
  *   merge A B OUT [--by pass|show]             union of two table folders (newer pass, or more shows, wins)
+ *   convert DIR --dtype fp16|bf16|int8 OUT     quantized rows for serving, with the largest and mean error
  * Table folders are read in one sequential pass over their slot files and written in commits of
  * a million rows, so memory stays bounded (about 20 MB plus the folder's slot bitmap, one bit per
  * slot) whatever the table's size; a model file's tables are loaded whole (they were trained in
@@ -22,6 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
@@ -36,6 +39,7 @@ static void usage(FILE *f)
                "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
                "  delta DIR --since PASS OUT      rows changed after PASS, as a text file import applies\n"
                "  merge A B OUT [--by pass|show]  union of two table folders; for a key in both the newer pass wins\n"
+               "  convert DIR --dtype fp16|bf16|int8 OUT   rows for serving (no optimizer state; int8: a scale per row)\n"
                "  shrink DIR [--threshold S] [--unseen N] [--nonclk-coeff 0.1] [--clk-coeff 1] [--decay R] [--pass P]\n"
                "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir).\n");
 }
@@ -717,6 +721,132 @@ static int cmd_import(int argc, char **argv)
     return 0;
 }
 
+/* ---- convert: rows for serving, quantized ---- *
+ * File: "CTRBXQRW", u32 version 1, u32 dtype (1 fp16, 2 bf16, 3 int8), u64 rows, u32 values per
+ * row (first-order weight, then the embedding), u32 reserved; per row: u64 key, for int8 an f32
+ * scale, then the values (2 bytes each, or 1); last, the XXH64 of everything before it. */
+
+enum { DT_FP16 = 1, DT_BF16 = 2, DT_INT8 = 3 };
+
+typedef struct {
+    FILE *f;
+    XXH64_state_t *st;
+    int dtype, V;
+    uint64_t rows;
+    double max_err, sum_err, n_vals;
+} converter;
+
+static void put_sum(converter *c, const void *p, size_t n)
+{
+    fwrite(p, 1, n, c->f);
+    XXH64_update(c->st, p, n);
+}
+
+static uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fff + ((u >> 16) & 1);   /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static int convert_row(void *ctx, const emb_row_head *h)
+{
+    converter *c = ctx;
+    const float *v = (const float *)(h + 1);
+    put_sum(c, &h->key, 8);
+    float scale = 0;
+    if (c->dtype == DT_INT8) {
+        for (int i = 0; i < c->V; i++) scale = fabsf(v[i]) > scale ? fabsf(v[i]) : scale;
+        scale = scale > 0 ? scale / 127.0f : 1.0f;
+        put_sum(c, &scale, 4);
+    }
+    for (int i = 0; i < c->V; i++) {
+        float back;
+        if (c->dtype == DT_FP16) {
+            _Float16 q = (_Float16)v[i];
+            put_sum(c, &q, 2);
+            back = (float)q;
+        } else if (c->dtype == DT_BF16) {
+            uint16_t q = to_bf16(v[i]);
+            put_sum(c, &q, 2);
+            back = from_bf16(q);
+        } else {
+            float r = roundf(v[i] / scale);
+            int8_t q = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            put_sum(c, &q, 1);
+            back = q * scale;
+        }
+        double e = fabs((double)back - v[i]);
+        if (e > c->max_err) c->max_err = e;
+        c->sum_err += e;
+        c->n_vals++;
+    }
+    c->rows++;
+    return 0;
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "dtype", required_argument, 0, 'd' }, { "table", required_argument, 0, 'n' }, { 0, 0, 0, 0 },
+    };
+    int dtype = 0, tb = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'd') {
+            dtype = !strcmp(optarg, "fp16") ? DT_FP16 : !strcmp(optarg, "bf16") ? DT_BF16 : !strcmp(optarg, "int8") ? DT_INT8 : 0;
+            if (!dtype) die("--dtype %s: want fp16, bf16 or int8", optarg);
+        } else if (c == 'n') {
+            tb = table_arg(optarg);
+        } else {
+            die("convert: want DIR --dtype fp16|bf16|int8 OUT [--table N]");
+        }
+    }
+    if (!dtype || argc - optind != 2) die("convert: want DIR --dtype fp16|bf16|int8 OUT [--table N]");
+    const char *dir = argv[optind], *out = argv[optind + 1];
+    char err[1024];
+    tsrc s;
+    if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
+    if (tb >= s.n) die("convert: %s has %d table(s)", dir, s.n);
+    durable_file df;
+    int r = durable_open(&df, out);
+    if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
+    converter cv = { df.f, XXH64_createState(), dtype, tdesc_values(&s.d[tb]), 0, 0, 0, 0 };
+    XXH64_reset(cv.st, 0);
+    uint64_t n = tsrc_rows(&s, tb);
+    uint32_t hv[4] = { 1, (uint32_t)dtype, 0, 0 };
+    put_sum(&cv, "CTRBXQRW", 8);
+    put_sum(&cv, hv, 8);
+    put_sum(&cv, &n, 8);
+    hv[2] = (uint32_t)cv.V;
+    put_sum(&cv, &hv[2], 8);
+    if (tsrc_scan(&s, tb, convert_row, &cv, err, sizeof err) < 0) {
+        durable_abort(&df);
+        die("%s", err);
+    }
+    if (cv.rows != n) {
+        durable_abort(&df);
+        die("convert: %s: %llu rows read, the index counts %llu", dir, (unsigned long long)cv.rows, (unsigned long long)n);
+    }
+    uint64_t sum = XXH64_digest(cv.st);
+    XXH64_freeState(cv.st);
+    fwrite(&sum, 8, 1, df.f);
+    if ((r = durable_commit(&df)) < 0) die("%s: cannot write: %s", out, strerror(-r));
+    printf("converted %llu rows (%d values each) to %s: largest error %.3g, mean error %.3g\n", (unsigned long long)n,
+           cv.V, dtype == DT_FP16 ? "fp16" : dtype == DT_BF16 ? "bf16" : "int8 (a scale per row)", cv.max_err,
+           cv.n_vals ? cv.sum_err / cv.n_vals : 0.0);
+    tsrc_close(&s);
+    return 0;
+}
+
 /* ---- merge: the union of two table folders ---- */
 
 enum { MCHUNK = 65536 };
@@ -914,6 +1044,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "delta")) return cmd_export(argc, argv, 1);
     if (!strcmp(cmd, "shrink")) return cmd_shrink(argc, argv);
     if (!strcmp(cmd, "merge")) return cmd_merge(argc, argv);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc, argv);
     if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
     fprintf(stderr, "ctrbox-table: unknown command '%s'\n", cmd);
     usage(stderr);
