@@ -30,7 +30,8 @@ static void usage(FILE *f)
             "  train --model M --format F --train FILE... [--valid FILE...] --out DIR [options]\n"
             "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
             "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
-            "  predict --model DIR --data FILE... --out FILE\n"
+            "  predict --model DIR --data FILE... --out FILE     (or --bundle FILE instead of --model, for eval too)\n"
+            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]   one read-only file for serving\n"
             "train options:\n"
             "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
             "  --model lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm\n"
@@ -120,13 +121,14 @@ static void more_files(int argc, char **argv, char **list, int *n)
     while (optind < argc && argv[optind][0] != '-') list[(*n)++] = argv[optind++];
 }
 
-static int model_data_eval(const char *dir, char **data, int n_data, cli_input *in, int format_given,
+static int model_data_eval(const char *dir, const char *bundle, char **data, int n_data, cli_input *in, int format_given,
                            const char *pred_out, const char *group, int json, int predict_only)
 {
     char err[1024];
     model *m;
     model_meta meta;
-    if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
+    if (bundle ? bundle_load(bundle, &m, &meta, err, sizeof err) < 0 : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
+        die("%s", err);
     source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
     if (format_given) so = in->so;
     so.max_bad_ratio = in->so.max_bad_ratio;
@@ -171,12 +173,12 @@ static int cmd_eval(int argc, char **argv, int predict)
         { "scores", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' },
         { "model", required_argument, 0, 'm' },  { "data", required_argument, 0, 'd' },
         { "pred-out", required_argument, 0, 'p' }, { "out", required_argument, 0, 'p' },
-        { "group", required_argument, 0, 'g' }, { 0, 0, 0, 0 },
+        { "group", required_argument, 0, 'g' }, { "bundle", required_argument, 0, 'b' }, { 0, 0, 0, 0 },
     };
     struct option *opts = cli_options_with_input(extra);
     cli_input in;
     cli_input_init(&in);
-    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL;
+    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL;
     char **data = xcalloc((size_t)argc + 1, sizeof *data);
     int json = 0, n_data = 0, format_given = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -186,6 +188,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         case 's': scores = optarg; break;
         case 'j': json = 1; break;
         case 'm': dir = optarg; break;
+        case 'b': bundle = optarg; break;
         case 'd': data[n_data++] = optarg; more_files(argc, argv, data, &n_data); break;
         case 'p': pred = optarg; break;
         case 'g': group = optarg; break;
@@ -194,13 +197,13 @@ static int cmd_eval(int argc, char **argv, int predict)
     }
     int ret = 0;
     if (predict) {
-        if (!dir || !n_data || !pred) die("predict: --model, --data and --out are required");
-        ret = model_data_eval(dir, data, n_data, &in, format_given, pred, NULL, 0, 1);
-    } else if (dir) {
-        if (!n_data) die("eval: --data FILE is required with --model");
-        ret = model_data_eval(dir, data, n_data, &in, format_given, pred, group, json, 0);
+        if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
+        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1);
+    } else if (dir || bundle) {
+        if (!n_data) die("eval: --data FILE is required with --model or --bundle");
+        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, group, json, 0);
     }
-    if (predict || dir) {
+    if (predict || dir || bundle) {
         free(data);
         free(opts);
         cli_input_free(&in);
@@ -454,6 +457,42 @@ static int cmd_train(int argc, char **argv)
     return ret;
 }
 
+/* ---- export-serving ---- */
+static int cmd_export_serving(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "model", required_argument, 0, 'm' }, { "out", required_argument, 0, 'o' },
+        { "dtype", required_argument, 0, 'd' }, { 0, 0, 0, 0 },
+    };
+    const char *dir = NULL, *out = NULL;
+    int dtype = BUNDLE_FP32, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'm') dir = optarg;
+        else if (c == 'o') out = optarg;
+        else if (c == 'd') {
+            dtype = !strcmp(optarg, "fp32") ? BUNDLE_FP32 : !strcmp(optarg, "fp16") ? BUNDLE_FP16
+                  : !strcmp(optarg, "bf16") ? BUNDLE_BF16 : !strcmp(optarg, "int8") ? BUNDLE_INT8 : 0;
+            if (!dtype) die("--dtype %s: want fp32, fp16, bf16 or int8", optarg);
+        } else {
+            die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
+        }
+    }
+    if (!dir || !out) die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
+    char err[1024];
+    model *m;
+    model_meta meta;
+    if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
+    if (meta.table_dir && model_load_all_from_tier(m, meta.table_dir, err, sizeof err) < 0) die("%s", err);
+    if (bundle_save(out, m, &meta, dtype, err, sizeof err) < 0) die("%s", err);
+    uint64_t rows = 0;
+    for (int t = 0; t < model_n_tables(m); t++) rows += emb_table_rows(model_table(m, t));
+    printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows,
+           model_n_tables(m));
+    model_meta_free(&meta);
+    model_destroy(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     blas_select_core(argv);
@@ -468,6 +507,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv, 0);
     if (!strcmp(cmd, "predict")) return cmd_eval(argc, argv, 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+    if (!strcmp(cmd, "export-serving")) return cmd_export_serving(argc, argv);
     fprintf(stderr, "ctrbox: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

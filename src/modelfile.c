@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,4 +296,241 @@ fail:
     model_destroy(m);
     model_meta_free(meta);
     return ret;
+}
+
+/* ---- the serving bundle ---- */
+
+#define BD_MAGIC "CTRBXBDL"
+#define BD_VERSION 1u
+
+static size_t bd_value_bytes(int dtype) { return dtype == BUNDLE_FP32 ? 4 : dtype == BUNDLE_INT8 ? 1 : 2; }
+
+static uint16_t bd_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static float bd_unbf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* one row's values encoded (int8: an f32 scale first) */
+static size_t bd_encode(int dtype, const float *v, int V, uint8_t *out)
+{
+    if (dtype == BUNDLE_FP32) {
+        memcpy(out, v, (size_t)V * 4);
+        return (size_t)V * 4;
+    }
+    if (dtype == BUNDLE_INT8) {
+        float scale = 0;
+        for (int i = 0; i < V; i++) scale = fabsf(v[i]) > scale ? fabsf(v[i]) : scale;
+        scale = scale > 0 ? scale / 127.0f : 1.0f;
+        memcpy(out, &scale, 4);
+        for (int i = 0; i < V; i++) {
+            float r = roundf(v[i] / scale);
+            out[4 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+        }
+        return 4 + (size_t)V;
+    }
+    for (int i = 0; i < V; i++) {
+        uint16_t q;
+        if (dtype == BUNDLE_FP16) {
+            _Float16 h = (_Float16)v[i];
+            memcpy(&q, &h, 2);
+        } else {
+            q = bd_bf16(v[i]);
+        }
+        memcpy(out + 2 * i, &q, 2);
+    }
+    return 2 * (size_t)V;
+}
+
+static void bd_decode(int dtype, const uint8_t *in, int V, float *v)
+{
+    if (dtype == BUNDLE_FP32) {
+        memcpy(v, in, (size_t)V * 4);
+    } else if (dtype == BUNDLE_INT8) {
+        float scale;
+        memcpy(&scale, in, 4);
+        for (int i = 0; i < V; i++) v[i] = (float)(int8_t)in[4 + i] * scale;
+    } else {
+        for (int i = 0; i < V; i++) {
+            uint16_t q;
+            memcpy(&q, in + 2 * i, 2);
+            if (dtype == BUNDLE_FP16) {
+                _Float16 h;
+                memcpy(&h, &q, 2);
+                v[i] = (float)h;
+            } else {
+                v[i] = bd_unbf16(q);
+            }
+        }
+    }
+}
+
+static int cmp_key_row(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+int bundle_save(const char *path, model *m, const model_meta *meta, int dtype, char *err, size_t errlen)
+{
+    durable_file f;
+    int ret = durable_open(&f, path);
+    if (ret < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(-ret));
+        return ret;
+    }
+    model_meta mm = *meta;
+    mm.table_dir = NULL;   /* the rows are in the bundle */
+    json_t *j = meta_to_json(&mm);
+    char *js = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    uint32_t hv[2] = { BD_VERSION, (uint32_t)dtype };
+    uint64_t jl = strlen(js);
+    int ok = fwrite(BD_MAGIC, 1, 8, f.f) == 8 && fwrite(hv, sizeof hv, 1, f.f) == 1 && fwrite(&jl, 8, 1, f.f) == 1 &&
+             fwrite(js, 1, jl, f.f) == jl;
+    free(js);
+    ok = ok && model_save_dense(m, f.f) == 0;
+    for (int t = 0; ok && t < model_n_tables(m); t++) {
+        emb_table *e = model_table(m, t);
+        uint64_t n = emb_table_rows(e);
+        uint32_t V = (uint32_t)emb_table_values(e);
+        /* rows in key order: (key, row) pairs sorted by key */
+        uint64_t *kr = xmalloc((n ? n : 1) * 2 * sizeof *kr);
+        for (uint64_t r = 0; r < n; r++) {
+            kr[2 * r] = emb_table_head(e, (uint32_t)r)->key;
+            kr[2 * r + 1] = r;
+        }
+        qsort(kr, n, 2 * sizeof *kr, cmp_key_row);
+        ok = fwrite(&n, 8, 1, f.f) == 1 && fwrite(&V, 4, 1, f.f) == 1;
+        for (uint64_t r = 0; ok && r < n; r++) ok = fwrite(&kr[2 * r], 8, 1, f.f) == 1;
+        uint8_t *buf = xmalloc(4 + (size_t)V * 4);
+        for (uint64_t r = 0; ok && r < n; r++) {
+            size_t b = bd_encode(dtype, emb_table_vals(e, (uint32_t)kr[2 * r + 1]), (int)V, buf);
+            ok = fwrite(buf, 1, b, f.f) == b;
+        }
+        free(buf);
+        free(kr);
+    }
+    ok = ok && fwrite(MF_END, 1, 8, f.f) == 8 && fflush(f.f) == 0;
+    if (ok) {   /* the checksum of every byte so far, read back */
+        FILE *r = fopen(f.tmp, "rb");
+        XXH64_state_t *st = XXH64_createState();
+        XXH64_reset(st, 0);
+        char blk[1 << 16];
+        size_t k;
+        while (r && (k = fread(blk, 1, sizeof blk, r)) > 0) XXH64_update(st, blk, k);
+        uint64_t sum = XXH64_digest(st);
+        XXH64_freeState(st);
+        ok = r && fclose(r) == 0 && fwrite(&sum, 8, 1, f.f) == 1;
+    }
+    if (!ok) {
+        int e = errno ? errno : EIO;
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(e));
+        durable_abort(&f);
+        return -e;
+    }
+    ret = durable_commit(&f);
+    if (ret < 0) snprintf(err, errlen, "%s: cannot commit: %s", path, strerror(-ret));
+    return ret;
+}
+
+int bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen)
+{
+    *out = NULL;
+    memset(meta, 0, sizeof *meta);
+    size_t len;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -errno;
+    }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    rewind(f);
+    len = sz > 0 ? (size_t)sz : 0;
+    uint8_t *all = xmalloc(len ? len : 1);
+    int ret = fread(all, 1, len, f) == len ? 0 : -EIO;
+    fclose(f);
+    uint64_t sum = 0;
+    if (ret == 0 && len >= 8) memcpy(&sum, all + len - 8, 8);
+    if (ret < 0 || len < 8 + 16 + 8 + 8 || memcmp(all, BD_MAGIC, 8) || XXH64(all, len - 8, 0) != sum) {
+        snprintf(err, errlen, "%s: not a ctrbox serving bundle, or truncated or corrupt (checksum)", path);
+        free(all);
+        return -EBADMSG;
+    }
+    uint32_t hv[2];
+    uint64_t jl;
+    memcpy(hv, all + 8, 8);
+    memcpy(&jl, all + 16, 8);
+    model *m = NULL;
+    char msg[300];
+    ret = -EBADMSG;
+    if (hv[0] != BD_VERSION || hv[1] < BUNDLE_FP32 || hv[1] > BUNDLE_INT8 || jl > len) {
+        snprintf(err, errlen, "%s: bundle version %u or value type %u unknown", path, hv[0], hv[1]);
+        goto fail;
+    }
+    json_error_t je;
+    json_t *j = json_loadb((const char *)all + 24, jl, 0, &je);
+    if (!j || meta_from_json(j, meta, msg, sizeof msg) < 0 || model_config_check(&meta->cfg, &meta->schema, msg, sizeof msg) < 0) {
+        if (j) json_decref(j);
+        snprintf(err, errlen, "%s: bad model description", path);
+        goto fail;
+    }
+    json_decref(j);
+    m = model_create(&meta->cfg, &meta->schema);
+    FILE *mf = fmemopen(all + 24 + jl, len - 8 - 24 - jl, "rb");
+    if (model_load_dense(m, mf, msg, sizeof msg) < 0) {
+        fclose(mf);
+        snprintf(err, errlen, "%s: %s", path, msg);
+        goto fail;
+    }
+    size_t pos = 24 + jl + (size_t)ftell(mf);
+    fclose(mf);
+    int dtype = (int)hv[1];
+    for (int t = 0; t < model_n_tables(m); t++) {
+        emb_table *e = model_table(m, t);
+        uint64_t n;
+        uint32_t V;
+        if (pos + 12 > len - 16) goto truncated;
+        memcpy(&n, all + pos, 8);
+        memcpy(&V, all + pos + 8, 4);
+        pos += 12;
+        size_t per = (dtype == BUNDLE_INT8 ? 4 : 0) + V * bd_value_bytes(dtype);
+        if (V != (uint32_t)emb_table_values(e)) {
+            snprintf(err, errlen, "%s: table %d has %u values a row, the model %d", path, t, V, emb_table_values(e));
+            goto fail;
+        }
+        if (n > (len - pos) / (8 + per)) goto truncated;
+        const uint8_t *keys = all + pos, *vals = keys + n * 8;
+        uint8_t *rec = xcalloc(1, emb_table_row_bytes(e));
+        for (uint64_t r = 0; r < n; r++) {
+            emb_row_head *h = (emb_row_head *)rec;
+            memcpy(&h->key, keys + r * 8, 8);
+            bd_decode(dtype, vals + r * per, (int)V, (float *)(h + 1));
+            emb_table_insert_record(e, rec, 0);
+        }
+        free(rec);
+        pos += n * (8 + per);
+    }
+    if (pos + 16 != len || memcmp(all + pos, MF_END, 8)) goto truncated;
+    free(all);
+    *out = m;
+    return 0;
+truncated:
+    snprintf(err, errlen, "%s: sections do not add up to the file's size", path);
+fail:
+    free(all);
+    model_destroy(m);
+    model_meta_free(meta);
+    return -EBADMSG;
 }

@@ -30,4 +30,14 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
 int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen);
 void model_meta_free(model_meta *meta);
 
+/* The serving bundle: one read-only file, written durably: magic "CTRBXBDL", u32 version, u32
+ * value type, u64 JSON length, the JSON (as in model files), the dense section, per table u64
+ * rows, u32 values a row, the keys sorted (u64 each), the rows in that order (fp32, fp16 or bf16
+ * values, or an f32 scale then int8 values), "CTRBXEND", and the XXH64 of all bytes before it.
+ * No optimizer state or counters. m's tables must be in memory (pull them from a tier first). */
+enum { BUNDLE_FP32 = 1, BUNDLE_FP16, BUNDLE_BF16, BUNDLE_INT8 };
+int bundle_save(const char *path, model *m, const model_meta *meta, int dtype, char *err, size_t errlen);
+/* A new model (tables in memory, rows dequantized) and its metadata; 0 or <0 with err. */
+int bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen);
+
 #endif

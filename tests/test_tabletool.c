@@ -191,3 +191,32 @@ Test(tabletool, convert_quantizes_within_bounds)
         cr_assert_leq(meane, maxe);
     }
 }
+
+/* The serving bundle scores like the full model: exactly in fp32, within the quantization error
+ * otherwise; a damaged bundle is refused. */
+Test(tabletool, serving_bundle_predicts_like_the_model)
+{
+    trained_folder();
+    free(run_ok("$B/ctrbox-data gen --rows 2000 --seed 4 --keys 0.002 --offset 6000 --out va.tsv && "
+                "$B/ctrbox predict --model m --data va.tsv --out p.full"));
+    const char *types[] = { "fp32", "fp16", "bf16", "int8" };
+    double bound[] = { 0, 1e-3, 1e-2, 2e-2 };
+    for (int i = 0; i < 4; i++) {
+        char *o;
+        int rc = th_run(&o, "$B/ctrbox export-serving --model m --out b.%s --dtype %s >/dev/null && "
+                            "$B/ctrbox predict --bundle b.%s --data va.tsv --out p.%s && "
+                            "paste p.full p.%s | awk '{ e = $1 - $2; if (e < 0) e = -e; if (e > m) m = e } END { printf \"%%.9f\\n\", m }'",
+                        types[i], types[i], types[i], types[i], types[i]);
+        cr_assert_eq(rc, 0, "%s", o);
+        double maxdp = 1;
+        cr_assert_eq(sscanf(o, "%lf", &maxdp), 1, "%s", o);
+        cr_assert_leq(maxdp, bound[i], "%s: predictions differ by up to %g", types[i], maxdp);
+        free(o);
+    }
+    char *o;
+    int rc = th_run(&o, "cp b.fp16 bad && printf 'Z' | dd of=bad bs=1 seek=500 conv=notrunc 2>/dev/null && "
+                        "$B/ctrbox predict --bundle bad --data va.tsv --out p.bad");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "bad: not a ctrbox serving bundle, or truncated or corrupt"), "%s", o);
+    free(o);
+}
