@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../embedding/tier.h"
 #include "../io/parse.h"
 #include "../io/stream.h"
 #include "cli.h"
@@ -482,10 +483,20 @@ static int cmd_export_serving(int argc, char **argv)
     model *m;
     model_meta meta;
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
-    if (meta.table_dir && model_load_all_from_tier(m, meta.table_dir, err, sizeof err) < 0) die("%s", err);
-    if (bundle_save(out, m, &meta, dtype, err, sizeof err) < 0) die("%s", err);
+    emb_tier *tier = NULL;
+    if (meta.table_dir) {   /* streamed from the table folder */
+        int n = model_n_tables(m);
+        size_t *rb = xcalloc((size_t)n, sizeof *rb);
+        for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
+        char layout[4096];
+        tier_layout(m, layout, sizeof layout);
+        if (emb_tier_open(&tier, meta.table_dir, n, rb, layout, 1, 64u << 20, err, sizeof err) < 0) die("%s", err);
+        free(rb);
+    }
+    if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s: %s", out, err);
     uint64_t rows = 0;
-    for (int t = 0; t < model_n_tables(m); t++) rows += emb_table_rows(model_table(m, t));
+    for (int t = 0; t < model_n_tables(m); t++) rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));
+    emb_tier_close(tier);
     printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows,
            model_n_tables(m));
     model_meta_free(&meta);

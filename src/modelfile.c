@@ -14,6 +14,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../embedding/tier.h"
 #include "util.h"
 
 #define MF_MAGIC "CTRBXMDL"
@@ -381,7 +382,73 @@ static int cmp_key_row(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-int bundle_save(const char *path, model *m, const model_meta *meta, int dtype, char *err, size_t errlen)
+/* A tier's table streamed into the bundle: the keys in the index's order (ascending), then the
+ * rows fetched in that order, 65,536 at a time. */
+typedef struct {
+    FILE *f;
+    emb_tier *tier;
+    int tb, dtype, pass;
+    uint32_t V;
+    size_t rb, n;
+    uint64_t *keys, *aux, count;
+    uint8_t *rec, *buf;
+    int bad;
+    char *err;
+    size_t errlen;
+} bstream;
+
+enum { BCHUNK = 65536 };
+
+static void bs_flush(bstream *b)
+{
+    if (!b->n || b->bad) return;
+    if (emb_tier_fetch(b->tier, b->tb, b->keys, b->n, b->rec, b->aux, b->err, b->errlen) < 0) {
+        b->bad = 1;
+        return;
+    }
+    for (size_t i = 0; i < b->n && !b->bad; i++) {
+        if (!b->aux[i]) {
+            snprintf(b->err, b->errlen, "table %d: key %016llx vanished while exporting", b->tb, (unsigned long long)b->keys[i]);
+            b->bad = 1;
+            break;
+        }
+        size_t k = bd_encode(b->dtype, (const float *)((const emb_row_head *)(b->rec + i * b->rb) + 1), (int)b->V, b->buf);
+        if (fwrite(b->buf, 1, k, b->f) != k) b->bad = 1;
+    }
+    b->n = 0;
+}
+
+static int bs_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
+{
+    bstream *b = ctx;
+    b->count++;
+    if (b->pass == 0) return fwrite(&key, 8, 1, b->f) != 1;
+    b->keys[b->n++] = key;
+    if (b->n == BCHUNK) bs_flush(b);
+    return b->bad;
+}
+
+static int bundle_table_from_tier(FILE *f, emb_tier *tier, int tb, int dtype, uint32_t V, size_t rb, char *err, size_t errlen)
+{
+    uint64_t n = emb_tier_rows(tier, tb);
+    if (fwrite(&n, 8, 1, f) != 1 || fwrite(&V, 4, 1, f) != 1) return -1;
+    bstream b = { f, tier, tb, dtype, 0, V, rb, 0, xmalloc(BCHUNK * 8), xmalloc(BCHUNK * 8), 0, xmalloc(BCHUNK * rb),
+                  xmalloc(4 + (size_t)V * 4), 0, err, errlen };
+    int ret = 0;
+    for (b.pass = 0; b.pass < 2 && ret == 0; b.pass++) {
+        b.count = 0;
+        ret = emb_tier_scan(tier, tb, bs_key, &b, err, errlen);
+        if (ret == 0) bs_flush(&b);
+        if (ret == 0 && (b.bad || b.count != n)) {
+            if (!b.bad) snprintf(err, errlen, "table %d: the index changed while exporting", tb);
+            ret = -1;
+        }
+    }
+    free(b.keys), free(b.aux), free(b.rec), free(b.buf);
+    return ret;
+}
+
+int bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, char *err, size_t errlen)
 {
     durable_file f;
     int ret = durable_open(&f, path);
@@ -402,8 +469,16 @@ int bundle_save(const char *path, model *m, const model_meta *meta, int dtype, c
     ok = ok && model_save_dense(m, f.f) == 0;
     for (int t = 0; ok && t < model_n_tables(m); t++) {
         emb_table *e = model_table(m, t);
-        uint64_t n = emb_table_rows(e);
         uint32_t V = (uint32_t)emb_table_values(e);
+        if (tier) {
+            ok = bundle_table_from_tier(f.f, tier, t, dtype, V, emb_table_row_bytes(e), err, errlen) == 0;
+            if (!ok) {
+                durable_abort(&f);
+                return -EIO;
+            }
+            continue;
+        }
+        uint64_t n = emb_table_rows(e);
         /* rows in key order: (key, row) pairs sorted by key */
         uint64_t *kr = xmalloc((n ? n : 1) * 2 * sizeof *kr);
         for (uint64_t r = 0; r < n; r++) {

@@ -34,9 +34,13 @@ void model_meta_free(model_meta *meta);
  * value type, u64 JSON length, the JSON (as in model files), the dense section, per table u64
  * rows, u32 values a row, the keys sorted (u64 each), the rows in that order (fp32, fp16 or bf16
  * values, or an f32 scale then int8 values), "CTRBXEND", and the XXH64 of all bytes before it.
- * No optimizer state or counters. m's tables must be in memory (pull them from a tier first). */
+ * No optimizer state or counters. */
 enum { BUNDLE_FP32 = 1, BUNDLE_FP16, BUNDLE_BF16, BUNDLE_INT8 };
-int bundle_save(const char *path, model *m, const model_meta *meta, int dtype, char *err, size_t errlen);
+struct emb_tier;
+/* tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
+ * in that order), or NULL: m's tables are in memory. */
+int bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,
+                size_t errlen);
 /* A new model (tables in memory, rows dequantized) and its metadata; 0 or <0 with err. */
 int bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen);
 

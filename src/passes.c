@@ -450,29 +450,6 @@ void tier_layout(model *m, char *out, size_t len)
     }
 }
 
-static int insert_row(void *ctx, const void *rec)
-{
-    emb_table *e = ctx;
-    if (emb_table_find(e, ((const emb_row_head *)rec)->key) < 0) emb_table_insert_record(e, rec, 0);
-    return 0;
-}
-
-int model_load_all_from_tier(model *m, const char *dir, char *err, size_t errlen)
-{
-    char layout[4096];
-    tier_layout(m, layout, sizeof layout);
-    int n = model_n_tables(m), ret;
-    size_t *rb = xcalloc((size_t)n, sizeof *rb);
-    for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
-    emb_tier *tier;
-    ret = emb_tier_open(&tier, dir, n, rb, layout, 1, 64u << 20, err, errlen);
-    for (int tb = 0; ret == 0 && tb < n; tb++) ret = emb_tier_scan_rows(tier, tb, insert_row, model_table(m, tb), err, errlen);
-    if (tier && ret == 0) emb_tier_close(tier);
-    else if (ret < 0 && tier) emb_tier_close(tier);
-    free(rb);
-    return ret;
-}
-
 int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
 {
     char layout[4096];

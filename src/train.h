@@ -43,8 +43,6 @@ int train_run(const train_opts *o);
 
 /* Read from the SSD-tier folder dir the rows of every key in b into m's tables (a model whose
  * rows live in a table folder, before it scores b). 0, or <0 with a message in err. */
-/* Every row of the table folder dir into m's tables (a whole tiered model in memory). */
-int model_load_all_from_tier(model *m, const char *dir, char *err, size_t errlen);
 /* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..." */
 void tier_layout(model *m, char *out, size_t len);
 int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen);

@@ -72,6 +72,7 @@ Test(tabletool, round_trips_are_exact)
     int rc = th_run(&o, "/usr/bin/python3 -c \"\n"
                         "import numpy as np\n"
                         "k = np.load('np/keys.npy'); v = np.load('np/values.npy'); c = np.load('np/counters.npy')\n"
+                        "p = np.load('np/passes.npy'); assert p.dtype == np.uint32 and p.shape == k.shape and p.max() >= 1\n"
                         "rows = [l.split('\\t') for l in open('a.txt').read().splitlines()]\n"
                         "assert k.dtype == np.int64 and v.dtype == np.float32 and v.shape == (len(rows), 5), (k.dtype, v.shape)\n"
                         "for i, r in enumerate(rows):\n"
@@ -88,7 +89,7 @@ Test(tabletool, round_trips_are_exact)
     free(o);
     free(run_ok("$B/ctrbox-table import --from npy np t3 --dim 4 --w 1 --opt adam && "
                 "$B/ctrbox-table export t3 --to npy np3 && cmp np/keys.npy np3/keys.npy && cmp np/values.npy np3/values.npy && "
-                "cmp np/counters.npy np3/counters.npy"));
+                "cmp np/counters.npy np3/counters.npy && cmp np/passes.npy np3/passes.npy"));
     /* HugeCTR: keys and embedding vectors (the first-order weight is not part of it) */
     free(run_ok("$B/ctrbox-table export t --to hugectr hc && test $(stat -c %s hc/key) -gt 0 && "
                 "test $(( $(stat -c %s hc/key) / 8 * 16 )) -eq $(stat -c %s hc/emb_vector) && "

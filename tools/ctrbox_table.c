@@ -5,13 +5,14 @@
  *   export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]
  *   import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME]
  *   delta DIR --since PASS OUT                 the rows changed after PASS (text, with optimizer state)
- *   shrink DIR [--threshold S] [--unseen N] ... delete keys by the CTR accessor's rules, one commit
+ *   shrink DIR [--threshold S] [--unseen N] ... delete keys by the CTR accessor's rules
  *   merge A B OUT [--by pass|show]             union of two table folders (newer pass, or more shows, wins)
  *   convert DIR --dtype fp16|bf16|int8 OUT     quantized rows for serving, with the largest and mean error
- * Table folders are read in one sequential pass over their slot files and written in commits of
- * a million rows, so memory stays bounded (about 20 MB plus the folder's slot bitmap, one bit per
- * slot) whatever the table's size; a model file's tables are loaded whole (they were trained in
- * memory). Outputs are written durably; bad input is refused before anything is written.
+ * Table folders are read in one sequential pass over their slot files (8 MB at a time) or by an
+ * index scan, and written in commits of at most 2^20 rows (import: 2^20 rows in memory; merge:
+ * 65,536; shrink: 2^20 deletions), plus the folder's slot bitmap (one bit per slot) and key
+ * filter: bounded whatever the table's size. A model file's tables are loaded whole (they were
+ * trained in memory). Outputs are written durably; bad input is refused before anything is written.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -330,7 +331,7 @@ static void npy_header(FILE *f, const char *dtype, uint64_t n, int cols)
 typedef struct {
     tfmt fmt;
     int with_opt, V, S, dim, has_w;
-    FILE *a, *b, *c, *d;    /* text: a; npy: keys, values, counters, state; hugectr: key, emb_vector */
+    FILE *a, *b, *c, *d, *e;   /* text: a; npy: keys, values, counters, state, passes; hugectr: key, emb_vector */
     uint64_t rows, seen;
     long long since;        /* only rows last seen after this pass (-1: all) */
 } exporter;
@@ -353,6 +354,7 @@ static int export_row(void *ctx, const emb_row_head *h)
         fwrite(&k, 8, 1, x->a);
         fwrite(v, sizeof(float), (size_t)x->V, x->b);
         fwrite(cnt, sizeof cnt, 1, x->c);
+        fwrite(&h->last_pass, 4, 1, x->e);
         if (x->with_opt) fwrite(st, sizeof(float), (size_t)x->S, x->d);
     } else {
         int64_t k = (int64_t)h->key;
@@ -420,9 +422,9 @@ static int cmd_export(int argc, char **argv, int delta)
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("export: %s has %d table(s)", dir, s.n);
     tdesc *d = &s.d[tb];
-    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, 0, 0, since };
+    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, NULL, 0, 0, since };
     uint64_t n = tsrc_rows(&s, tb);
-    durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 };
+    durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 }, fe = { 0 };
     if (fmt == FMT_TEXT) {
         int r = durable_open(&fa, out);
         if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
@@ -433,9 +435,11 @@ static int cmd_export(int argc, char **argv, int delta)
             x.a = open_out(&fa, out, "keys.npy");
             x.b = open_out(&fb, out, "values.npy");
             x.c = open_out(&fc, out, "counters.npy");
+            x.e = open_out(&fe, out, "passes.npy");
             npy_header(x.a, "<i8", n, 0);
             npy_header(x.b, "<f4", n, x.V);
             npy_header(x.c, "<f4", n, 2);
+            npy_header(x.e, "<u4", n, 0);
             if (with_opt) {
                 x.d = open_out(&fd, out, "state.npy");
                 npy_header(x.d, "<f4", n, x.S);
@@ -449,10 +453,11 @@ static int cmd_export(int argc, char **argv, int delta)
         durable_abort(&fa), durable_abort(&fb);
         if (fc.f) durable_abort(&fc);
         if (fd.f) durable_abort(&fd);
+        if (fe.f) durable_abort(&fe);
         die("%s", err);
     }
     if (x.seen != n) die("export: %s: %llu rows read, the index counts %llu", dir, (unsigned long long)x.seen, (unsigned long long)n);
-    commit_out(&fa), commit_out(&fb), commit_out(&fc), commit_out(&fd);
+    commit_out(&fa), commit_out(&fb), commit_out(&fc), commit_out(&fd), commit_out(&fe);
     fprintf(stderr, "exported %llu rows of table %d (dim %d) to %s\n", (unsigned long long)x.rows, tb, d->dim, out);
     tsrc_close(&s);
     return 0;
@@ -472,7 +477,7 @@ typedef struct {
     size_t cap;
     uint64_t lineno;
     /* npy / hugectr */
-    FILE *fk, *fv, *fc, *fs;
+    FILE *fk, *fv, *fc, *fs, *fp;
     uint64_t n, i;
 } reader;
 
@@ -537,6 +542,8 @@ static void reader_open(reader *r)
         char p[4200];
         snprintf(p, sizeof p, "%s/counters.npy", r->in);
         if (access(p, F_OK) == 0) npy_open(r, &r->fc, "counters.npy", "<f4", &r->n, 2);
+        snprintf(p, sizeof p, "%s/passes.npy", r->in);
+        if (access(p, F_OK) == 0) npy_open(r, &r->fp, "passes.npy", "<u4", &r->n, 0);
         snprintf(p, sizeof p, "%s/state.npy", r->in);
         if (access(p, F_OK) == 0) {
             npy_open(r, &r->fs, "state.npy", "<f4", &r->n, r->S);
@@ -565,8 +572,8 @@ static void reader_open(reader *r)
 
 static void reader_close(reader *r)
 {
-    FILE *fs[] = { r->f, r->fk, r->fv, r->fc, r->fs };
-    for (int i = 0; i < 5; i++)
+    FILE *fs[] = { r->f, r->fk, r->fv, r->fc, r->fs, r->fp };
+    for (int i = 0; i < 6; i++)
         if (fs[i]) fclose(fs[i]);
     free(r->line);
     memset(r, 0, sizeof *r);
@@ -621,6 +628,7 @@ static int reader_next(reader *r, emb_row_head *h)
         if (r->fc && fread(cnt, sizeof cnt, 1, r->fc) != 1) rd_die(r, "truncated counters");
         h->show = cnt[0];
         h->click = cnt[1];
+        if (r->fp && fread(&h->last_pass, 4, 1, r->fp) != 1) rd_die(r, "truncated passes");
         if (r->fs && fread(v + r->V, sizeof(float), (size_t)r->S, r->fs) != (size_t)r->S) rd_die(r, "truncated state");
     } else {
         if (r->has_w) v[0] = 0;
@@ -953,6 +961,10 @@ typedef struct {
     double threshold, nonclk, clk, decay;
     long long unseen, pass;
     uint64_t deleted, kept;
+    emb_tier *tier;
+    uint64_t pending;
+    int failed;
+    char err[1024];
 } shrinker;
 
 static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
@@ -965,6 +977,11 @@ static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float 
     if (doomed) {
         emb_tier_del(s->b, s->tb, key, slot + 1);
         s->deleted++;
+        if (++s->pending == (1u << 20)) {   /* bounded memory: a commit every 2^20 deletions */
+            if (emb_tier_commit(s->b, NULL, 0, s->err, sizeof s->err) < 0) return s->failed = 1;
+            s->b = emb_tier_begin(s->tier);
+            s->pending = 0;
+        }
     } else {
         s->kept++;
     }
@@ -986,7 +1003,7 @@ static int cmd_shrink(int argc, char **argv)
         { "nonclk-coeff", required_argument, 0, 'n' }, { "clk-coeff", required_argument, 0, 'c' },
         { "decay", required_argument, 0, 'd' }, { "pass", required_argument, 0, 'p' }, { 0, 0, 0, 0 },
     };
-    shrinker sk = { NULL, 0, -1, 0.1, 1, 0, 0, -1, 0, 0 };
+    shrinker sk = { .threshold = -1, .nonclk = 0.1, .clk = 1, .pass = -1 };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 't') sk.threshold = num("threshold", optarg);
@@ -1013,17 +1030,18 @@ static int cmd_shrink(int argc, char **argv)
         free(blob);
         sk.pass = p;
     }
-    /* one commit for all tables: the folder changes all at once or not at all */
-    emb_tier_batch *b = emb_tier_begin(s.tier);
-    sk.b = b;
+    /* commits of up to 2^20 deletions (each atomic; the iterator reads a snapshot): after a crash
+     * part of the keys are gone, and running shrink again with the same --pass finishes the job */
+    sk.tier = s.tier;
+    sk.b = emb_tier_begin(s.tier);
     for (int tb = 0; tb < s.n; tb++) {
         sk.tb = tb;
-        if (emb_tier_scan(s.tier, tb, shrink_key, &sk, err, sizeof err) < 0) {
-            emb_tier_abort(b);
-            die("%s", err);
+        if (emb_tier_scan(s.tier, tb, shrink_key, &sk, err, sizeof err) < 0 || sk.failed) {
+            if (!sk.failed) emb_tier_abort(sk.b);
+            die("%s", sk.failed ? sk.err : err);
         }
     }
-    if (emb_tier_commit(b, NULL, 0, err, sizeof err) < 0) die("%s", err);
+    if (emb_tier_commit(sk.b, NULL, 0, err, sizeof err) < 0) die("%s", err);
     printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk.pass, (unsigned long long)sk.deleted,
            (unsigned long long)sk.kept);
     tsrc_close(&s);
