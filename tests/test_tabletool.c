@@ -221,3 +221,17 @@ Test(tabletool, serving_bundle_predicts_like_the_model)
     cr_assert(strstr(o, "bad: not a ctrbox serving bundle, or truncated or corrupt"), "%s", o);
     free(o);
 }
+
+/* shrink on a model folder whose tables are in the model file: rewritten, still usable. */
+Test(tabletool, shrink_a_model_file)
+{
+    char *o = run_ok("$B/ctrbox-data gen --rows 4000 --seed 4 --keys 0.002 --out tr.tsv && "
+                     "$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 2 --dim 4 --quiet --out mm && "
+                     "$B/ctrbox-table shrink mm --threshold 3 && $B/ctrbox-table inspect mm --json | grep '\"rows\"' && "
+                     "$B/ctrbox predict --model mm --data tr.tsv --out p.txt");
+    unsigned long long del = 0, kept = 0, rows = 1;
+    cr_assert_eq(sscanf(o, "shrink mm at pass 2: %llu keys deleted, %llu kept\n   \"rows\": %llu", &del, &kept, &rows), 3, "%s", o);
+    cr_assert_gt(del, 0);
+    cr_assert_eq(rows, kept);
+    free(o);
+}

@@ -988,6 +988,50 @@ static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float 
     return 0;
 }
 
+/* A model folder: its in-memory tables shrunk and the model file written again (durably); a
+ * model whose rows live in a table folder is shrunk there. */
+static int shrink_model_file(const char *dir, shrinker *sk)
+{
+    char err[1024];
+    model *m;
+    model_meta meta;
+    if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
+    if (meta.table_dir) die("shrink: %s keeps its rows in %s: shrink that folder", dir, meta.table_dir);
+    if (sk->pass < 0) {   /* the newest pass any row saw */
+        sk->pass = 0;
+        for (int tb = 0; tb < model_n_tables(m); tb++)
+            for (size_t r = 0; r < emb_table_rows(model_table(m, tb)); r++)
+                if (emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass > sk->pass)
+                    sk->pass = emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass;
+    }
+    for (int tb = 0; tb < model_n_tables(m); tb++) {
+        emb_table *e = model_table(m, tb);
+        for (size_t r = emb_table_rows(e); r-- > 0;) {
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (meta.cfg.min_show > 1) {   /* the fields' shared default rows stay */
+                int dflt = 0;
+                for (uint32_t f = 0; f < meta.schema.n_fields && !dflt; f++) dflt = h->key == emb_table_default_key((uint16_t)f);
+                if (dflt) continue;
+            }
+            double f = sk->decay > 0 && sk->decay < 1 && sk->pass > h->last_pass ? pow(sk->decay, (double)(sk->pass - h->last_pass)) : 1;
+            double sh = h->show * f, cl = h->click * f;
+            if ((sk->unseen > 0 && sk->pass - (long long)h->last_pass > sk->unseen) ||
+                (sk->threshold >= 0 && (sh - cl) * sk->nonclk + cl * sk->clk < sk->threshold)) {
+                emb_table_remove(e, (uint32_t)r);
+                sk->deleted++;
+            } else {
+                sk->kept++;
+            }
+        }
+    }
+    if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
+    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->deleted,
+           (unsigned long long)sk->kept);
+    model_meta_free(&meta);
+    model_destroy(m);
+    return 0;
+}
+
 static double num(const char *name, const char *arg)
 {
     char *end;
@@ -1018,6 +1062,9 @@ static int cmd_shrink(int argc, char **argv)
     if (sk.threshold < 0 && sk.unseen <= 0) die("shrink: give --threshold S and/or --unseen N");
     const char *dir = argv[optind];
     char err[1024];
+    char mf[4200];
+    snprintf(mf, sizeof mf, "%s/model.ctrbox", dir);
+    if (access(mf, F_OK) == 0) return shrink_model_file(dir, &sk);
     tsrc s = { 0 };
     if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
     if (sk.pass < 0) {   /* the last committed pass */
