@@ -9,7 +9,7 @@ CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-para
 SAN     ?=
 LDLIBS   = -fopenmp -lrocksdb -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
 
-LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/model.c embedding/table.c embedding/sparse_optim.c embedding/tier.c src/train.c src/passes.c src/modelfile.c \
+LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/model.c embedding/table.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/passes.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c

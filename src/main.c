@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../embedding/quant.h"
 #include "../embedding/tier.h"
 #include "../io/parse.h"
 #include "../io/stream.h"
@@ -466,13 +467,12 @@ static int cmd_export_serving(int argc, char **argv)
         { "dtype", required_argument, 0, 'd' }, { 0, 0, 0, 0 },
     };
     const char *dir = NULL, *out = NULL;
-    int dtype = BUNDLE_FP32, c;
+    int dtype = QUANT_FP32, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'm') dir = optarg;
         else if (c == 'o') out = optarg;
         else if (c == 'd') {
-            dtype = !strcmp(optarg, "fp32") ? BUNDLE_FP32 : !strcmp(optarg, "fp16") ? BUNDLE_FP16
-                  : !strcmp(optarg, "bf16") ? BUNDLE_BF16 : !strcmp(optarg, "int8") ? BUNDLE_INT8 : 0;
+            dtype = quant_from_name(optarg);
             if (!dtype) die("--dtype %s: want fp32, fp16, bf16 or int8", optarg);
         } else {
             die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");

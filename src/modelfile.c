@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../embedding/quant.h"
 #include "../embedding/tier.h"
 #include "util.h"
 
@@ -304,78 +304,6 @@ fail:
 #define BD_MAGIC "CTRBXBDL"
 #define BD_VERSION 1u
 
-static size_t bd_value_bytes(int dtype) { return dtype == BUNDLE_FP32 ? 4 : dtype == BUNDLE_INT8 ? 1 : 2; }
-
-static uint16_t bd_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static float bd_unbf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* one row's values encoded (int8: an f32 scale first) */
-static size_t bd_encode(int dtype, const float *v, int V, uint8_t *out)
-{
-    if (dtype == BUNDLE_FP32) {
-        memcpy(out, v, (size_t)V * 4);
-        return (size_t)V * 4;
-    }
-    if (dtype == BUNDLE_INT8) {
-        float scale = 0;
-        for (int i = 0; i < V; i++) scale = fabsf(v[i]) > scale ? fabsf(v[i]) : scale;
-        scale = scale > 0 ? scale / 127.0f : 1.0f;
-        memcpy(out, &scale, 4);
-        for (int i = 0; i < V; i++) {
-            float r = roundf(v[i] / scale);
-            out[4 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-        }
-        return 4 + (size_t)V;
-    }
-    for (int i = 0; i < V; i++) {
-        uint16_t q;
-        if (dtype == BUNDLE_FP16) {
-            _Float16 h = (_Float16)v[i];
-            memcpy(&q, &h, 2);
-        } else {
-            q = bd_bf16(v[i]);
-        }
-        memcpy(out + 2 * i, &q, 2);
-    }
-    return 2 * (size_t)V;
-}
-
-static void bd_decode(int dtype, const uint8_t *in, int V, float *v)
-{
-    if (dtype == BUNDLE_FP32) {
-        memcpy(v, in, (size_t)V * 4);
-    } else if (dtype == BUNDLE_INT8) {
-        float scale;
-        memcpy(&scale, in, 4);
-        for (int i = 0; i < V; i++) v[i] = (float)(int8_t)in[4 + i] * scale;
-    } else {
-        for (int i = 0; i < V; i++) {
-            uint16_t q;
-            memcpy(&q, in + 2 * i, 2);
-            if (dtype == BUNDLE_FP16) {
-                _Float16 h;
-                memcpy(&h, &q, 2);
-                v[i] = (float)h;
-            } else {
-                v[i] = bd_unbf16(q);
-            }
-        }
-    }
-}
-
 static int cmp_key_row(const void *x, const void *y)
 {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
@@ -412,7 +340,7 @@ static void bs_flush(bstream *b)
             b->bad = 1;
             break;
         }
-        size_t k = bd_encode(b->dtype, (const float *)((const emb_row_head *)(b->rec + i * b->rb) + 1), (int)b->V, b->buf);
+        size_t k = quant_encode((quant_type)b->dtype, (const float *)((const emb_row_head *)(b->rec + i * b->rb) + 1), (int)b->V, b->buf);
         if (fwrite(b->buf, 1, k, b->f) != k) b->bad = 1;
     }
     b->n = 0;
@@ -490,7 +418,7 @@ int bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *ti
         for (uint64_t r = 0; ok && r < n; r++) ok = fwrite(&kr[2 * r], 8, 1, f.f) == 1;
         uint8_t *buf = xmalloc(4 + (size_t)V * 4);
         for (uint64_t r = 0; ok && r < n; r++) {
-            size_t b = bd_encode(dtype, emb_table_vals(e, (uint32_t)kr[2 * r + 1]), (int)V, buf);
+            size_t b = quant_encode((quant_type)dtype, emb_table_vals(e, (uint32_t)kr[2 * r + 1]), (int)V, buf);
             ok = fwrite(buf, 1, b, f.f) == b;
         }
         free(buf);
@@ -550,7 +478,7 @@ int bundle_load(const char *path, model **out, model_meta *meta, char *err, size
     model *m = NULL;
     char msg[300];
     ret = -EBADMSG;
-    if (hv[0] != BD_VERSION || hv[1] < BUNDLE_FP32 || hv[1] > BUNDLE_INT8 || jl > len) {
+    if (hv[0] != BD_VERSION || hv[1] < QUANT_FP32 || hv[1] > QUANT_INT8 || jl > len) {
         snprintf(err, errlen, "%s: bundle version %u or value type %u unknown", path, hv[0], hv[1]);
         goto fail;
     }
@@ -580,7 +508,7 @@ int bundle_load(const char *path, model **out, model_meta *meta, char *err, size
         memcpy(&n, all + pos, 8);
         memcpy(&V, all + pos + 8, 4);
         pos += 12;
-        size_t per = (dtype == BUNDLE_INT8 ? 4 : 0) + V * bd_value_bytes(dtype);
+        size_t per = quant_row_bytes((quant_type)dtype, (int)V);
         if (V != (uint32_t)emb_table_values(e)) {
             snprintf(err, errlen, "%s: table %d has %u values a row, the model %d", path, t, V, emb_table_values(e));
             goto fail;
@@ -591,7 +519,7 @@ int bundle_load(const char *path, model **out, model_meta *meta, char *err, size
         for (uint64_t r = 0; r < n; r++) {
             emb_row_head *h = (emb_row_head *)rec;
             memcpy(&h->key, keys + r * 8, 8);
-            bd_decode(dtype, vals + r * per, (int)V, (float *)(h + 1));
+            quant_decode((quant_type)dtype, vals + r * per, (int)V, (float *)(h + 1));
             emb_table_insert_record(e, rec, 0);
         }
         free(rec);

@@ -35,9 +35,8 @@ void model_meta_free(model_meta *meta);
  * rows, u32 values a row, the keys sorted (u64 each), the rows in that order (fp32, fp16 or bf16
  * values, or an f32 scale then int8 values), "CTRBXEND", and the XXH64 of all bytes before it.
  * No optimizer state or counters. */
-enum { BUNDLE_FP32 = 1, BUNDLE_FP16, BUNDLE_BF16, BUNDLE_INT8 };
 struct emb_tier;
-/* tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
+/* dtype: a quant_type (embedding/quant.h). tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
  * in that order), or NULL: m's tables are in memory. */
 int bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,
                 size_t errlen);

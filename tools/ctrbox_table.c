@@ -27,6 +27,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../embedding/quant.h"
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../src/modelfile.h"
@@ -730,17 +731,18 @@ static int cmd_import(int argc, char **argv)
 }
 
 /* ---- convert: rows for serving, quantized ---- *
- * File: "CTRBXQRW", u32 version 1, u32 dtype (1 fp16, 2 bf16, 3 int8), u64 rows, u32 values per
+ * File: "CTRBXQRW", u32 version 1, u32 dtype (2 fp16, 3 bf16, 4 int8: quant.h), u64 rows, u32 values per
  * row (first-order weight, then the embedding), u32 reserved; per row: u64 key, for int8 an f32
  * scale, then the values (2 bytes each, or 1); last, the XXH64 of everything before it. */
-
-enum { DT_FP16 = 1, DT_BF16 = 2, DT_INT8 = 3 };
 
 typedef struct {
     FILE *f;
     XXH64_state_t *st;
-    int dtype, V;
+    quant_type q;
+    int V;
     uint64_t rows;
+    uint8_t *buf;
+    float *back;
     double max_err, sum_err, n_vals;
 } converter;
 
@@ -750,50 +752,15 @@ static void put_sum(converter *c, const void *p, size_t n)
     XXH64_update(c->st, p, n);
 }
 
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fff + ((u >> 16) & 1);   /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 static int convert_row(void *ctx, const emb_row_head *h)
 {
     converter *c = ctx;
     const float *v = (const float *)(h + 1);
     put_sum(c, &h->key, 8);
-    float scale = 0;
-    if (c->dtype == DT_INT8) {
-        for (int i = 0; i < c->V; i++) scale = fabsf(v[i]) > scale ? fabsf(v[i]) : scale;
-        scale = scale > 0 ? scale / 127.0f : 1.0f;
-        put_sum(c, &scale, 4);
-    }
+    put_sum(c, c->buf, quant_encode(c->q, v, c->V, c->buf));
+    quant_decode(c->q, c->buf, c->V, c->back);
     for (int i = 0; i < c->V; i++) {
-        float back;
-        if (c->dtype == DT_FP16) {
-            _Float16 q = (_Float16)v[i];
-            put_sum(c, &q, 2);
-            back = (float)q;
-        } else if (c->dtype == DT_BF16) {
-            uint16_t q = to_bf16(v[i]);
-            put_sum(c, &q, 2);
-            back = from_bf16(q);
-        } else {
-            float r = roundf(v[i] / scale);
-            int8_t q = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            put_sum(c, &q, 1);
-            back = q * scale;
-        }
-        double e = fabs((double)back - v[i]);
+        double e = fabs((double)c->back[i] - v[i]);
         if (e > c->max_err) c->max_err = e;
         c->sum_err += e;
         c->n_vals++;
@@ -810,8 +777,8 @@ static int cmd_convert(int argc, char **argv)
     int dtype = 0, tb = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'd') {
-            dtype = !strcmp(optarg, "fp16") ? DT_FP16 : !strcmp(optarg, "bf16") ? DT_BF16 : !strcmp(optarg, "int8") ? DT_INT8 : 0;
-            if (!dtype) die("--dtype %s: want fp16, bf16 or int8", optarg);
+            dtype = quant_from_name(optarg);
+            if (!dtype || dtype == QUANT_FP32) die("--dtype %s: want fp16, bf16 or int8", optarg);
         } else if (c == 'n') {
             tb = table_arg(optarg);
         } else {
@@ -827,7 +794,9 @@ static int cmd_convert(int argc, char **argv)
     durable_file df;
     int r = durable_open(&df, out);
     if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
-    converter cv = { df.f, XXH64_createState(), dtype, tdesc_values(&s.d[tb]), 0, 0, 0, 0 };
+    int V = tdesc_values(&s.d[tb]);
+    converter cv = { df.f, XXH64_createState(), (quant_type)dtype, V, 0, xmalloc(quant_row_bytes(QUANT_FP32, V)),
+                     xmalloc((size_t)V * sizeof(float)), 0, 0, 0 };
     XXH64_reset(cv.st, 0);
     uint64_t n = tsrc_rows(&s, tb);
     uint32_t hv[4] = { 1, (uint32_t)dtype, 0, 0 };
@@ -846,10 +815,12 @@ static int cmd_convert(int argc, char **argv)
     }
     uint64_t sum = XXH64_digest(cv.st);
     XXH64_freeState(cv.st);
+    free(cv.buf);
+    free(cv.back);
     fwrite(&sum, 8, 1, df.f);
     if ((r = durable_commit(&df)) < 0) die("%s: cannot write: %s", out, strerror(-r));
     printf("converted %llu rows (%d values each) to %s: largest error %.3g, mean error %.3g\n", (unsigned long long)n,
-           cv.V, dtype == DT_FP16 ? "fp16" : dtype == DT_BF16 ? "bf16" : "int8 (a scale per row)", cv.max_err,
+           cv.V, dtype == QUANT_INT8 ? "int8 (a scale per row)" : quant_name((quant_type)dtype), cv.max_err,
            cv.n_vals ? cv.sum_err / cv.n_vals : 0.0);
     tsrc_close(&s);
     return 0;
