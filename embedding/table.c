@@ -411,11 +411,6 @@ void emb_table_trim(emb_table *t)
     if (t->slab && to > from + (1u << 20)) madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
-size_t emb_table_bytes(const emb_table *t)
-{
-    return t->cap_rows * t->row_bytes + t->idx_cap * sizeof(slot) + t->pend_cap * sizeof(pending);
-}
-
 void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }
 
 void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)

@@ -92,8 +92,6 @@ uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 void emb_table_remove(emb_table *t, uint32_t row);
 /* Give the memory of the slab's unused tail (rows removed since it grew) back to the system. */
 void emb_table_trim(emb_table *t);
-/* Bytes the table holds in memory (rows, index and pending keys at their current capacity). */
-size_t emb_table_bytes(const emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */
 int emb_table_save_pending(const emb_table *t, void *file);
 int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen);

@@ -104,7 +104,6 @@ struct emb_tier_batch {
     size_t n_fr, cap_fr;
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
     size_t n_ie, cap_ie;
-    uint64_t puts, dels, bytes;
     int64_t *row_delta;      /* per table */
     int err;                 /* first write error (-errno) */
     char errmsg[512];
@@ -527,6 +526,45 @@ emb_tier_stats emb_tier_get_stats(emb_tier *t)
 
 /* ---- fetch ---- */
 
+/* aux[i] = slot + 1 of keys[i] (c <= GET_CHUNK), or 0: keys the filter rules out are not looked up,
+ * the others by one batched MultiGet */
+static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uint64_t *aux, char *err, size_t errlen)
+{
+    uint8_t kb[GET_CHUNK][10];
+    const char *kp[GET_CHUNK];
+    size_t ks[GET_CHUNK], at[GET_CHUNK], m = 0;
+    rocksdb_pinnableslice_t *vals[GET_CHUNK];
+    char *errs[GET_CHUNK];
+    int ret = 0;
+    for (size_t j = 0; j < c; j++) {
+        aux[j] = 0;
+        if (!filter_may_hold(t, tb, keys[j])) continue;
+        idx_key(kb[m], tb, keys[j]);
+        kp[m] = (const char *)kb[m];
+        ks[m] = 10;
+        at[m++] = j;
+    }
+    if (m) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, m, kp, ks, vals, errs, 0);
+    for (size_t j = 0; j < m; j++) {
+        if (errs[j]) {
+            if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
+            free(errs[j]);
+        }
+        if (!vals[j]) continue;
+        size_t vl;
+        const char *v = rocksdb_pinnableslice_value(vals[j], &vl);
+        idx_val iv;
+        if (v && vl == sizeof iv) {
+            memcpy(&iv, v, sizeof iv);
+            aux[at[j]] = iv.slot + 1;
+        } else if (v && !ret) {
+            ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
+        }
+        rocksdb_pinnableslice_destroy(vals[j]);
+    }
+    return ret;
+}
+
 typedef struct {
     size_t i;          /* key index */
     uint64_t slot;
@@ -558,46 +596,14 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
     for (int i = 0; i < FETCH_DEPTH; i++) freeb[i] = i;
     size_t next = 0, found = 0;
     int ret = 0, busy = 0;
-    uint8_t kb[GET_CHUNK][10];
-    const char *kp[GET_CHUNK];
-    size_t ks[GET_CHUNK];
-    rocksdb_pinnableslice_t *vals[GET_CHUNK];
-    char *errs[GET_CHUNK];
     while (ret == 0 && (next < n || qn > 0 || busy > 0)) {
         /* index lookups for the next keys while earlier reads are in flight */
         if (next < n && qn + GET_CHUNK <= qcap) {
-            /* up to GET_CHUNK keys the filter does not rule out (the others were never stored) */
-            size_t c = 0, at[GET_CHUNK];
-            while (next < n && c < GET_CHUNK) {
-                if (filter_may_hold(t, tb, keys[next])) {
-                    idx_key(kb[c], tb, keys[next]);
-                    kp[c] = (const char *)kb[c];
-                    ks[c] = 10;
-                    at[c++] = next;
-                } else {
-                    aux[next] = 0;
-                }
-                next++;
-            }
-            if (c) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, c, kp, ks, vals, errs, 0);
-            for (size_t j = 0; j < c; j++) {
-                if (errs[j]) {
-                    if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
-                    free(errs[j]);
-                }
-                aux[at[j]] = 0;
-                if (!vals[j]) continue;
-                size_t vl;
-                const char *v = rocksdb_pinnableslice_value(vals[j], &vl);
-                idx_val iv;
-                if (v && vl != sizeof iv) {
-                    if (!ret) ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
-                } else if (v) {
-                    memcpy(&iv, v, sizeof iv);
-                    q[(qh + qn++) % qcap] = (rd){ at[j], iv.slot };
-                }
-                rocksdb_pinnableslice_destroy(vals[j]);
-            }
+            size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
+            ret = lookup_chunk(t, tb, keys + next, c, aux + next, err, errlen);
+            for (size_t j = 0; j < c; j++)
+                if (aux[next + j]) q[(qh + qn++) % qcap] = (rd){ next + j, aux[next + j] - 1 };
+            next += c;
         }
         while (qn > 0 && nfree > 0 && ret == 0) {
             int b = freeb[--nfree];
@@ -637,7 +643,6 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
                 ret = check_slot(t, tb, img, r.slot, keys[r.i], err, errlen);
                 if (ret == 0) {
                     memcpy(out + r.i * s->row_bytes, img, s->row_bytes);
-                    aux[r.i] = r.slot + 1;
                     found++;
                 }
             }
@@ -658,7 +663,6 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
     }
     free(q);
     pthread_mutex_lock(&t->mu);
-    t->st.lookups += n;
     t->st.rows_read += found;
     t->st.bytes_read += found * sb;
     pthread_mutex_unlock(&t->mu);
@@ -667,42 +671,9 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
 
 int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
 {
-    uint8_t kb[GET_CHUNK][10];
-    const char *kp[GET_CHUNK];
-    size_t ks[GET_CHUNK];
-    rocksdb_pinnableslice_t *vals[GET_CHUNK];
-    char *errs[GET_CHUNK];
     int ret = 0;
-    for (size_t next = 0; next < n; next += GET_CHUNK) {
-        size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
-        size_t m = 0, at[GET_CHUNK];
-        for (size_t j = 0; j < c; j++) {
-            aux[next + j] = 0;
-            if (!filter_may_hold(t, tb, keys[next + j])) continue;
-            idx_key(kb[m], tb, keys[next + j]);
-            kp[m] = (const char *)kb[m];
-            ks[m] = 10;
-            at[m++] = next + j;
-        }
-        if (m) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, m, kp, ks, vals, errs, 0);
-        for (size_t j = 0; j < m; j++) {
-            if (errs[j]) {
-                if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);
-                free(errs[j]);
-            }
-            if (!vals[j]) continue;
-            size_t vl;
-            const char *v = rocksdb_pinnableslice_value(vals[j], &vl);
-            idx_val iv;
-            if (v && vl == sizeof iv) {
-                memcpy(&iv, v, sizeof iv);
-                aux[at[j]] = iv.slot + 1;
-            } else if (v && !ret) {
-                ret = fail(err, errlen, -EBADMSG, "%s: %s", t->dir, "malformed index entry");
-            }
-            rocksdb_pinnableslice_destroy(vals[j]);
-        }
-    }
+    for (size_t next = 0; next < n && ret == 0; next += GET_CHUNK)
+        ret = lookup_chunk(t, tb, keys + next, n - next < GET_CHUNK ? n - next : GET_CHUNK, aux + next, err, errlen);
     return ret;
 }
 
@@ -894,8 +865,6 @@ void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
         filter_add(t, tb, h->key);   /* before it is durable: a false positive at worst */
     }
     h->aux = slot + 1;
-    b->puts++;
-    b->bytes += s->slot_bytes;
 }
 
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
@@ -906,7 +875,6 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
     if (aux) {
         add_freed(b, tb, aux);
         b->row_delta[tb]--;
-        b->dels++;
     }
 }
 
@@ -965,11 +933,6 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
     if (ret == 0) {
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
         for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
-        pthread_mutex_lock(&t->mu);
-        t->st.rows_written += b->puts;
-        t->st.bytes_written += b->bytes;
-        t->st.rows_deleted += b->dels;
-        pthread_mutex_unlock(&t->mu);
     } else {
         t->failed = 1;
     }

@@ -30,9 +30,6 @@ typedef struct emb_tier emb_tier;
 
 typedef struct {
     uint64_t rows_read, bytes_read;        /* fetches that found their row */
-    uint64_t rows_written, bytes_written;  /* by commits */
-    uint64_t lookups;                      /* keys asked for */
-    uint64_t rows_deleted;
 } emb_tier_stats;
 
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
