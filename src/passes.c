@@ -329,7 +329,7 @@ typedef struct pass_state {
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t fingerprint;
     uint64_t *defaults;       /* the fields' default-row keys, sorted */
-    size_t n_defaults;
+    uint32_t n_defaults;
 } pass_state;
 
 static uint64_t rss_bytes(void)
@@ -660,27 +660,9 @@ typedef struct {
     uint64_t deleted;
 } shrink_ctx;
 
-static int cmp_u64(const void *x, const void *y)
+static emb_shrink_rule shrink_rule(const train_opts *o)
 {
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return (a > b) - (a < b);
-}
-
-/* whether key is a field's shared default row (ps->defaults: sorted) */
-static int is_default_key(const pass_state *ps, uint64_t key)
-{
-    return bsearch(&key, ps->defaults, ps->n_defaults, sizeof key, cmp_u64) != NULL;
-}
-
-static int shrink_doomed(const train_opts *o, const emb_table_config *c, uint32_t pass, float show, float click,
-                         uint32_t last_pass)
-{
-    if (o->shrink_unseen && pass > last_pass && pass - last_pass > o->shrink_unseen) return 1;
-    if (o->shrink_threshold >= 0) {
-        double score = ((double)show - click) * o->nonclk_coeff + (double)click * o->clk_coeff;
-        if (score < o->shrink_threshold) return 1;
-    }
-    return 0;
+    return (emb_shrink_rule){ o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff };
 }
 
 static int shrink_tier_key(void *p, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
@@ -688,11 +670,11 @@ static int shrink_tier_key(void *p, uint64_t key, uint64_t slot, float show, flo
     shrink_ctx *s = p;
     emb_table *e = model_table(s->t->m, s->tb);
     if (emb_table_find(e, key) >= 0) return 0;   /* resident: judged by its newer copy */
-    if (emb_table_config_of(e)->min_show > 1 && is_default_key(s->t->ps, key)) return 0;
-    emb_row_head h = { .key = key, .show = show, .click = click, .last_pass = last_pass };
-    float sh, cl;
-    emb_row_counters_at(emb_table_config_of(e), &h, s->t->pass, &sh, &cl);
-    if (shrink_doomed(s->t->o, emb_table_config_of(e), s->t->pass, sh, cl, last_pass)) {
+    const emb_table_config *c = emb_table_config_of(e);
+    pass_state *ps = s->t->ps;
+    if (c->min_show > 1 && emb_is_default_key(ps->defaults, ps->n_defaults, key)) return 0;
+    emb_shrink_rule rule = shrink_rule(s->t->o);
+    if (emb_shrink_doomed(&rule, c->decay, show, click, last_pass, s->t->pass)) {
         emb_tier_del(s->batch, s->tb, key, slot + 1);
         s->deleted++;
     }
@@ -705,6 +687,7 @@ static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
     const train_opts *o = t->o;
     *deleted = 0;
     if (o->shrink_threshold < 0 && !o->shrink_unseen) return 0;
+    emb_shrink_rule rule = shrink_rule(o);
     for (int tb = 0; tb < ps->n_tables; tb++) {
         emb_table *e = model_table(t->m, tb);
         const emb_table_config *c = emb_table_config_of(e);
@@ -719,10 +702,8 @@ static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
         }
         for (size_t r = emb_table_rows(e); r-- > 0;) {
             emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (c->min_show > 1 && is_default_key(ps, h->key)) continue;   /* shared default rows stay */
-            float sh, cl;
-            emb_row_counters_at(c, h, t->pass, &sh, &cl);
-            if (!shrink_doomed(o, c, t->pass, sh, cl, h->last_pass)) continue;
+            if (c->min_show > 1 && emb_is_default_key(ps->defaults, ps->n_defaults, h->key)) continue;   /* shared default rows stay */
+            if (!emb_shrink_doomed(&rule, c->decay, h->show, h->click, h->last_pass, t->pass)) continue;
             if (batch) emb_tier_del(batch, tb, h->key, h->aux);
             emb_table_remove(e, (uint32_t)r);
             (*deleted)++;
@@ -987,9 +968,8 @@ int train_passes(trainer *t)
     ps.budget = budget > index_cache ? budget - index_cache : 0;
     t->ps = &ps;
     ps.fingerprint = fingerprint(t);
-    ps.defaults = xcalloc(t->meta.schema.n_fields + 1, sizeof *ps.defaults);
-    for (uint32_t f = 0; f < t->meta.schema.n_fields; f++) ps.defaults[ps.n_defaults++] = emb_table_default_key((uint16_t)f);
-    qsort(ps.defaults, ps.n_defaults, sizeof *ps.defaults, cmp_u64);
+    ps.defaults = emb_default_keys(t->meta.schema.n_fields);
+    ps.n_defaults = t->meta.schema.n_fields;
     char err[1024];
     int ret = 0, start_epoch = 1;
     uint64_t skip = 0;

@@ -929,8 +929,9 @@ static int cmd_merge(int argc, char **argv)
 typedef struct {
     emb_tier_batch *b;
     int tb;
-    double threshold, nonclk, clk, decay;
-    long long unseen, pass;
+    emb_shrink_rule rule;
+    float decay;
+    long long pass;
     uint64_t deleted, kept;
     emb_tier *tier;
     uint64_t pending;
@@ -941,11 +942,7 @@ typedef struct {
 static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
 {
     shrinker *s = ctx;
-    double f = s->decay > 0 && s->decay < 1 && s->pass > last_pass ? pow(s->decay, (double)(s->pass - last_pass)) : 1;
-    double sh = show * f, cl = click * f;
-    int doomed = (s->unseen > 0 && s->pass - (long long)last_pass > s->unseen) ||
-                 (s->threshold >= 0 && (sh - cl) * s->nonclk + cl * s->clk < s->threshold);
-    if (doomed) {
+    if (emb_shrink_doomed(&s->rule, s->decay, show, click, last_pass, (uint32_t)s->pass)) {
         emb_tier_del(s->b, s->tb, key, slot + 1);
         s->deleted++;
         if (++s->pending == (1u << 20)) {   /* bounded memory: a commit every 2^20 deletions */
@@ -975,19 +972,14 @@ static int shrink_model_file(const char *dir, shrinker *sk)
                 if (emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass > sk->pass)
                     sk->pass = emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass;
     }
+    uint64_t *dflt = emb_default_keys(meta.schema.n_fields);
     for (int tb = 0; tb < model_n_tables(m); tb++) {
         emb_table *e = model_table(m, tb);
         for (size_t r = emb_table_rows(e); r-- > 0;) {
             emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (meta.cfg.min_show > 1) {   /* the fields' shared default rows stay */
-                int dflt = 0;
-                for (uint32_t f = 0; f < meta.schema.n_fields && !dflt; f++) dflt = h->key == emb_table_default_key((uint16_t)f);
-                if (dflt) continue;
-            }
-            double f = sk->decay > 0 && sk->decay < 1 && sk->pass > h->last_pass ? pow(sk->decay, (double)(sk->pass - h->last_pass)) : 1;
-            double sh = h->show * f, cl = h->click * f;
-            if ((sk->unseen > 0 && sk->pass - (long long)h->last_pass > sk->unseen) ||
-                (sk->threshold >= 0 && (sh - cl) * sk->nonclk + cl * sk->clk < sk->threshold)) {
+            /* the fields' shared default rows stay */
+            if (meta.cfg.min_show > 1 && emb_is_default_key(dflt, meta.schema.n_fields, h->key)) continue;
+            if (emb_shrink_doomed(&sk->rule, sk->decay, h->show, h->click, h->last_pass, (uint32_t)sk->pass)) {
                 emb_table_remove(e, (uint32_t)r);
                 sk->deleted++;
             } else {
@@ -995,6 +987,7 @@ static int shrink_model_file(const char *dir, shrinker *sk)
             }
         }
     }
+    free(dflt);
     if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
     printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->deleted,
            (unsigned long long)sk->kept);
@@ -1018,19 +1011,19 @@ static int cmd_shrink(int argc, char **argv)
         { "nonclk-coeff", required_argument, 0, 'n' }, { "clk-coeff", required_argument, 0, 'c' },
         { "decay", required_argument, 0, 'd' }, { "pass", required_argument, 0, 'p' }, { 0, 0, 0, 0 },
     };
-    shrinker sk = { .threshold = -1, .nonclk = 0.1, .clk = 1, .pass = -1 };
+    shrinker sk = { .rule = { -1, 0, 0.1, 1 }, .pass = -1 };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 't') sk.threshold = num("threshold", optarg);
-        else if (c == 'u') sk.unseen = (long long)num("unseen", optarg);
-        else if (c == 'n') sk.nonclk = num("nonclk-coeff", optarg);
-        else if (c == 'c') sk.clk = num("clk-coeff", optarg);
-        else if (c == 'd') sk.decay = num("decay", optarg);
+        if (c == 't') sk.rule.threshold = num("threshold", optarg);
+        else if (c == 'u') sk.rule.unseen = (uint32_t)num("unseen", optarg);
+        else if (c == 'n') sk.rule.nonclk = num("nonclk-coeff", optarg);
+        else if (c == 'c') sk.rule.clk = num("clk-coeff", optarg);
+        else if (c == 'd') sk.decay = (float)num("decay", optarg);
         else if (c == 'p') sk.pass = (long long)num("pass", optarg);
         else die("shrink: see ctrbox-table --help");
     }
     if (argc - optind != 1) die("shrink: want DIR [--threshold S] [--unseen N] ...");
-    if (sk.threshold < 0 && sk.unseen <= 0) die("shrink: give --threshold S and/or --unseen N");
+    if (sk.rule.threshold < 0 && !sk.rule.unseen) die("shrink: give --threshold S and/or --unseen N");
     const char *dir = argv[optind];
     char err[1024];
     char mf[4200];
@@ -1044,7 +1037,7 @@ static int cmd_shrink(int argc, char **argv)
         if (emb_tier_catalog(s.tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
         uint32_t p = 0;
         if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) memcpy(&p, (char *)blob + 12, 4);
-        else if (sk.unseen > 0 || sk.decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
+        else if (sk.rule.unseen || sk.decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
         free(blob);
         sk.pass = p;
     }
