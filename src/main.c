@@ -484,15 +484,8 @@ static int cmd_export_serving(int argc, char **argv)
     model_meta meta;
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
     emb_tier *tier = NULL;
-    if (meta.table_dir) {   /* streamed from the table folder */
-        int n = model_n_tables(m);
-        size_t *rb = xcalloc((size_t)n, sizeof *rb);
-        for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
-        char layout[4096];
-        tier_layout(m, layout, sizeof layout);
-        if (emb_tier_open(&tier, meta.table_dir, n, rb, layout, 1, 64u << 20, err, sizeof err) < 0) die("%s", err);
-        free(rb);
-    }
+    if (meta.table_dir && model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0)   /* streamed from it */
+        die("%s", err);
     if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s: %s", out, err);
     uint64_t rows = 0;
     for (int t = 0; t < model_n_tables(m); t++) rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));

@@ -440,7 +440,8 @@ int passes_pull_for_eval(trainer *t, const sample_block *b)
     return ret;
 }
 
-void tier_layout(model *m, char *out, size_t len)
+/* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..." */
+static void tier_layout(model *m, char *out, size_t len)
 {
     int w = snprintf(out, len, "%s", model_kind_name(model_config_of(m)->kind));
     for (int i = 0; i < model_n_tables(m) && w < (int)len; i++) {
@@ -450,26 +451,35 @@ void tier_layout(model *m, char *out, size_t len)
     }
 }
 
-int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
+int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache, emb_tier **out, char *err, size_t errlen)
 {
     char layout[4096];
     tier_layout(m, layout, sizeof layout);
     int n = model_n_tables(m);
     size_t *rb = xcalloc((size_t)n, sizeof *rb);
     for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
+    int ret = emb_tier_open(out, dir, n, rb, layout, readonly, index_cache, err, errlen);
+    free(rb);
+    return ret;
+}
+
+int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
+{
+    int n = model_n_tables(m);
     emb_tier *tier;
-    int ret = emb_tier_open(&tier, dir, n, rb, layout, 1, 64u << 20, err, errlen);
+    int ret = model_open_tier(m, dir, 1, 64u << 20, &tier, err, errlen);
     if (ret == 0) {
         pass_data p = { .rows = *b };
         collect_keys_of(m, n_fields, &p, n);
         for (int tb = 0; tb < n && ret == 0; tb++) {
             keyvec *kv = &p.keys[tb];
-            uint8_t *rec = xmalloc((kv->n ? kv->n : 1) * rb[tb]);
+            size_t rb = emb_table_row_bytes(model_table(m, tb));
+            uint8_t *rec = xmalloc((kv->n ? kv->n : 1) * rb);
             uint64_t *aux = xcalloc(kv->n ? kv->n : 1, sizeof *aux);
             ret = emb_tier_fetch(tier, tb, kv->k, kv->n, rec, aux, err, errlen);
             emb_table *e = model_table(m, tb);
             for (size_t i = 0; ret == 0 && i < kv->n; i++)
-                if (aux[i] && emb_table_find(e, kv->k[i]) < 0) emb_table_insert_record(e, rec + i * rb[tb], aux[i]);
+                if (aux[i] && emb_table_find(e, kv->k[i]) < 0) emb_table_insert_record(e, rec + i * rb, aux[i]);
             free(rec);
             free(aux);
             free(kv->k);
@@ -477,7 +487,6 @@ int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sam
         free(p.keys);
         emb_tier_close(tier);
     }
-    free(rb);
     return ret;
 }
 
@@ -974,9 +983,7 @@ int train_passes(trainer *t)
     int ret = 0, start_epoch = 1;
     uint64_t skip = 0;
     if (o->table_dir) {
-        char layout[4096];
-        tier_layout(t->m, layout, sizeof layout);
-        if (emb_tier_open(&ps.tier, o->table_dir, ps.n_tables, ps.row_bytes, layout, 0, index_cache, err, sizeof err) < 0) {
+        if (model_open_tier(t->m, o->table_dir, 0, index_cache, &ps.tier, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             ret = 1;
             goto out;

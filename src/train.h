@@ -43,8 +43,11 @@ int train_run(const train_opts *o);
 
 /* Read from the SSD-tier folder dir the rows of every key in b into m's tables (a model whose
  * rows live in a table folder, before it scores b). 0, or <0 with a message in err. */
-/* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..." */
-void tier_layout(model *m, char *out, size_t len);
+/* Open m's table folder dir (its layout line must be m's: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;...").
+ * 0, or <0 with err. */
+struct emb_tier;
+int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache, struct emb_tier **out, char *err,
+                    size_t errlen);
 int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen);
 
 /* Read every row of the inputs into one block (caller frees); the schema is copied into schema

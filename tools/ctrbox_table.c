@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -86,17 +87,21 @@ typedef struct {
     char path[8300];
 } tsrc;
 
+static uint64_t du_sum;
+
+static int du_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)p, (void)ftw;
+    if (type == FTW_F) du_sum += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+/* bytes a file or folder takes on disk */
 static uint64_t du(const char *path)
 {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "du -sb '%s' 2>/dev/null", path);
-    FILE *p = popen(cmd, "r");
-    unsigned long long b = 0;
-    if (p) {
-        if (fscanf(p, "%llu", &b) != 1) b = 0;
-        pclose(p);
-    }
-    return b;
+    du_sum = 0;
+    if (nftw(path, du_one, 16, FTW_PHYS) != 0) return 0;
+    return du_sum;
 }
 
 static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
