@@ -19,14 +19,6 @@
 #include "../io/reader.h"
 #include "../src/util.h"
 
-static double cpu_sec(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec * 1e-6;
-}
-
 static uint64_t file_bytes(char *const *paths, int n)
 {
     uint64_t t = 0;

@@ -29,20 +29,6 @@
 
 #define BATCH 64
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-}
-
 static void key_of(uint64_t i, char out[8])
 {
     uint64_t k = mix64(i + 1);
@@ -159,7 +145,7 @@ static void *rd_thread(void *p)
     rd_arg *a = p;
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     uint64_t rng = 1234567 + (uint64_t)a->id;
-    while (now() < a->until) {
+    while (now_sec() < a->until) {
         char *vals[BATCH];
         size_t vsz[BATCH];
         multi_get(a->db, ro, a->rows, &rng, vals, vsz);
@@ -181,13 +167,13 @@ static void bench_rocksdb(const char *dir, double secs, int threads)
     atomic_ullong done = 0;
     pthread_t th[256];
     rd_arg args[256];
-    double c0 = cpu_seconds(), t0 = now();
+    double c0 = cpu_sec(), t0 = now_sec();
     for (int i = 0; i < threads; i++) {
         args[i] = (rd_arg){db, rows, t0 + secs, &done, i};
         pthread_create(&th[i], NULL, rd_thread, &args[i]);
     }
     for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
-    double t = now() - t0, c = cpu_seconds() - c0;
+    double t = now_sec() - t0, c = cpu_sec() - c0;
     printf("{\"layout\":\"rocksdb\",\"threads\":%d,\"rows\":%llu,\"row_bytes\":%zu,\"rows_per_s\":%.0f,\"cpu_cores\":%.2f}\n",
            threads, (unsigned long long)rows, rowbytes, done / t, c / t);
     rocksdb_close(db);
@@ -216,8 +202,8 @@ static void bench_slots(const char *dir, double secs, int depth)
     for (int i = 0; i < depth; i++) free_bufs[i] = i;
     uint64_t pending[BATCH];
     int npending = 0;
-    double c0 = cpu_seconds(), t0 = now(), until = t0 + secs;
-    while (now() < until) {
+    double c0 = cpu_sec(), t0 = now_sec(), until = t0 + secs;
+    while (now_sec() < until) {
         if (npending == 0) {
             /* index lookups for the next batch while reads are in flight */
             char *vals[BATCH];
@@ -249,7 +235,7 @@ static void bench_slots(const char *dir, double secs, int depth)
         inflight -= (int)n;
         done += n;
     }
-    double t = now() - t0, c = cpu_seconds() - c0;
+    double t = now_sec() - t0, c = cpu_sec() - c0;
     printf("{\"layout\":\"slots\",\"depth\":%d,\"rows\":%llu,\"row_bytes\":%zu,\"slot_bytes\":%zu,\"rows_per_s\":%.0f,\"cpu_cores\":%.2f}\n",
            depth, (unsigned long long)rows, rowbytes, slot, done / t, c / t);
     rocksdb_close(db);

@@ -25,13 +25,6 @@ static emb_table_config config(void)
     return c;
 }
 
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-}
-
 static uint64_t key_of(uint64_t i) { return mix64(i * 2 + 1); }
 
 int main(int argc, char **argv)
@@ -69,7 +62,7 @@ int main(int argc, char **argv)
         enum { BATCH = 65536 };
         uint64_t *keys = xmalloc(BATCH * sizeof *keys), *aux = xmalloc(BATCH * sizeof *aux), s = 12345, done = 0;
         uint8_t *out = xmalloc(BATCH * rb);
-        double c0 = cpu_seconds(), t0 = now_sec();
+        double c0 = cpu_sec(), t0 = now_sec();
         while (now_sec() - t0 < secs) {
             for (int i = 0; i < BATCH; i++) keys[i] = key_of(splitmix64(&s) % rows);
             if (emb_tier_fetch(tier, 0, keys, BATCH, out, aux, err, sizeof err) < 0) die("%s", err);
@@ -77,7 +70,7 @@ int main(int argc, char **argv)
                 if (!aux[i]) die("key %llu not found", (unsigned long long)keys[i]);
             done += BATCH;
         }
-        double t = now_sec() - t0, cpu = cpu_seconds() - c0;
+        double t = now_sec() - t0, cpu = cpu_sec() - c0;
         printf("{\"rows\": %llu, \"fetched\": %llu, \"rows_per_s\": %.0f, \"cpu_cores\": %.3f, \"seconds\": %.2f}\n",
                (unsigned long long)rows, (unsigned long long)done, (double)done / t, cpu / t, t);
         free(keys), free(aux), free(out);

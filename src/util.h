@@ -32,6 +32,8 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* Monotonic clock in seconds. */
 double now_sec(void);
+/* CPU seconds (user + system) the process has used, all threads. */
+double cpu_sec(void);
 
 /* A file written durably: open to a temporary name; commit renames it into place. */
 typedef struct {
