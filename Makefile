@@ -7,9 +7,16 @@ BIN     ?= bin
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -fopenmp -lrocksdb -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -pthread
+LDLIBS   = -fopenmp -lrocksdb -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
 
-LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/model.c embedding/table.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/passes.c src/modelfile.c \
+# The CUDA backend: a shared object opened at run time (dense/device.c), built whenever nvcc is
+# found (or CUDA=1); CUDA=0 skips it. The binary never links CUDA, so it runs without a GPU.
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA      ?= $(if $(NVCC),1,0)
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=[sm_80,compute_80]
+CUDA_LIB  = $(if $(filter 1,$(CUDA)),$(BIN)/libctrbox_cuda.so)
+
+LIB_SRC  = src/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c dense/backend.c dense/device.c dense/model.c embedding/table.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/passes.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c \
            datasets/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
@@ -19,7 +26,7 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps test check-tests demo bench bench-tier bench-layout frappe fuzz asan clean
-all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table
+all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
 	@bash tools/install-deps.sh
@@ -27,6 +34,11 @@ deps:
 $(BUILD)/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
+
+$(BIN)/libctrbox_cuda.so: dense/cuda/backend_cuda.cu dense/backend.h dense/optim.h
+	@mkdir -p $(BIN)
+	$(if $(NVCC),,$(error CUDA=1 but nvcc was not found))
+	$(NVCC) -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-Wall -shared $< -o $@ -lcublas -lcudart
 
 $(BIN)/ctrbox: $(BUILD)/src/main.o $(LIB_OBJ)
 	@mkdir -p $(BIN)

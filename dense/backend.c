@@ -3,9 +3,17 @@
  */
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "../src/util.h"
 #include "layers.h"
+
+static void *cpu_alloc(size_t bytes) { return xcalloc(bytes ? bytes : 1, 1); }
+static void cpu_release(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
+static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
+static void cpu_sync(void) {}
 
 const dense_backend dense_backend_cpu = {
     .name = "cpu",
@@ -33,6 +41,12 @@ const dense_backend dense_backend_cpu = {
     .concat_backward = dense_concat_backward,
     .bce_forward_backward = dense_bce_forward_backward,
     .opt_step = dense_opt_step,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
 };
 
 const dense_backend *dense_backend_find(const char *name)

@@ -2,8 +2,13 @@
  * backend.h: the dense backend interface. A backend is a table of the layer kernels of
  * layers.h (same names without the dense_ prefix, same arguments) and the dense optimizer step;
  * models call layers only through it. The CPU backend (cblas, loops) is dense_backend_cpu; it
- * works on host memory. The CUDA backend will provide the same table over device memory, with a
- * stream carried by its context.
+ * works on host memory. The CUDA backend (dense/cuda/backend_cuda.cu, a shared object loaded at
+ * run time by dense/device.c) provides the same table over device memory; its stream is carried
+ * by its context instead of a last argument, so the two tables have one type.
+ *
+ * Every pointer a kernel takes lives in its backend's memory: buffers come from alloc and data
+ * crosses with upload / download. Pointer arrays and sizes (concat's parts, pool's slot tables
+ * on the host side) are passed by value as described per kernel.
  */
 #ifndef CTRBOX_DENSE_BACKEND_H
 #define CTRBOX_DENSE_BACKEND_H
@@ -50,6 +55,13 @@ typedef struct dense_backend {
     void (*concat_backward)(float *const *din, const float *dout, const int *C, int n, int B, int acc);
     double (*bce_forward_backward)(float *dlogit, const float *logit, const float *label, int B);
     void (*opt_step)(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step);
+    /* memory of the backend: alloc returns zeroed bytes and dies when out of memory */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    void (*zero)(void *p, size_t bytes);
+    void (*sync)(void);   /* wait for the kernels queued so far */
 } dense_backend;
 
 extern const dense_backend dense_backend_cpu;
