@@ -290,6 +290,91 @@ static void mlp_backward(model *m, mlp *p, float *din, const float *dout, float 
     }
 }
 
+/* ---- the layer chain for the planner ---- */
+
+static int chain_add(plan_layer_shape *out, int *n, int max, const char *name, plan_layer_kind kind, int in, int o,
+                     size_t params, int n_in, const int *inputs)
+{
+    CHECK(*n < max && n_in <= PLAN_MAX_INPUTS);
+    plan_layer_shape *s = &out[*n];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->kind = kind, s->in = in, s->out = o, s->params = params, s->n_inputs = n_in;
+    memcpy(s->input, inputs, (size_t)n_in * sizeof *inputs);
+    return (*n)++;
+}
+
+/* The layers of an MLP, the first reading inputs; returns the index of the last. */
+static int chain_mlp(const model *m, const mlp *p, const char *prefix, plan_layer_shape *out, int *n, int max, int n_in,
+                     const int *inputs)
+{
+    int last = -1;
+    for (int i = 0; i < p->n; i++) {
+        const fc *f = &p->l[i];
+        char name[24];
+        if (!f->relu) snprintf(name, sizeof name, "%s", strcmp(prefix, "bot") ? "head" : "bot_head");
+        else snprintf(name, sizeof name, "%s%d", prefix, i + 1);
+        size_t params = (size_t)f->in * f->out + f->out + (f->bn ? 2u * f->out : 0);
+        last = i ? chain_add(out, n, max, name, PL_FC, f->in, f->out, params, 1, &last)
+                 : chain_add(out, n, max, name, PL_FC, f->in, f->out, params, n_in, inputs);
+        out[last].bn = f->bn, out[last].relu = f->relu, out[last].dropout = f->d ? m->c.dropout : 0;
+    }
+    return last;
+}
+
+int model_layer_chain(const model *m, plan_layer_shape *out, int max)
+{
+    int n = 0, host = PLAN_HOST, emb = -1, logit_in[PLAN_MAX_INPUTS], n_logit = 0, D = m->c.dim;
+    if (m->E) {
+        emb = chain_add(out, &n, max, "embedding", PL_POOL, 0, m->W, 0, 1, &host);
+        out[emb].F = m->F, out[emb].D = m->F ? m->W / m->F : 0;
+    }
+    if (m->has_w) {
+        int w = chain_add(out, &n, max, "wide", PL_WIDE, 0, 1, (size_t)m->ND, 1, &host);
+        out[w].F = m->F ? m->F : 1, out[w].D = 1;
+        logit_in[n_logit++] = w;
+    }
+    if (m->c.kind == MODEL_FM || m->c.kind == MODEL_DEEPFM || m->c.kind == MODEL_FFM) {
+        int i = chain_add(out, &n, max, m->c.kind == MODEL_FFM ? "ffm" : "fm", m->c.kind == MODEL_FFM ? PL_FFM : PL_FM, m->W,
+                          1, 0, 1, &emb);
+        out[i].F = m->F, out[i].D = D;
+        logit_in[n_logit++] = i;
+    }
+    int x0_in[2] = { emb, host }, n_x0 = m->ND ? 2 : 1;
+    if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
+        logit_in[n_logit++] = chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in);
+    } else if (m->c.kind == MODEL_DCNV2) {
+        int prev = -1;
+        for (int l = 0; l < m->n_cross; l++) {
+            char name[24];
+            snprintf(name, sizeof name, "cross%d", l + 1);
+            int in2[3] = { emb, host, prev };
+            prev = l ? chain_add(out, &n, max, name, PL_CROSS, m->X0, m->X0, (size_t)m->X0 * m->X0 + m->X0, 2,
+                                 (int[]){ emb, prev })
+                     : chain_add(out, &n, max, name, PL_CROSS, m->X0, m->X0, (size_t)m->X0 * m->X0 + m->X0, n_x0, in2);
+        }
+        int deep = m->deep.n ? chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in) : -1;
+        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
+        int hin[2] = { prev >= 0 ? prev : emb, deep };
+        logit_in[n_logit++] = chain_add(out, &n, max, "head", PL_FC, m->X0 + dh, 1, (size_t)(m->X0 + dh) + 1,
+                                        deep >= 0 ? 2 : 1, hin);
+    } else if (m->c.kind == MODEL_DLRM) {
+        int nf = m->F + (m->ND ? 1 : 0);
+        int bot = m->ND ? chain_mlp(m, &m->bottom, "bot", out, &n, max, 1, &host) : -1;
+        int parts[2] = { emb, bot };
+        int top_in[2] = { emb, bot }, n_top = bot >= 0 ? 2 : 1;
+        if (!m->c.dlrm_cat) {
+            int i = chain_add(out, &n, max, "interaction", PL_DOT, nf * D, nf * (nf - 1) / 2, 0, n_top, parts);
+            out[i].F = nf, out[i].D = D;
+            top_in[0] = i;
+        }
+        logit_in[n_logit++] = chain_mlp(m, &m->top, "top", out, &n, max, n_top, top_in);
+    }
+    logit_in[n_logit++] = host;   /* the labels */
+    chain_add(out, &n, max, "loss", PL_LOSS, 1, 1, 1, n_logit, logit_in);   /* it holds the global bias */
+    return n;
+}
+
 static int uses_w(model_kind k) { return k == MODEL_LR || k == MODEL_FM || k == MODEL_FFM || k == MODEL_WIDEDEEP || k == MODEL_DEEPFM; }
 static int uses_emb(model_kind k) { return k != MODEL_LR; }
 

@@ -25,6 +25,7 @@
 #include "../datasets/block.h"
 #include "../embedding/table.h"
 #include "optim.h"
+#include "plan.h"
 
 typedef enum {
     MODEL_LR = 0, MODEL_FM, MODEL_FFM, MODEL_DNN, MODEL_WIDEDEEP, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM,
@@ -90,6 +91,11 @@ void model_dense(model *m, float **params, float **grads, size_t *n);
 /* Gradient of a table row's values from the last model_loss_and_grads (values floats); 0 if the
  * row took part, -1 if not. */
 int model_row_grad(const model *m, int table, uint32_t row, float *g);
+
+/* The model as the planner's chain of layers (plan.h), in forward order with the inputs each
+ * reads: embedding pooling, wide part, interaction, MLP layers, head, loss. Returns the count
+ * (at most max). */
+int model_layer_chain(const model *m, plan_layer_shape *out, int max);
 
 /* Dense state (parameters, BN running statistics, optimizer moments, step) to/from a stream:
  * magic, version, sizes and an XXH64. 0 or -errno / -EBADMSG. */

@@ -17,6 +17,8 @@
 
 #include "../embedding/quant.h"
 #include "../embedding/tier.h"
+#include "../dense/device.h"
+#include "../dense/plan.h"
 #include "../io/parse.h"
 #include "../io/stream.h"
 #include "cli.h"
@@ -34,6 +36,10 @@ static void usage(FILE *f)
             "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
             "  predict --model DIR --data FILE... --out FILE     (or --bundle FILE instead of --model, for eval too)\n"
             "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]   one read-only file for serving\n"
+            "  plan --model M [model flags] [--batch N] [--fields 26 --dense 13] [--profile FILE] [--save-profile FILE]\n"
+            "       [--placement auto|cpu|gpu|LAYER=DEV,...] [--reps 5] [--cpu-mem-mb N] [--gpu-mem-mb N]\n"
+            "                         time each layer on each device, place the layers (HeterPS), print the plan\n"
+            "  devices                the devices found (the CUDA backend is loaded at run time)\n"
             "train options:\n"
             "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
             "  --model lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm\n"
@@ -45,6 +51,7 @@ static void usage(FILE *f)
             "  --sparse-lr X  --sparse-opt adam|adagrad|rowwise_adagrad|sgd|ftrl  --l2 X (rows touched)\n"
             "  --emb-l2 X (whole table, every step)  --init-std X (0.01)  --min-show N (admission)\n"
             "  --patience N (2)  --lr-decay F (1: none)  --eval-every STEPS  --quiet\n"
+            "  --placement cpu|gpu|auto|LAYER=DEV,...  where the dense layers run (cpu; see ctrbox plan)\n"
             "passes and the SSD tier:\n"
             "  --pass-rows N          train in passes of N rows (each pass commits with a table folder)\n"
             "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files)\n"
@@ -235,7 +242,9 @@ enum {
     T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
     T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
-    T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK,
+    T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT,
+    /* plan only */
+    T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM,
 };
 static const struct option train_extra[] = {
     { "model", required_argument, 0, T_MODEL }, { "train", required_argument, 0, T_TRAIN },
@@ -259,8 +268,60 @@ static const struct option train_extra[] = {
     { "cache-mb", required_argument, 0, T_CACHEMB }, { "cache-policy", required_argument, 0, T_CACHEPOL },
     { "decay", required_argument, 0, T_CTRDECAY }, { "shrink-threshold", required_argument, 0, T_SHRINKT },
     { "shrink-unseen", required_argument, 0, T_SHRINKU }, { "nonclk-coeff", required_argument, 0, T_NONCLK },
-    { "clk-coeff", required_argument, 0, T_CLK }, { 0, 0, 0, 0 },
+    { "clk-coeff", required_argument, 0, T_CLK }, { "placement", required_argument, 0, T_PLACEMENT },
+    { "profile", required_argument, 0, T_PROFILE }, { "save-profile", required_argument, 0, T_SAVEPROF },
+    { "fields", required_argument, 0, T_FIELDS }, { "dense", required_argument, 0, T_NDENSE },
+    { "reps", required_argument, 0, T_REPS }, { "cpu-mem-mb", required_argument, 0, T_CPUMEM },
+    { "gpu-mem-mb", required_argument, 0, T_GPUMEM }, { 0, 0, 0, 0 },
 };
+
+/* What `ctrbox plan` takes besides the model flags. */
+typedef struct {
+    const char *profile, *save_profile;
+    int fields, ndense, reps;
+    double cpu_mem_mb, gpu_mem_mb;   /* < 0: the profile's */
+} plan_opts;
+
+/* ctrbox plan: measure (or load) the profile of the model's layers, place them, print the plan. */
+static int run_plan(const train_opts *o, const plan_opts *po)
+{
+    plan_profile p;
+    char err[1200];
+    printf("devices:\n%s\n", device_describe());
+    if (po->profile) {
+        if (plan_profile_load(&p, po->profile, err, sizeof err) < 0) die("%s", err);
+        printf("profile %s (measured on: %s%s%s)\n", po->profile, p.device[PLACE_CPU], *p.device[PLACE_GPU] ? "; " : "",
+               p.device[PLACE_GPU]);
+    } else {
+        data_schema s;
+        schema_init(&s, (uint32_t)(po->ndense + po->fields));
+        for (int f = 0; f < po->ndense; f++) s.kind[f] = FIELD_NUM, s.dense_slot[f] = f;
+        s.n_dense = (uint32_t)po->ndense;
+        char e[300];
+        if (model_config_check(&o->mc, &s, e, sizeof e) < 0) die("%s", e);
+        model *m = model_create(&o->mc, &s);
+        plan_layer_shape shapes[PLAN_MAX_LAYERS];
+        int n = model_layer_chain(m, shapes, PLAN_MAX_LAYERS);
+        plan_measure(&p, model_kind_name(o->mc.kind), shapes, n, o->mc.batch, dense_opt_moments(o->mc.dopt.kind),
+                     po->reps);
+        model_destroy(m);
+        schema_free(&s);
+    }
+    if (po->cpu_mem_mb >= 0) p.mem_limit[PLACE_CPU] = po->cpu_mem_mb * 1e6;
+    if (po->gpu_mem_mb >= 0) p.mem_limit[PLACE_GPU] = po->gpu_mem_mb * 1e6;
+    if (po->save_profile) {
+        if (plan_profile_save(&p, po->save_profile, err, sizeof err) < 0) die("%s", err);
+        printf("saved the profile to %s\n", po->save_profile);
+    }
+    place_device dev[PLAN_MAX_LAYERS];
+    const char *spec = o->placement ? o->placement : "auto";
+    if (plan_placement_parse(spec, &p, dev, err, sizeof err) < 0) die("%s", err);
+    plan_result r;
+    plan_evaluate(&p, dev, &r);
+    printf("placement %s\n", spec);
+    plan_print(stdout, &p, &r);
+    return r.feasible ? 0 : 1;
+}
 
 static double num_arg(const char *name, const char *arg, double lo, double hi)
 {
@@ -317,7 +378,7 @@ static int ini_option(void *user, const char *section, const char *name, const c
     return 1;
 }
 
-static int cmd_train(int argc, char **argv)
+static int cmd_train(int argc, char **argv, int plan)
 {
     /* a --config file's options go first, so the command line overrides them */
     ini_args ia = { 1, 8, xcalloc(8, sizeof(char *)), NULL, "" };
@@ -361,6 +422,7 @@ static int cmd_train(int argc, char **argv)
     o.clk_coeff = 1.0f;
     o.train = xcalloc((size_t)ac + 1, sizeof *o.train);
     o.valid = xcalloc((size_t)ac + 1, sizeof *o.valid);
+    plan_opts po = { NULL, NULL, 26, 13, 5, -1, -1 };
     int sparse_lr_set = 0, bottom_set = 0, c;
     optind = 1;
     while ((c = getopt_long(ac, av, "", opts, NULL)) != -1) {
@@ -434,15 +496,34 @@ static int cmd_train(int argc, char **argv)
         case T_SHRINKU: o.shrink_unseen = (uint32_t)num_arg("shrink-unseen", optarg, 1, 1e9); break;
         case T_NONCLK: o.nonclk_coeff = (float)num_arg("nonclk-coeff", optarg, 0, 1e6); break;
         case T_CLK: o.clk_coeff = (float)num_arg("clk-coeff", optarg, 0, 1e6); break;
+        case T_PLACEMENT: o.placement = optarg; break;
+        case T_PROFILE: case T_SAVEPROF: case T_FIELDS: case T_NDENSE: case T_REPS: case T_CPUMEM: case T_GPUMEM:
+            if (!plan) die("train: --%s is an option of ctrbox plan", av[optind - 2] + 2);
+            if (c == T_PROFILE) po.profile = optarg;
+            else if (c == T_SAVEPROF) po.save_profile = optarg;
+            else if (c == T_FIELDS) po.fields = (int)num_arg("fields", optarg, 1, 4096);
+            else if (c == T_NDENSE) po.ndense = (int)num_arg("dense", optarg, 0, 4096);
+            else if (c == T_REPS) po.reps = (int)num_arg("reps", optarg, 1, 1000);
+            else if (c == T_CPUMEM) po.cpu_mem_mb = num_arg("cpu-mem-mb", optarg, 0, 1e9);
+            else po.gpu_mem_mb = num_arg("gpu-mem-mb", optarg, 0, 1e9);
+            break;
         default: usage(stderr); return 2;
         }
+    }
+    if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;
+    if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
+    if (plan) {
+        int r = run_plan(&o, &po);
+        free(o.train), free(o.valid), free(opts), free(av);
+        cli_input_free(&in);
+        for (int i = 1; i < ia.argc; i++) free(ia.argv[i]);
+        free(ia.argv);
+        return r;
     }
     if (o.table_dir && o.mc.emb_l2_all > 0)
         die("--emb-l2 updates every row at every step; it cannot be used with --table-dir (use --l2)");
     if (!o.n_train || !o.out) die("train: --train and --out are required");
     if (in.so.fmt == FMT_NONE && !cbx_file_is_cbx(o.train[0])) die("train: --format is required for text input");
-    if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;   /* one learning rate unless told otherwise */
-    if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
     if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);
     o.in = in.so;
     o.schema_spec = in.so.schema_spec;
@@ -510,7 +591,12 @@ int main(int argc, char **argv)
     argc--, argv++;
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv, 0);
     if (!strcmp(cmd, "predict")) return cmd_eval(argc, argv, 1);
-    if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+    if (!strcmp(cmd, "train")) return cmd_train(argc, argv, 0);
+    if (!strcmp(cmd, "plan")) return cmd_train(argc, argv, 1);
+    if (!strcmp(cmd, "devices")) {
+        printf("%s\n", device_describe());
+        return 0;
+    }
     if (!strcmp(cmd, "export-serving")) return cmd_export_serving(argc, argv);
     fprintf(stderr, "ctrbox: unknown command '%s'\n", cmd);
     usage(stderr);

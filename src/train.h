@@ -37,6 +37,7 @@ typedef struct {
     double shrink_threshold;      /* delete keys whose score falls below this at each epoch end (<0: off) */
     uint32_t shrink_unseen;       /* delete keys unseen for this many passes (0: off) */
     float nonclk_coeff, clk_coeff;   /* score = (show - click) * nonclk + click * clk */
+    const char *placement;        /* --placement: cpu (NULL), gpu, auto or LAYER=DEV,... (issue 5) */
 } train_opts;
 
 int train_run(const train_opts *o);
