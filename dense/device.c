@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "device.h"
 
+#include "backend_sim.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -33,6 +35,13 @@ static char gpu_desc[1024], describe[1400];
 
 static void gpu_load(void)
 {
+    const char *sim = getenv("CTRBOX_GPU_SIM");
+    if (sim && !strcmp(sim, "1")) {
+        gpu = &dense_backend_sim;
+        gpu_mem = (size_t)8 << 30;
+        snprintf(gpu_desc, sizeof gpu_desc, "gpu0: simulated on the CPU (CTRBOX_GPU_SIM=1, for tests), 8.0 GiB");
+        return;
+    }
     char path[PATH_MAX];
     const char *env = getenv("CTRBOX_CUDA_LIB");
     if (env && *env) {
@@ -45,7 +54,8 @@ static void gpu_load(void)
         snprintf(slash ? slash + 1 : path, 32, "libctrbox_cuda.so");
     }
     if (access(path, R_OK) != 0) {
-        snprintf(gpu_desc, sizeof gpu_desc, "none (the CUDA backend %.900s was not built: nvcc was not found)", path);
+        if (env && *env) snprintf(gpu_desc, sizeof gpu_desc, "none (CTRBOX_CUDA_LIB=%.900s: no such file)", path);
+        else snprintf(gpu_desc, sizeof gpu_desc, "none (the CUDA backend %.900s was not built: nvcc was not found)", path);
         return;
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

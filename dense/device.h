@@ -2,7 +2,8 @@
  * device.h: the devices this process can run dense layers on. The CPU backend is always there;
  * the CUDA backend is a shared object (libctrbox_cuda.so, built when nvcc is found) opened with
  * dlopen on first use, so the same ctrbox binary runs on machines with no GPU, no driver or no
- * CUDA libraries and says why it found no GPU.
+ * CUDA libraries and says why it found no GPU. With CTRBOX_GPU_SIM=1 the GPU is the simulated
+ * device of backend_sim.h (tests of placement on CPU-only machines).
  */
 #ifndef CTRBOX_DENSE_DEVICE_H
 #define CTRBOX_DENSE_DEVICE_H

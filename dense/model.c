@@ -121,11 +121,21 @@ typedef struct {
     float *z, *y, *d, *mean, *rstd;   /* activations (B, out); d = after dropout */
     uint8_t *mask;
     const float *x;                   /* input of the last forward (borrowed) */
+    /* Placed on a device (be != NULL): every pointer above is device memory; its parameters,
+     * gradients and moments are one block each there (dev_p: [w | b | gamma | beta]), the host
+     * blocks keep a copy brought up to date by placed_sync_host. */
+    const dense_backend *be;
+    float *dev_p, *dev_g, *dev_m, *dev_run;
+    size_t np, hp;                    /* parameter floats; offset of w in the host parameter block */
+    float *host_run;                  /* run_mean, run_var in the host buffer block */
+    float *xin, *s0, *s1;             /* the staged input (B, in) (on the host for a host layer after a
+                                         placed one); device backward scratch (B, max(in, out)) */
 } fc;
 
 typedef struct {
     int n;
     fc l[MODEL_MAX_LAYERS + 1];
+    float *hout;                      /* host copy of the output when the last layer is placed */
 } mlp;
 
 struct model {
@@ -175,6 +185,9 @@ struct model {
     int64_t *lfound;      /* per key: its row found in the table, or -1 */
     size_t lkeys_cap;
     float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
+    int n_placed;         /* MLP layers placed on a device (model_place) */
+    int host_edited;      /* model_dense handed out the host blocks: upload them before the next step */
+    fc *placed[3 * (MODEL_MAX_LAYERS + 1)];
 };
 
 static void reserve(model *m, float **p, float **g, size_t n, int init, float a)
@@ -230,8 +243,16 @@ static void mlp_free(mlp *p)
 {
     for (int i = 0; i < p->n; i++) {
         fc *f = &p->l[i];
-        free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd);
+        if (f->be) {
+            void *dev[] = { f->z, f->y, f->d, f->mask, f->mean, f->rstd, f->dev_p, f->dev_g, f->dev_m, f->dev_run,
+                            f->xin, f->s0, f->s1 };
+            for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
+                if (dev[k]) f->be->release(dev[k]);
+        } else {
+            free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd), free(f->xin);
+        }
     }
+    free(p->hout);
 }
 
 static int mlp_width(const mlp *p)
@@ -241,53 +262,149 @@ static int mlp_width(const mlp *p)
     return w;
 }
 
-static const float *fc_out(const fc *f) { return f->d ? f->d : f->y; }
+/* The layer's output: after dropout, else after batch norm or ReLU, else the linear's. */
+static const float *fc_out(const fc *f) { return f->d ? f->d : f->bn || f->relu ? f->y : f->z; }
 
-static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int train)
+/* Make n floats at src (living on backend from) available on backend to, in dst if they must move. */
+static const float *move_to(const dense_backend *to, float *dst, const float *src, const dense_backend *from, size_t n)
 {
-    for (int i = 0; i < p->n; i++) {
-        fc *f = &p->l[i];
-        size_t n = (size_t)B * f->out;
-        f->x = x;
-        m->be->linear_forward(f->z, x, f->w, f->b, B, f->in, f->out);
-        if (f->bn)
-            m->be->batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B,
-                                    f->out, 0.1f, 1e-5f, train);
-        else
-            memcpy(f->y, f->z, n * sizeof(float));
-        if (f->relu) m->be->relu_forward(f->y, f->y, n);
-        if (f->d)
-            m->be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
-                                  m->step * 64 + (uint64_t)(p - &m->deep), train);
-        x = fc_out(f);
-    }
-    return x;
+    if (to == from) return src;
+    if (from == &dense_backend_cpu) to->upload(dst, src, n * sizeof *src);
+    else if (to == &dense_backend_cpu) from->download(dst, src, n * sizeof *src);
+    else CHECK(!"moving between two devices");
+    return dst;
 }
 
-/* dout (B, out of the last layer) -> din (B, in of the first; NULL: not needed); s0, s1 scratch */
+static const dense_backend *fc_be(const model *m, const fc *f) { return f->be ? f->be : m->be; }
+
+/* x (B, in of the first layer) on the host -> the output (B, out of the last), on the host */
+static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int train)
+{
+    const dense_backend *xbe = m->be;
+    for (int i = 0; i < p->n; i++) {
+        fc *f = &p->l[i];
+        const dense_backend *be = fc_be(m, f);
+        size_t n = (size_t)B * f->out;
+        x = move_to(be, f->xin, x, xbe, (size_t)B * f->in);
+        f->x = x;
+        be->linear_forward(f->z, x, f->w, f->b, B, f->in, f->out);
+        if (f->bn)
+            be->batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B, f->out,
+                                  0.1f, 1e-5f, train);
+        if (f->relu) be->relu_forward(f->y, f->bn ? f->y : f->z, n);
+        if (f->d)
+            be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
+                                m->step * 64 + (uint64_t)(p - &m->deep), train);
+        x = fc_out(f);
+        xbe = be;
+    }
+    return p->n ? move_to(m->be, p->hout, x, xbe, (size_t)B * p->l[p->n - 1].out) : x;
+}
+
+/* dout (B, out of the last layer), on the host -> din (B, in of the first; NULL: not needed), on
+ * the host; s0, s1 host scratch */
 static void mlp_backward(model *m, mlp *p, float *din, const float *dout, float *s0, float *s1, int B)
 {
     const float *g = dout;
+    const dense_backend *gbe = m->be;
     for (int i = p->n - 1; i >= 0; i--) {
         fc *f = &p->l[i];
+        const dense_backend *be = fc_be(m, f);
+        float *t0 = f->be ? f->s0 : s0, *t1 = f->be ? f->s1 : s1;
         size_t n = (size_t)B * f->out;
-        float *t = s0;
+        g = move_to(be, f->relu || f->d ? t1 : t0, g, gbe, n);   /* where the next kernel may overwrite it */
+        float *t = t0;
         if (f->d) {
-            m->be->dropout_backward(t, g, f->mask, n, m->c.dropout);
+            be->dropout_backward(t, g, f->mask, n, m->c.dropout);
             g = t;
         }
         if (f->relu) {
-            m->be->relu_backward(t, g, f->y, n);
+            be->relu_backward(t, g, f->y, n);
             g = t;
         }
         if (f->bn) {
-            m->be->batchnorm_backward(s1, f->dgamma, f->dbeta, g, f->z, f->mean, f->rstd, f->gamma, B, f->out);
-            g = s1;
+            be->batchnorm_backward(t1, f->dgamma, f->dbeta, g, f->z, f->mean, f->rstd, f->gamma, B, f->out);
+            g = t1;
         }
-        float *dx = i == 0 ? din : (g == s0 ? s1 : s0);
-        m->be->linear_backward(dx, f->dw, f->db, g, f->x, f->w, B, f->in, f->out);
+        float *other = g == t0 ? t1 : t0;
+        float *dx = i > 0 ? other : din && be != m->be ? other : din;
+        be->linear_backward(dx, f->dw, f->db, g, f->x, f->w, B, f->in, f->out);
+        if (i == 0 && din && dx != din) move_to(m->be, din, dx, be, (size_t)B * f->in);
         g = dx;
+        gbe = be;
     }
+}
+
+/* ---- placement of MLP layers on a device ---- */
+
+static size_t fc_params(const fc *f) { return (size_t)f->in * f->out + f->out + (f->bn ? 2u * f->out : 0); }
+
+/* Copy the host state of placed layer f (parameters, moments, running statistics) to the device. */
+static void fc_upload(model *m, fc *f)
+{
+    int mom = dense_opt_moments(m->c.dopt.kind);
+    f->be->upload(f->dev_p, m->params + f->hp, f->np * sizeof(float));
+    for (int k = 0; k < mom; k++)
+        f->be->upload(f->dev_m + (size_t)k * f->np, m->moments + (size_t)k * m->n_params + f->hp, f->np * sizeof(float));
+    if (f->bn) f->be->upload(f->dev_run, f->host_run, 2 * (size_t)f->out * sizeof(float));
+}
+
+/* ... and back, with the gradients of the last step. */
+static void fc_download(model *m, fc *f)
+{
+    int mom = dense_opt_moments(m->c.dopt.kind);
+    f->be->download(m->params + f->hp, f->dev_p, f->np * sizeof(float));
+    f->be->download(m->grads + f->hp, f->dev_g, f->np * sizeof(float));
+    for (int k = 0; k < mom; k++)
+        f->be->download(m->moments + (size_t)k * m->n_params + f->hp, f->dev_m + (size_t)k * f->np, f->np * sizeof(float));
+    if (f->bn) f->be->download(f->host_run, f->dev_run, 2 * (size_t)f->out * sizeof(float));
+}
+
+/* Move layer f to backend be: its state, activations and scratch are allocated there. */
+static void fc_place(model *m, fc *f, const dense_backend *be)
+{
+    CHECK(!f->be && be != &dense_backend_cpu);
+    int B = m->B, mom = dense_opt_moments(m->c.dopt.kind);
+    size_t wn = (size_t)f->in * f->out, n = (size_t)B * f->out, wide = (size_t)B * (f->in > f->out ? f->in : f->out);
+    f->np = fc_params(f);
+    f->hp = (size_t)(f->w - m->params);
+    /* the registry put [w | b | gamma | beta] side by side, and run_mean, run_var */
+    CHECK(f->b == f->w + wn && (!f->bn || (f->gamma == f->b + f->out && f->beta == f->gamma + f->out &&
+                                           f->run_var == f->run_mean + f->out)));
+    f->be = be;
+    f->host_run = f->run_mean;
+    f->dev_p = be->alloc(f->np * sizeof(float));
+    f->dev_g = be->alloc(f->np * sizeof(float));
+    f->dev_m = be->alloc(f->np * (size_t)(mom ? mom : 1) * sizeof(float));
+    f->dev_run = f->bn ? be->alloc(2 * (size_t)f->out * sizeof(float)) : NULL;
+    fc_upload(m, f);
+    f->w = f->dev_p, f->b = f->dev_p + wn, f->dw = f->dev_g, f->db = f->dev_g + wn;
+    if (f->bn) {
+        f->gamma = f->b + f->out, f->beta = f->gamma + f->out, f->dgamma = f->db + f->out, f->dbeta = f->dgamma + f->out;
+        f->run_mean = f->dev_run, f->run_var = f->dev_run + f->out;
+    }
+    int drop = f->d != NULL;
+    free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd);
+    f->z = be->alloc(n * sizeof(float));
+    f->y = be->alloc(n * sizeof(float));
+    f->d = drop ? be->alloc(n * sizeof(float)) : NULL;
+    f->mask = drop ? be->alloc(n) : NULL;
+    f->mean = be->alloc((size_t)f->out * sizeof(float));
+    f->rstd = be->alloc((size_t)f->out * sizeof(float));
+    f->xin = be->alloc((size_t)B * f->in * sizeof(float));
+    f->s0 = be->alloc(wide * sizeof(float));
+    f->s1 = be->alloc(wide * sizeof(float));
+    m->placed[m->n_placed++] = f;
+}
+
+/* Bring the host blocks up to date with the placed layers (the host copy is a cache of their
+ * state, so this does not change the model), unless the host blocks were handed out for editing
+ * and are ahead. */
+static void placed_sync_host(const model *cm)
+{
+    model *m = (model *)cm;
+    if (m->host_edited) return;   /* edits through model_dense are pending: the host is ahead */
+    for (int i = 0; i < m->n_placed; i++) fc_download(m, m->placed[i]);
 }
 
 /* ---- the layer chain for the planner ---- */
@@ -306,7 +423,7 @@ static int chain_add(plan_layer_shape *out, int *n, int max, const char *name, p
 
 /* The layers of an MLP, the first reading inputs; returns the index of the last. */
 static int chain_mlp(const model *m, const mlp *p, const char *prefix, plan_layer_shape *out, int *n, int max, int n_in,
-                     const int *inputs)
+                     const int *inputs, const fc **fcs)
 {
     int last = -1;
     for (int i = 0; i < p->n; i++) {
@@ -318,11 +435,13 @@ static int chain_mlp(const model *m, const mlp *p, const char *prefix, plan_laye
         last = i ? chain_add(out, n, max, name, PL_FC, f->in, f->out, params, 1, &last)
                  : chain_add(out, n, max, name, PL_FC, f->in, f->out, params, n_in, inputs);
         out[last].bn = f->bn, out[last].relu = f->relu, out[last].dropout = f->d ? m->c.dropout : 0;
+        out[last].gpu_ok = 1;   /* model_place runs MLP layers on a device */
+        if (fcs) fcs[last] = f;
     }
     return last;
 }
 
-int model_layer_chain(const model *m, plan_layer_shape *out, int max)
+static int layer_chain(const model *m, plan_layer_shape *out, int max, const fc **fcs)
 {
     int n = 0, host = PLAN_HOST, emb = -1, logit_in[PLAN_MAX_INPUTS], n_logit = 0, D = m->c.dim;
     if (m->E) {
@@ -342,7 +461,7 @@ int model_layer_chain(const model *m, plan_layer_shape *out, int max)
     }
     int x0_in[2] = { emb, host }, n_x0 = m->ND ? 2 : 1;
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
-        logit_in[n_logit++] = chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in);
+        logit_in[n_logit++] = chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in, fcs);
     } else if (m->c.kind == MODEL_DCNV2) {
         int prev = -1;
         for (int l = 0; l < m->n_cross; l++) {
@@ -353,14 +472,14 @@ int model_layer_chain(const model *m, plan_layer_shape *out, int max)
                                  (int[]){ emb, prev })
                      : chain_add(out, &n, max, name, PL_CROSS, m->X0, m->X0, (size_t)m->X0 * m->X0 + m->X0, n_x0, in2);
         }
-        int deep = m->deep.n ? chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in) : -1;
+        int deep = m->deep.n ? chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in, fcs) : -1;
         int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
         int hin[2] = { prev >= 0 ? prev : emb, deep };
         logit_in[n_logit++] = chain_add(out, &n, max, "head", PL_FC, m->X0 + dh, 1, (size_t)(m->X0 + dh) + 1,
                                         deep >= 0 ? 2 : 1, hin);
     } else if (m->c.kind == MODEL_DLRM) {
         int nf = m->F + (m->ND ? 1 : 0);
-        int bot = m->ND ? chain_mlp(m, &m->bottom, "bot", out, &n, max, 1, &host) : -1;
+        int bot = m->ND ? chain_mlp(m, &m->bottom, "bot", out, &n, max, 1, &host, fcs) : -1;
         int parts[2] = { emb, bot };
         int top_in[2] = { emb, bot }, n_top = bot >= 0 ? 2 : 1;
         if (!m->c.dlrm_cat) {
@@ -368,11 +487,47 @@ int model_layer_chain(const model *m, plan_layer_shape *out, int max)
             out[i].F = nf, out[i].D = D;
             top_in[0] = i;
         }
-        logit_in[n_logit++] = chain_mlp(m, &m->top, "top", out, &n, max, n_top, top_in);
+        logit_in[n_logit++] = chain_mlp(m, &m->top, "top", out, &n, max, n_top, top_in, fcs);
     }
     logit_in[n_logit++] = host;   /* the labels */
     chain_add(out, &n, max, "loss", PL_LOSS, 1, 1, 1, n_logit, logit_in);   /* it holds the global bias */
     return n;
+}
+
+int model_layer_chain(const model *m, plan_layer_shape *out, int max) { return layer_chain(m, out, max, NULL); }
+
+int model_place(model *m, const place_device *dev, int n, char *err, size_t errlen)
+{
+    plan_layer_shape sh[PLAN_MAX_LAYERS];
+    const fc *fcs[PLAN_MAX_LAYERS] = { 0 };
+    int nl = layer_chain(m, sh, PLAN_MAX_LAYERS, fcs);
+    CHECK(n == nl && m->n_placed == 0);
+    for (int i = 0; i < n; i++) {
+        if (dev[i] == PLACE_CPU) continue;
+        const char *why = "";
+        const dense_backend *be = device_backend(dev[i]);
+        if (dev[i] == PLACE_GPU) device_gpu(&why);
+        if (!be) {
+            snprintf(err, errlen, "layer %s: no %s here: %s", sh[i].name, place_device_name(dev[i]), why);
+            return -1;
+        }
+        if (!fcs[i]) {
+            snprintf(err, errlen, "layer %s: the trainer runs only MLP layers (fc, top, bot, head) on the %s so far",
+                     sh[i].name, place_device_name(dev[i]));
+            return -1;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (dev[i] != PLACE_CPU) fc_place(m, (fc *)fcs[i], device_backend(dev[i]));
+    mlp *mlps[3] = { &m->deep, &m->top, &m->bottom };
+    for (int k = 0; k < 3; k++)
+        if (mlps[k]->n && mlps[k]->l[mlps[k]->n - 1].be)
+            mlps[k]->hout = xcalloc((size_t)m->B * mlps[k]->l[mlps[k]->n - 1].out, sizeof(float));
+    for (int k = 0; k < 3; k++)   /* host layers reading a placed one stage its output on the host */
+        for (int i = 1; i < mlps[k]->n; i++)
+            if (!mlps[k]->l[i].be && mlps[k]->l[i - 1].be)
+                mlps[k]->l[i].xin = xcalloc((size_t)m->B * mlps[k]->l[i].in, sizeof(float));
+    return 0;
 }
 
 static int uses_w(model_kind k) { return k == MODEL_LR || k == MODEL_FM || k == MODEL_FFM || k == MODEL_WIDEDEEP || k == MODEL_DEEPFM; }
@@ -941,11 +1096,21 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
                         B, F, m->W);
 }
 
+/* Placed layers take up edits made to the host blocks through model_dense. */
+static void placed_take_host_edits(model *m)
+{
+    if (!m->host_edited) return;
+    for (int i = 0; i < m->n_placed; i++) fc_upload(m, m->placed[i]);
+    m->host_edited = 0;
+}
+
 static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1, int train)
 {
+    placed_take_host_edits(m);
     int B = (int)(r1 - r0);
     CHECK(B <= m->B);
     memset(m->grads, 0, m->n_params * sizeof(float));
+    for (int i = 0; i < m->n_placed; i++) m->placed[i]->be->zero(m->placed[i]->dev_g, m->placed[i]->np * sizeof(float));
     memcpy(m->label, b->label + r0, (size_t)B * sizeof(float));
     forward(m, b, r0, B, train);
     double loss = m->be->bce_forward_backward(m->dlogit, m->logit, m->label, B);
@@ -956,7 +1121,10 @@ static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t 
 double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1)
 {
     gather(m, b, r0, r1, 0, 1);
-    return loss_and_grads(m, b, r0, r1, 1);
+    double loss = loss_and_grads(m, b, r0, r1, 1);
+    placed_sync_host(m);   /* the gradients are read from the host block */
+    m->host_edited = m->n_placed > 0;
+    return loss;
 }
 
 /* The gradient of unique row u's values into g (has_w + its table's embedding width). */
@@ -965,6 +1133,28 @@ static void unique_grad(const model *m, size_t u, float *g)
     if (m->has_w) g[0] = m->dUw[u];
     size_t E = m->uoff[u + 1] - m->uoff[u];
     if (E) memcpy(g + m->has_w, m->dUe + m->uoff[u], E * sizeof(float));
+}
+
+/* The dense optimizer step: placed layers on their device, the rest of the block on the host. */
+static void dense_step(model *m)
+{
+    if (!m->n_placed) {
+        m->be->opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
+        return;
+    }
+    size_t s = 0;
+    for (;;) {   /* host ranges between placed layers, in block order */
+        size_t next = m->n_params, len = 0;
+        for (int i = 0; i < m->n_placed; i++)
+            if (m->placed[i]->hp >= s && m->placed[i]->hp < next) next = m->placed[i]->hp, len = m->placed[i]->np;
+        if (next > s) dense_opt_step_range(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, s, next - s, m->step);
+        if (next == m->n_params) break;
+        s = next + len;
+    }
+    for (int i = 0; i < m->n_placed; i++) {
+        fc *f = m->placed[i];
+        f->be->opt_step(&m->c.dopt, f->dev_p, f->dev_g, f->dev_m, f->np, m->step);
+    }
 }
 
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
@@ -1010,7 +1200,7 @@ double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
             free(gt);
         }
     }
-    m->be->opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
+    dense_step(m);
     return loss;
 }
 
@@ -1021,6 +1211,7 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
         size_t end = done + (size_t)m->B < r1 ? done + (size_t)m->B : r1;
         int B = (int)(end - done);
         gather(m, b, done, end, 0, 2);
+        placed_take_host_edits(m);
         forward(m, b, done, B, 0);
         for (int i = 0; i < B; i++) prob[done - r0 + (size_t)i] = 1.0 / (1.0 + exp(-(double)m->logit[i]));
         done = end;
@@ -1029,6 +1220,8 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
 
 void model_dense(model *m, float **params, float **grads, size_t *n)
 {
+    placed_sync_host(m);
+    m->host_edited = m->n_placed > 0;
     *params = m->params;
     *grads = m->grads;
     *n = m->n_params;
@@ -1065,6 +1258,7 @@ int model_save_dense(const model *m, void *file)
 {
     FILE *f = file;
     size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    placed_sync_host(m);
     uint64_t hdr[5] = { DENSE_VERSION, m->n_params, m->n_buffers, nm, m->step };
     uint64_t h = dense_digest(m, hdr, sizeof hdr, nm);
     int ok = fwrite(DENSE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
@@ -1101,5 +1295,6 @@ int model_load_dense(model *m, void *file, char *err, size_t errlen)
         return -EBADMSG;
     }
     m->step = hdr[4];
+    for (int i = 0; i < m->n_placed; i++) fc_upload(m, m->placed[i]);
     return 0;
 }

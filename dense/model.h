@@ -84,9 +84,11 @@ double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
 void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, double *prob);
 
 /* For gradient checks: the loss of rows [r0, r1) in training mode with gradients left in the
- * gradient block and per-row gradients, without any update and without counting shows. */
+ * gradient block (of model_dense, also for placed layers) and per-row gradients, without any
+ * update and without counting shows. */
 double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1);
-/* Dense parameters and their gradients (n floats each). */
+/* Dense parameters and their gradients (n floats each), brought up to date from layers placed on
+ * a device; edits made through them reach those layers at the next step or prediction. */
 void model_dense(model *m, float **params, float **grads, size_t *n);
 /* Gradient of a table row's values from the last model_loss_and_grads (values floats); 0 if the
  * row took part, -1 if not. */
@@ -96,6 +98,12 @@ int model_row_grad(const model *m, int table, uint32_t row, float *g);
  * reads: embedding pooling, wide part, interaction, MLP layers, head, loss. Returns the count
  * (at most max). */
 int model_layer_chain(const model *m, plan_layer_shape *out, int max);
+/* Run the chain's layers where dev (one per chain layer) says. The trainer runs MLP layers on a
+ * device (chain shapes with gpu_ok); each placed layer keeps its parameters, gradients, moments
+ * and activations there and its input and output gradient cross at its boundaries. Call once,
+ * after model_create (model_load_dense later updates the devices). 0, or -1 with err (a device
+ * that is absent, a layer that cannot be placed). */
+int model_place(model *m, const place_device *dev, int n, char *err, size_t errlen);
 
 /* Dense state (parameters, BN running statistics, optimizer moments, step) to/from a stream:
  * magic, version, sizes and an XXH64. 0 or -errno / -EBADMSG. */

@@ -63,21 +63,27 @@ void optim_adam_terms(float lr, float eps, float b1, float b2, uint64_t step, fl
     *e = eps * (float)sqrt(bc.c2);
 }
 
-void dense_opt_step(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step)
+void dense_opt_step_range(const dense_opt *o, float *p, const float *g, float *m, size_t n, size_t s, size_t len,
+                          uint64_t step)
 {
     float l2 = o->l2, lr = o->lr;
     switch (o->kind) {
     case DOPT_ADAM: {
         float a, e;
         optim_adam_terms(lr, o->eps, o->beta1, o->beta2, step, &a, &e);
-        optim_adam(p, m, m + n, g, n, a, e, o->beta1, o->beta2, l2);
+        optim_adam(p + s, m + s, m + n + s, g + s, len, a, e, o->beta1, o->beta2, l2);
         break;
     }
     case DOPT_ADAGRAD:
-        optim_adagrad(p, m, g, n, lr, o->eps, l2);
+        optim_adagrad(p + s, m + s, g + s, len, lr, o->eps, l2);
         break;
     case DOPT_SGD:
-        optim_sgd(p, g, n, lr, l2);
+        optim_sgd(p + s, g + s, len, lr, l2);
         break;
     }
+}
+
+void dense_opt_step(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step)
+{
+    dense_opt_step_range(o, p, g, m, n, 0, n, step);
 }

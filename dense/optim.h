@@ -35,5 +35,9 @@ void optim_adam_terms(float lr, float eps, float b1, float b2, uint64_t step, fl
 
 /* One step over n parameters p with gradients g; m holds the moments (n * moments floats). */
 void dense_opt_step(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step);
+/* The same step on parameters [s, s + len) of a block of n laid out as dense_opt_step's (for a
+ * block whose other ranges are updated elsewhere, e.g. on a GPU). */
+void dense_opt_step_range(const dense_opt *o, float *p, const float *g, float *m, size_t n, size_t s, size_t len,
+                          uint64_t step);
 
 #endif

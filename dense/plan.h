@@ -45,6 +45,7 @@ typedef struct {
     float dropout;        /* fc */
     int n_inputs, input[PLAN_MAX_INPUTS];   /* producing layers (indices < this one) or PLAN_HOST */
     size_t params;        /* dense parameter floats */
+    int gpu_ok;           /* the trainer can run it on a device (model_place); the planner may price others */
 } plan_layer_shape;
 
 const char *plan_layer_kind_name(plan_layer_kind k);

@@ -19,6 +19,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../dense/device.h"
+#include "../dense/plan.h"
 #include "metrics.h"
 #include "modelfile.h"
 #include "util.h"
@@ -254,6 +256,56 @@ static int run_epoch(trainer *t)
     return ret < 0 ? -1 : 0;
 }
 
+/* --placement: where each layer of m's chain runs (cpu, gpu: every layer the trainer can place,
+ * auto: the planner on profiles measured now, LAYER=DEV,...); places them and says so. */
+static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
+{
+    plan_layer_shape sh[PLAN_MAX_LAYERS];
+    int n = model_layer_chain(m, sh, PLAN_MAX_LAYERS);
+    const char *why;
+    const dense_backend *gpu = device_gpu(&why);
+    plan_profile p;
+    place_device dev[PLAN_MAX_LAYERS];
+    if (!strcmp(o->placement, "auto")) {
+        plan_measure(&p, model_kind_name(o->mc.kind), sh, n, o->mc.batch, dense_opt_moments(o->mc.dopt.kind), 3);
+    } else {   /* names and what can run where, nothing to time */
+        memset(&p, 0, sizeof p);
+        p.n = n;
+        p.link_bytes_per_s = 1;
+        for (int i = 0; i < n; i++) {
+            memcpy(p.l[i].name, sh[i].name, sizeof p.l[i].name);
+            p.l[i].n_inputs = sh[i].n_inputs;
+            memcpy(p.l[i].input, sh[i].input, sizeof p.l[i].input);
+        }
+    }
+    /* auto plans only what the trainer can place; a hand placement of another layer is refused
+     * by model_place, which says why */
+    for (int i = 0; i < n; i++)
+        if (!gpu || (!sh[i].gpu_ok && !strcmp(o->placement, "auto"))) p.l[i].time_s[PLACE_GPU] = -1;
+    if (!strcmp(o->placement, "gpu")) {
+        if (!gpu) {
+            snprintf(err, errlen, "--placement gpu: no GPU here: %s", why);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) dev[i] = sh[i].gpu_ok ? PLACE_GPU : PLACE_CPU;
+    } else if (plan_placement_parse(o->placement, &p, dev, err, errlen) < 0) {
+        return -1;
+    }
+    if (model_place(m, dev, n, err, errlen) < 0) return -1;
+    if (!o->quiet) {
+        char line[1024];
+        size_t used = 0;
+        for (int i = 0; i < n; i++)
+            if (dev[i] != PLACE_CPU && used < sizeof line)
+                used += (size_t)snprintf(line + used, sizeof line - used, "%s%s=%s", used ? "," : "", sh[i].name,
+                                         place_device_name(dev[i]));
+        fprintf(stderr, "ctrbox: placement %s: %s%s\n", o->placement, used ? line : "every layer on the cpu",
+                used ? " (the rest on the cpu)" : "");
+        if (gpu) fprintf(stderr, "ctrbox: %s\n", why);
+    }
+    return 0;
+}
+
 int train_run(const train_opts *o)
 {
     trainer t = { .o = o, .best_auc = -INFINITY };
@@ -297,6 +349,11 @@ int train_run(const train_opts *o)
     t.meta.schema_spec = (char *)o->schema_spec;
     t.meta.offsets = (uint64_t *)o->offsets;
     t.m = model_create(&o->mc, &t.meta.schema);
+    if (o->placement && strcmp(o->placement, "cpu") && place_layers(t.m, o, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        model_destroy(t.m);
+        return 1;
+    }
     if (mkdir(o->out, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->out, strerror(errno));
         return 1;

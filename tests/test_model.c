@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dense/backend_sim.h"
 #include "../dense/model.h"
 
 /* 6 rows, fields 0..2 categorical (field 1 multi-hot, valued), optional 2 dense values. */
@@ -110,7 +111,20 @@ static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, doub
     return fabs(*num - analytic) <= 5e-3 + 3e-2 * fabs(*num);
 }
 
-static void check_model(model_kind k, int nd, int bn, float dropout, int cat, int per_field, const char *dims)
+/* Place the model's MLP layers on the GPU: every one (1) or every other one (2), so that both
+ * whole placed stacks and device boundaries inside a stack are checked. */
+static void place_mlp(model *m, int how)
+{
+    plan_layer_shape sh[PLAN_MAX_LAYERS];
+    place_device dev[PLAN_MAX_LAYERS];
+    int n = model_layer_chain(m, sh, PLAN_MAX_LAYERS), k = 0;
+    for (int i = 0; i < n; i++) dev[i] = sh[i].gpu_ok && (how == 1 || k++ % 2 == 0) ? PLACE_GPU : PLACE_CPU;
+    char err[300];
+    cr_assert_eq(model_place(m, dev, n, err, sizeof err), 0, "%s", err);
+}
+
+static void check_model_placed(model_kind k, int nd, int bn, float dropout, int cat, int per_field, const char *dims,
+                               int place)
 {
     sample_block b;
     data_schema s;
@@ -122,6 +136,7 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat, in
     char err[200];
     cr_assert_eq(model_config_check(&c, &s, err, sizeof err), 0, "%s", err);
     model *m = model_create(&c, &s);
+    if (place) place_mlp(m, place);
     float *p, *g;
     size_t n;
     model_dense(m, &p, &g, &n);
@@ -132,8 +147,8 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat, in
     float *ga = malloc(n * sizeof *ga);
     memcpy(ga, g, n * sizeof *ga);
     char what[64];
-    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d tables=%d/%s", model_kind_name(k), nd, bn, dropout, cat,
-             per_field, dims);
+    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d tables=%d/%s placed=%d", model_kind_name(k), nd, bn,
+             dropout, cat, per_field, dims, place);
     ctx cx = { m, &b };
     int bad = 0;
     double num;
@@ -166,6 +181,41 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat, in
     model_destroy(m);
     block_free(&b);
     schema_free(&s);
+}
+
+static void check_model(model_kind k, int nd, int bn, float dropout, int cat, int per_field, const char *dims)
+{
+    check_model_placed(k, nd, bn, dropout, cat, per_field, dims, 0);
+}
+
+/* The models with MLPs, their MLP layers on the GPU (all, then every other one). */
+static void check_placed_models(void)
+{
+    model_kind ks[] = { MODEL_DNN, MODEL_WIDEDEEP, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM };
+    for (int i = 0; i < 5; i++)
+        for (int place = 1; place <= 2; place++) {
+            check_model_placed(ks[i], 2, 0, 0, 0, 0, "", place);
+            check_model_placed(ks[i], 2, 1, 0.3f, 0, 0, "", place);
+        }
+    check_model_placed(MODEL_DLRM, 0, 1, 0.3f, 1, 0, "", 2);
+}
+
+/* On the simulated device (CPU kernels behind device memory that every kernel checks): the
+ * placement's copies and gradient paths, on any machine. */
+Test(model, gradient_check_placed_on_simulated_gpu)
+{
+    setenv("CTRBOX_GPU_SIM", "1", 1);
+    cr_assert_not_null(device_gpu(NULL));
+    check_placed_models();
+    cr_assert_eq(dense_backend_sim_buffers(), 0, "device buffers leaked");
+}
+
+/* On a real GPU: the CUDA kernels' gradients. */
+Test(model, gradient_check_on_gpu)
+{
+    const char *why;
+    if (!device_gpu(&why)) cr_skip_test("no GPU: %s", why);
+    check_placed_models();
 }
 
 Test(model, gradient_check_every_model)

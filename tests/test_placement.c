@@ -1,0 +1,156 @@
+/*
+ * test_placement.c: `ctrbox train --placement`. On the simulated device (CTRBOX_GPU_SIM=1: the
+ * CPU's kernels behind device memory that every kernel checks) a placed run must give the CPU
+ * run's predictions byte for byte, for every model with an MLP, hand and automatic placements,
+ * with passes and the SSD tier; bad placements are refused in one line. On a real GPU, placed
+ * training must reach the CPU's AUC (the kernels differ in rounding, so close, not equal).
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dense/device.h"
+#include "helpers.h"
+
+TestSuite(placement, .fini = th_cleanup);
+
+#define DATA                                                                                                          \
+    "$B/ctrbox-data gen --rows 12000 --seed 3 --keys 0.001 --out tr.tsv && "                                        \
+    "$B/ctrbox-data gen --rows 3000 --seed 3 --keys 0.001 --offset 12000 --out va.tsv"
+#define TRAIN "$B/ctrbox train --format criteo --train tr.tsv --valid va.tsv --epochs 2 --threads 1 --quiet "
+
+/* Train with options opts into dir and write its predictions on va.tsv to dir.pred. */
+static void train_predict(const char *env, const char *opts, const char *dir)
+{
+    char *out;
+    int rc = th_run(&out, "%s " TRAIN "%s --out %s && $B/ctrbox predict --model %s --data va.tsv --format criteo --out %s.pred",
+                    env, opts, dir, dir, dir);
+    cr_assert_eq(rc, 0, "%s %s: %s", env, opts, out);
+    free(out);
+}
+
+static void same_predictions(const char *a, const char *b, const char *what)
+{
+    size_t la, lb;
+    char pa[64], pb[64];
+    snprintf(pa, sizeof pa, "%s.pred", a);
+    snprintf(pb, sizeof pb, "%s.pred", b);
+    char *x = th_read(th_path(pa), &la), *y = th_read(th_path(pb), &lb);
+    cr_assert(la == lb && la > 1000 && !memcmp(x, y, la), "%s: predictions differ from the CPU run's", what);
+    free(x);
+    free(y);
+}
+
+Test(placement, simulated_gpu_gives_the_cpu_model)
+{
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, DATA), 0);
+    static const struct {
+        const char *model, *placement;
+    } cases[] = {
+        { "--model deepfm --dim 4 --hidden 32,16 --batch 256 --batchnorm --dropout 0.2", "fc1=gpu,head=gpu" },
+        { "--model deepfm --dim 4 --hidden 32,16 --batch 256 --batchnorm --dropout 0.2", "gpu" },
+        { "--model dlrm --dim 4 --hidden 32,16 --bottom 8,4 --batch 256", "bot1=gpu,top2=gpu,head=gpu" },
+        { "--model dcnv2 --dim 4 --hidden 32,16 --cross 2 --batch 256 --dense-opt adagrad --lr 0.01", "fc2=gpu" },
+        { "--model dnn --dim 4 --hidden 32,16 --batch 256 --dense-opt sgd --lr 0.05", "auto" },
+        { "--model widedeep --dim 4 --hidden 32,16 --batch 256", "fc1=gpu,fc2=gpu" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char opts[300], dir_cpu[32], dir_gpu[32];
+        snprintf(dir_cpu, sizeof dir_cpu, "cpu%zu", i);
+        snprintf(dir_gpu, sizeof dir_gpu, "sim%zu", i);
+        train_predict("", cases[i].model, dir_cpu);
+        snprintf(opts, sizeof opts, "%s --placement %s", cases[i].model, cases[i].placement);
+        train_predict("CTRBOX_GPU_SIM=1", opts, dir_gpu);
+        same_predictions(dir_cpu, dir_gpu, opts);
+    }
+}
+
+Test(placement, simulated_gpu_with_passes_and_the_ssd_tier)
+{
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, DATA), 0);
+    const char *model = "--model deepfm --dim 4 --hidden 32,16 --batch 256 --batchnorm --pass-rows 4000";
+    train_predict("", model, "mem");   /* passes in memory, on the CPU */
+    char opts[300];
+    snprintf(opts, sizeof opts, "%s --placement gpu --table-dir tier --cache-mb 0.02", model);
+    train_predict("CTRBOX_GPU_SIM=1", opts, "tiered");
+    same_predictions("mem", "tiered", "placed, in passes over the SSD tier");
+    /* killed (when it is still running at 0.3 s) and resumed: the placed layers take the
+     * committed dense state back */
+    char *log;
+    snprintf(opts, sizeof opts, "%s --placement gpu --resume tier2 --cache-mb 0.02", model);
+    th_run(&log, "CTRBOX_GPU_SIM=1 timeout -s KILL 0.3 " TRAIN "%s --out resumed", opts);
+    free(log);
+    train_predict("CTRBOX_GPU_SIM=1", opts, "resumed");
+    same_predictions("mem", "resumed", "placed, killed and resumed");
+    /* the placement is announced */
+    char *out;
+    cr_assert_eq(th_run(&out, "CTRBOX_GPU_SIM=1 $B/ctrbox train --format criteo --train tr.tsv --epochs 1 %s "
+                              "--placement fc2=gpu --out m2 2>&1", model), 0);
+    cr_assert(strstr(out, "placement fc2=gpu: fc2=gpu (the rest on the cpu)") && strstr(out, "simulated"), "%s", out);
+    free(out);
+}
+
+Test(placement, bad_placements_are_refused)
+{
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, DATA), 0);
+    static const struct {
+        const char *env, *placement, *says;
+    } cases[] = {
+        { "CTRBOX_GPU_SIM=1", "fm=gpu", "layer fm: the trainer runs only MLP layers" },
+        { "CTRBOX_GPU_SIM=1", "fc9=gpu", "'fc9=gpu' is not LAYER=cpu|gpu" },
+        { "CTRBOX_GPU_SIM=1", "fc1=tpu", "'fc1=tpu'" },
+        { "CTRBOX_GPU_SIM=0 CTRBOX_CUDA_LIB=/nonexistent.so", "gpu", "no GPU here" },
+        { "CTRBOX_GPU_SIM=0 CTRBOX_CUDA_LIB=/nonexistent.so", "fc1=gpu", "cannot run on the gpu here: gpu: none (CTRBOX_CUDA_LIB=/nonexistent.so: no such file)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out;
+        int rc = th_run(&out, "%s " TRAIN "--model deepfm --dim 4 --hidden 8 --placement %s --out bad 2>&1", cases[i].env,
+                        cases[i].placement);
+        cr_assert_eq(rc, 1, "%s: %s", cases[i].placement, out);
+        cr_assert(strstr(out, cases[i].says), "%s: %s", cases[i].placement, out);
+        cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "one line: %s", out);
+        free(out);
+    }
+    /* the devices command says why there is no GPU */
+    char *out;
+    cr_assert_eq(th_run(&out, "CTRBOX_CUDA_LIB=/nonexistent.so $B/ctrbox devices"), 0);
+    cr_assert(strstr(out, "cpu: ") && strstr(out, "gpu: none (CTRBOX_CUDA_LIB=/nonexistent.so: no such file)"), "%s", out);
+    free(out);
+}
+
+static double auc_of(const char *dir)
+{
+    char *out;
+    cr_assert_eq(th_run(&out, "$B/ctrbox eval --model %s --data va.tsv --format criteo --json", dir), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert_not_null(j, "%s", out);
+    double auc = json_real_value(json_object_get(j, "auc"));
+    json_decref(j);
+    free(out);
+    return auc;
+}
+
+Test(placement, real_gpu_reaches_the_cpu_auc)
+{
+    const char *why;
+    if (!device_gpu(&why)) cr_skip_test("no GPU: %s", why);
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, DATA), 0);
+    const char *models[] = { "--model deepfm --dim 8 --hidden 64,64 --batch 512 --batchnorm --dropout 0.1",
+                             "--model dlrm --dim 8 --hidden 64,32 --bottom 16,8 --batch 512",
+                             "--model dcnv2 --dim 8 --hidden 64,32 --cross 2 --batch 512" };
+    for (int i = 0; i < 3; i++) {
+        char opts[300];
+        train_predict("", models[i], "cpu");
+        snprintf(opts, sizeof opts, "%s --placement gpu", models[i]);
+        train_predict("", opts, "gpu");
+        double a = auc_of("cpu"), b = auc_of("gpu");
+        cr_assert(fabs(a - b) < 0.005, "%s: AUC cpu %f gpu %f", models[i], a, b);
+    }
+}
