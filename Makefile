@@ -25,7 +25,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench bench-tier bench-layout frappe fuzz asan clean
+.PHONY: all deps test check-tests demo bench bench-tier bench-layout bench-gpu frappe fuzz asan clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -105,6 +105,11 @@ bench-layout:
 	@bash tools/install-deps.sh bench
 	@$(MAKE) --no-print-directory $(BIN)/bench-layout
 	@bash bench/bench_layout.sh
+
+# On a machine with an NVIDIA GPU: build with CUDA, run the GPU tests, benchmark against PyTorch on
+# the GPU (bench/gpu.sh says what it measures).
+bench-gpu:
+	@bash bench/gpu.sh
 
 # Frappe quality (BARS protocol): trains LR, FM, DeepFM, DCN-V2, DLRM and prints their test AUC.
 frappe: deps all

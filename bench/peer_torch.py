@@ -7,7 +7,9 @@ as ctrbox reads zeros for unknown keys); integers are log1p(max(x, 0)) dense inp
 are missing (padding row / 0). Embeddings are one nn.Embedding updated by torch.optim.Adam, the
 usual PyTorch setup. Only the training steps are timed (data is tensorized first).
 Prints one JSON line: model, rows, train_seconds, samples_per_s; writes label<TAB>prob lines of
-the test file to --pred-out for `ctrbox eval --scores`.
+the test file to --pred-out for `ctrbox eval --scores`. --device cuda runs it on the GPU (eager
+mode, the whole model there), for bench/gpu.sh; DLRM is ctrbox's: a bottom MLP on the dense values
+ending at --dim, dot products between it and the field embeddings, a top MLP on [bottom, dots].
 """
 import argparse, json, math, sys, time
 
@@ -42,9 +44,29 @@ def read_tsv(path, vocab, grow):
 
 
 class Model(nn.Module):
-    def __init__(self, kind, n_keys, dim, hidden, n_fields=26, n_dense=13):
+    def __init__(self, kind, n_keys, dim, hidden, bottom=(), n_fields=26, n_dense=13):
         super().__init__()
         self.kind = kind
+        if kind == "dlrm":
+            self.emb = nn.Embedding(n_keys + 1, dim, padding_idx=0)
+            nn.init.normal_(self.emb.weight, std=1e-2)
+            with torch.no_grad():
+                self.emb.weight[0].zero_()
+            layers, d = [], n_dense
+            for h in list(bottom[:-1]) + [dim]:
+                layers += [nn.Linear(d, h), nn.ReLU()]
+                d = h
+            self.bot = nn.Sequential(*layers)
+            nf = n_fields + 1
+            self.tri = torch.tril_indices(nf, nf, offset=-1)
+            layers, d = [], dim + nf * (nf - 1) // 2
+            for h in hidden:
+                layers += [nn.Linear(d, h), nn.ReLU()]
+                d = h
+            layers.append(nn.Linear(d, 1))
+            self.top = nn.Sequential(*layers)
+            self.bias = nn.Parameter(torch.zeros(1))
+            return
         self.w = nn.Embedding(n_keys + 1, 1, padding_idx=0)
         nn.init.zeros_(self.w.weight)
         self.wide = nn.Linear(n_dense, 1)
@@ -64,6 +86,11 @@ class Model(nn.Module):
             self.mlp = nn.Sequential(*layers)
 
     def forward(self, dense, cats):
+        if self.kind == "dlrm":
+            b = self.bot(dense)                                  # (B, D)
+            v = torch.cat([b.unsqueeze(1), self.emb(cats)], 1)   # (B, F+1, D)
+            z = torch.bmm(v, v.transpose(1, 2))[:, self.tri[0], self.tri[1]]
+            return self.top(torch.cat([b, z], 1)).squeeze(1) + self.bias
         logit = self.w(cats).sum(dim=(1, 2)) + self.wide(dense).squeeze(1)
         if self.kind == "lr":
             return logit
@@ -78,7 +105,7 @@ class Model(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True, choices=["lr", "fm", "deepfm"])
+    ap.add_argument("--model", required=True, choices=["lr", "fm", "deepfm", "dlrm"])
     ap.add_argument("--train", required=True)
     ap.add_argument("--test", required=True)
     ap.add_argument("--pred-out", required=True)
@@ -89,13 +116,20 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bottom", default="64,16")
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     vocab = {}
     y, xd, xc = read_tsv(a.train, vocab, True)
     ty, txd, txc = read_tsv(a.test, vocab, False)
-    m = Model(a.model, len(vocab), a.dim, [int(h) for h in a.hidden.split(",")])
+    m = Model(a.model, len(vocab), a.dim, [int(h) for h in a.hidden.split(",")],
+              [int(h) for h in a.bottom.split(",")]).to(dev)
+    if a.model == "dlrm":
+        m.tri = m.tri.to(dev)
+    y, xd, xc, txd, txc = y.to(dev), xd.to(dev), xc.to(dev), txd.to(dev), txc.to(dev)
     opt = torch.optim.Adam(m.parameters(), lr=a.lr)
     lossf = nn.BCEWithLogitsLoss()
     n = len(y)
@@ -106,15 +140,17 @@ def main():
             loss = lossf(m(xd[i:i + a.batch], xc[i:i + a.batch]), y[i:i + a.batch])
             loss.backward()
             opt.step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     m.eval()
     with torch.no_grad():
-        p = torch.cat([torch.sigmoid(m(txd[i:i + 65536], txc[i:i + 65536])) for i in range(0, len(ty), 65536)])
+        p = torch.cat([torch.sigmoid(m(txd[i:i + 65536], txc[i:i + 65536])) for i in range(0, len(ty), 65536)]).cpu()
     with open(a.pred_out, "w") as f:
         for l, q in zip(ty.tolist(), p.tolist()):
             f.write(f"{int(l)}\t{q:.9g}\n")
     print(json.dumps({"model": a.model, "rows": n * a.epochs, "keys": len(vocab), "train_seconds": dt,
-                      "samples_per_s": n * a.epochs / dt, "torch": torch.__version__, "threads": a.threads}))
+                      "samples_per_s": n * a.epochs / dt, "torch": torch.__version__, "threads": a.threads, "device": a.device}))
 
 
 if __name__ == "__main__":

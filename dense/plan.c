@@ -103,6 +103,12 @@ static void label_add(label_set *s, const label *x)
     s->v[s->n++] = *x;
 }
 
+void plan_restrict_to_placeable(plan_profile *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!p->l[i].placeable) p->l[i].time_s[PLACE_GPU] = -1;
+}
+
 int plan_solve(const plan_profile *p, plan_result *r)
 {
     /* last[j]: the last layer that reads j's output; j is live after step i while last[j] > i */
@@ -413,6 +419,7 @@ void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shap
         snprintf(l->name, sizeof l->name, "%s", s->name);
         l->n_inputs = s->n_inputs;
         memcpy(l->input, s->input, sizeof l->input);
+        l->placeable = s->gpu_ok;
         l->out_bytes = (double)batch * (s->kind == PL_DOT ? s->F * (s->F - 1) / 2 : s->kind == PL_POOL ? s->F * s->D
                                                                                    : s->out > 0 ? s->out : 1) * 4;
         for (int k = 0; k < s->n_inputs; k++)
@@ -496,6 +503,7 @@ static json_t *profile_body(const plan_profile *p)
         json_object_set_new(x, "mem_bytes", m);
         json_object_set_new(x, "out_bytes", json_real(l->out_bytes));
         json_object_set_new(x, "host_bytes", json_real(l->host_bytes));
+        json_object_set_new(x, "placeable", json_boolean(l->placeable));
         json_object_set_new(x, "inputs", in);
         json_array_append_new(ls, x);
     }
@@ -603,6 +611,7 @@ int plan_profile_load(plan_profile *p, const char *path, char *err, size_t errle
             goto fail;
         }
         snprintf(l->name, sizeof l->name, "%s", name);
+        l->placeable = json_is_true(json_object_get(x, "placeable"));
         l->n_inputs = (int)json_array_size(in);
         for (int k = 0; k < l->n_inputs; k++) {
             l->input[k] = (int)json_integer_value(json_array_get(in, (size_t)k));
@@ -692,14 +701,17 @@ void plan_print(FILE *f, const plan_profile *p, const plan_result *r)
     if (p->link_bytes_per_s > 0)
         fprintf(f, "  link %.2f GB/s, %.1f us latency\n", p->link_bytes_per_s / 1e9, p->link_latency_s * 1e6);
     fprintf(f, "%-14s %-6s %12s %12s %12s %12s\n", "layer", "device", "cpu time", "gpu time", "moved", "memory");
+    int fixed = 0;
     for (int i = 0; i < p->n; i++) {
         const plan_layer *l = &p->l[i];
         char tc[32], tg[32];
         fmt_time(tc, sizeof tc, l->time_s[PLACE_CPU]);
         fmt_time(tg, sizeof tg, l->time_s[PLACE_GPU]);
-        fprintf(f, "%-14s %-6s %12s %12s %9.2f MB %9.1f MB\n", l->name, place_device_name(r->dev[i]), tc, tg,
-                r->moved_bytes[i] / 1e6, l->mem_bytes[r->dev[i]] / 1e6);
+        fprintf(f, "%-14s %-6s %12s %12s %9.2f MB %9.1f MB%s\n", l->name, place_device_name(r->dev[i]), tc, tg,
+                r->moved_bytes[i] / 1e6, l->mem_bytes[r->dev[i]] / 1e6, l->placeable ? "" : "  *");
+        fixed += !l->placeable;
     }
+    if (fixed) fprintf(f, "* the trainer runs this layer on the cpu today (it places MLP layers only)\n");
     if (!r->feasible) {
         fprintf(f, "no feasible assignment\n");
         return;

@@ -56,6 +56,7 @@ typedef struct {
     double mem_bytes[PLACE_COUNT];   /* parameters, gradients, moments and activations held there */
     double out_bytes;                /* the output a later layer reads (its gradient has the same size) */
     double host_bytes;               /* what it reads from the batch in CPU memory per step (both ways) */
+    int placeable;                   /* the trainer can run it off the CPU today (plan_layer_shape.gpu_ok) */
     int n_inputs, input[PLAN_MAX_INPUTS];
 } plan_layer;
 
@@ -81,6 +82,8 @@ typedef struct {
 /* Price an assignment: fills r (feasible: within the memory limits and every layer on a device
  * that can run it). */
 void plan_evaluate(const plan_profile *p, const place_device *dev, plan_result *r);
+/* Keep the layers the trainer cannot place on the CPU (their GPU time becomes -1). */
+void plan_restrict_to_placeable(plan_profile *p);
 /* The cheapest feasible assignment: 0, or -1 if none fits (r->feasible 0). */
 int plan_solve(const plan_profile *p, plan_result *r);
 /* The same by trying all 2^n assignments (n <= 24); for tests. */

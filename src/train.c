@@ -280,8 +280,9 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     }
     /* auto plans only what the trainer can place; a hand placement of another layer is refused
      * by model_place, which says why */
+    if (!strcmp(o->placement, "auto")) plan_restrict_to_placeable(&p);
     for (int i = 0; i < n; i++)
-        if (!gpu || (!sh[i].gpu_ok && !strcmp(o->placement, "auto"))) p.l[i].time_s[PLACE_GPU] = -1;
+        if (!gpu) p.l[i].time_s[PLACE_GPU] = -1;
     if (!strcmp(o->placement, "gpu")) {
         if (!gpu) {
             snprintf(err, errlen, "--placement gpu: no GPU here: %s", why);

@@ -119,7 +119,7 @@ Test(placement, bad_placements_are_refused)
     }
     /* the devices command says why there is no GPU */
     char *out;
-    cr_assert_eq(th_run(&out, "CTRBOX_CUDA_LIB=/nonexistent.so $B/ctrbox devices"), 0);
+    cr_assert_eq(th_run(&out, "CTRBOX_GPU_SIM=0 CTRBOX_CUDA_LIB=/nonexistent.so $B/ctrbox devices"), 0);
     cr_assert(strstr(out, "cpu: ") && strstr(out, "gpu: none (CTRBOX_CUDA_LIB=/nonexistent.so: no such file)"), "%s", out);
     free(out);
 }

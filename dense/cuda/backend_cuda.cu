@@ -66,14 +66,33 @@ static void linear_forward(float *out, const float *in, const float *w, const fl
     cublas_check(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, w, C, in, C, &beta, out, OC));
 }
 
-/* db (OC) += column sums of dout (B, OC): one thread per column, rows strided (coalesced) */
+/* Column reductions of a row-major (B, C) matrix: blocks of 32 columns x 8 row lanes; each lane
+ * walks every 8th row (reads of 32 neighbouring columns coalesce), then the lanes add up in
+ * shared memory. COLS_GRID / COLS_BLOCK launch it. */
+#define COL_LANES 8
+#define COLS_GRID(C) dim3(((C) + 31) / 32), dim3(32, COL_LANES), 0, stream
+
+__device__ static float lanes_sum(float v, float (*sh)[33])
+{
+    sh[threadIdx.y][threadIdx.x] = v;
+    __syncthreads();
+    float s = 0;
+    if (threadIdx.y == 0)
+        for (int k = 0; k < COL_LANES; k++) s += sh[k][threadIdx.x];
+    __syncthreads();
+    return s;
+}
+
+/* db (OC) += column sums of dout (B, OC) */
 __global__ void colsum_add_kernel(float *db, const float *dout, int B, int OC)
 {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    float s = 0;
-    for (int i = 0; i < B; i++) s += dout[(size_t)i * OC + o];
-    db[o] += s;
+    __shared__ float sh[COL_LANES][33];
+    int o = blockIdx.x * 32 + threadIdx.x;
+    float v = 0;
+    if (o < OC)
+        for (int i = threadIdx.y; i < B; i += COL_LANES) v += dout[(size_t)i * OC + o];
+    float s = lanes_sum(v, sh);
+    if (threadIdx.y == 0 && o < OC) db[o] += s;
 }
 
 static void linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
@@ -84,7 +103,7 @@ static void linear_backward(float *din, float *dw, float *db, const float *dout,
     if (din) cublas_check(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, w, C, dout, OC, &zero, din, C));
     /* dw^T (C, OC) += in^T (C, B) . dout (B, OC) */
     cublas_check(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, in, C, dout, OC, &one, dw, C));
-    if (db) colsum_add_kernel<<<LAUNCH((size_t)OC)>>>(db, dout, B, OC);
+    if (db) colsum_add_kernel<<<COLS_GRID(OC)>>>(db, dout, B, OC);
 }
 
 /* ---- element-wise ---- */
@@ -158,19 +177,28 @@ static void dropout_backward(float *din, const float *dout, const uint8_t *mask,
     dropout_backward_kernel<<<LAUNCH(n)>>>(din, dout, mask, n, p > 0 ? 1.0f / (1.0f - p) : 1.0f);
 }
 
-/* ---- batch norm: one thread per column for the statistics (rows strided, coalesced) ---- */
+/* ---- batch norm: column statistics with the reduction above ---- */
 __global__ void bn_stats_kernel(float *mean, float *rstd, float *run_mean, float *run_var, const float *in, int B,
                                 int C, float momentum, float eps)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float s = 0, q = 0;
-    for (int i = 0; i < B; i++) s += in[(size_t)i * C + c];
-    float mu = s / (float)B;
-    for (int i = 0; i < B; i++) {
-        float d = in[(size_t)i * C + c] - mu;
-        q += d * d;
-    }
+    __shared__ float sh[COL_LANES][33];
+    __shared__ float mu_sh[32];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float v = 0;
+    if (c < C)
+        for (int i = threadIdx.y; i < B; i += COL_LANES) v += in[(size_t)i * C + c];
+    float s = lanes_sum(v, sh);
+    if (threadIdx.y == 0) mu_sh[threadIdx.x] = s / (float)B;
+    __syncthreads();
+    float mu = mu_sh[threadIdx.x];
+    v = 0;
+    if (c < C)
+        for (int i = threadIdx.y; i < B; i += COL_LANES) {
+            float d = in[(size_t)i * C + c] - mu;
+            v += d * d;
+        }
+    float q = lanes_sum(v, sh);
+    if (threadIdx.y != 0 || c >= C) return;
     float var = q / (float)B;
     if (run_mean) {
         run_mean[c] = (1 - momentum) * run_mean[c] + momentum * mu;
@@ -196,20 +224,24 @@ static void batchnorm_forward(float *out, float *mean, float *rstd, float *run_m
         bn_apply_kernel<<<LAUNCH(n)>>>(out, in, run_mean, NULL, run_var, gamma, beta, B, C, eps);
         return;
     }
-    bn_stats_kernel<<<LAUNCH((size_t)C)>>>(mean, rstd, run_mean, run_var, in, B, C, momentum, eps);
+    bn_stats_kernel<<<COLS_GRID(C)>>>(mean, rstd, run_mean, run_var, in, B, C, momentum, eps);
     bn_apply_kernel<<<LAUNCH(n)>>>(out, in, mean, rstd, NULL, gamma, beta, B, C, eps);
 }
 __global__ void bn_backward_sums_kernel(float *sdy, float *sdyx, float *dgamma, float *dbeta, const float *dout,
                                         const float *in, const float *mean, const float *rstd, int B, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    __shared__ float sh[COL_LANES][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
     float a = 0, b = 0;
-    for (int i = 0; i < B; i++) {
-        size_t k = (size_t)i * C + c;
-        a += dout[k];
-        b += dout[k] * (in[k] - mean[c]) * rstd[c];
-    }
+    if (c < C)
+        for (int i = threadIdx.y; i < B; i += COL_LANES) {
+            size_t k = (size_t)i * C + c;
+            a += dout[k];
+            b += dout[k] * (in[k] - mean[c]) * rstd[c];
+        }
+    a = lanes_sum(a, sh);
+    b = lanes_sum(b, sh);
+    if (threadIdx.y != 0 || c >= C) return;
     sdy[c] = a, sdyx[c] = b;
     dgamma[c] += b;
     dbeta[c] += a;
@@ -224,15 +256,29 @@ __global__ void bn_backward_kernel(float *din, const float *dout, const float *i
     float xhat = (in[i] - mean[c]) * rstd[c];
     din[i] = gamma[c] * rstd[c] / (float)B * ((float)B * dout[i] - sdy[c] - xhat * sdyx[c]);
 }
-static void *cuda_alloc(size_t bytes);
-static void cuda_release(void *p);
+/* Device scratch of at least n floats, kept and grown (work on the one stream is ordered, so
+ * one buffer serves every kernel that needs it). */
+static float *scratch(size_t n)
+{
+    static float *buf;
+    static size_t cap;
+    if (n > cap) {
+        if (buf) {
+            cuda_check(cudaStreamSynchronize(stream));
+            cuda_check(cudaFree(buf));
+        }
+        cuda_check(cudaMalloc((void **)&buf, n * sizeof(float)));
+        cap = n;
+    }
+    return buf;
+}
+
 static void batchnorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
                                const float *mean, const float *rstd, const float *gamma, int B, int C)
 {
-    float *s = (float *)cuda_alloc(2 * (size_t)C * sizeof(float));
-    bn_backward_sums_kernel<<<LAUNCH((size_t)C)>>>(s, s + C, dgamma, dbeta, dout, in, mean, rstd, B, C);
+    float *s = scratch(2 * (size_t)C);
+    bn_backward_sums_kernel<<<COLS_GRID(C)>>>(s, s + C, dgamma, dbeta, dout, in, mean, rstd, B, C);
     bn_backward_kernel<<<LAUNCH((size_t)B * C)>>>(din, dout, in, mean, rstd, gamma, s, s + C, B, C);
-    cuda_release(s);
 }
 
 /* ---- embedding pooling: one thread per (sample, output float) ---- */
