@@ -116,6 +116,23 @@ void block_reserve(sample_block *b, size_t rows, size_t nnz)
     }
 }
 
+void block_shrink_to_fit(sample_block *b)
+{
+    size_t rows = b->rows ? b->rows : 1, nnz = b->nnz ? b->nnz : 1;
+    if (b->cap_rows > rows) {
+        b->label = xrealloc(b->label, rows * sizeof *b->label);
+        b->dense = xrealloc(b->dense, rows * (b->n_dense ? b->n_dense : 1) * sizeof *b->dense);
+        b->row_ptr = xrealloc(b->row_ptr, (rows + 1) * sizeof *b->row_ptr);
+        b->cap_rows = rows;
+    }
+    if (b->cap_nnz > nnz) {
+        b->key = xrealloc(b->key, nnz * sizeof *b->key);
+        b->field = xrealloc(b->field, nnz * sizeof *b->field);
+        b->val = xrealloc(b->val, nnz * sizeof *b->val);
+        b->cap_nnz = nnz;
+    }
+}
+
 int block_vals_all_one(const sample_block *b)
 {
     for (size_t i = 0; i < b->nnz; i++)

@@ -57,6 +57,8 @@ void block_clear(sample_block *b);
 void block_reserve(sample_block *b, size_t rows, size_t nnz);
 /* Append rows [r0, r1) of src to dst (same n_dense). */
 void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1);
+/* Give back the capacity beyond rows and nnz (a block kept for a while). */
+void block_shrink_to_fit(sample_block *b);
 /* Whether every val is 1 (one-hot data; the binary format then omits them). */
 int block_vals_all_one(const sample_block *b);
 

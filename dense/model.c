@@ -678,16 +678,18 @@ model *model_create(const model_config *c, const data_schema *schema)
         mlp_alloc(&m->deep, B, c->dropout);
         mlp_alloc(&m->top, B, c->dropout);
         mlp_alloc(&m->bottom, B, 0);
+        /* the MLPs' backward scratch: (B, widest layer) */
         int w = mlp_width(&m->deep);
         if (mlp_width(&m->top) > w) w = mlp_width(&m->top);
         if (mlp_width(&m->bottom) > w) w = mlp_width(&m->bottom);
-        if (m->X0 > w) w = m->X0;
-        if (top_in > w) w = top_in;
-        w += m->X0 + deep_out + 1;
         m->hl = xcalloc((size_t)B * w, sizeof(float));
         m->dhl = xcalloc((size_t)B * w, sizeof(float));
-        m->cat = xcalloc((size_t)B * w, sizeof(float));
-        m->dcat = xcalloc((size_t)B * w, sizeof(float));
+        /* concatenations: dcnv2 [x_L, deep out]; dlrm [bottom out, dots] and d bottom out */
+        int cw = c->kind == MODEL_DCNV2 ? m->X0 + deep_out : c->kind == MODEL_DLRM ? (top_in > D ? top_in : D) : 0;
+        if (cw) {
+            m->cat = xcalloc((size_t)B * cw, sizeof(float));
+            m->dcat = xcalloc((size_t)B * cw, sizeof(float));
+        }
     }
     if (c->kind == MODEL_DCNV2) {
         for (int i = 0; i <= m->n_cross; i++) m->xl[i] = xcalloc((size_t)B * m->X0, sizeof(float));

@@ -584,8 +584,68 @@ static int check_slot(emb_tier *t, int tb, const uint8_t *img, uint64_t slot, ui
     return 0;
 }
 
+/* Where fetched records go: put(ctx, i, rec) for key i (the slot's image, row_bytes long). */
+typedef struct {
+    void (*put)(void *ctx, size_t i, const uint8_t *rec);
+    void *ctx;
+} fetch_sink;
+
+static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                      size_t errlen);
+
+typedef struct {
+    uint8_t *out;
+    size_t row_bytes;
+} flat_sink;
+
+static void flat_put(void *ctx, size_t i, const uint8_t *rec)
+{
+    flat_sink *f = ctx;
+    memcpy(f->out + i * f->row_bytes, rec, f->row_bytes);
+}
+
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen)
+{
+    flat_sink f = { out, t->sf[tb].row_bytes };
+    return fetch_into(t, tb, keys, n, (fetch_sink){ flat_put, &f }, aux, err, errlen);
+}
+
+typedef struct {
+    emb_tier_packed *p;
+    size_t row_bytes;
+} packed_sink;
+
+static void packed_put(void *ctx, size_t i, const uint8_t *rec)
+{
+    packed_sink *s = ctx;
+    emb_tier_packed *p = s->p;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap + p->cap / 2 : 1024;
+        p->rec = xrealloc(p->rec, p->cap * s->row_bytes);
+    }
+    memcpy(p->rec + p->n * s->row_bytes, rec, s->row_bytes);
+    p->pos[i] = (uint32_t)p->n++;
+}
+
+int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, emb_tier_packed *out, uint64_t *aux,
+                          char *err, size_t errlen)
+{
+    CHECK(n <= UINT32_MAX);
+    packed_sink s = { out, t->sf[tb].row_bytes };
+    out->n = out->cap = 0;
+    out->rec = NULL;
+    out->pos = xmalloc((n ? n : 1) * sizeof *out->pos);
+    int ret = fetch_into(t, tb, keys, n, (fetch_sink){ packed_put, &s }, aux, err, errlen);
+    if (out->n < out->cap) {   /* give back the growth headroom */
+        out->rec = xrealloc(out->rec, (out->n ? out->n : 1) * s.row_bytes);
+        out->cap = out->n;
+    }
+    return ret;
+}
+
+static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                      size_t errlen)
 {
     slot_file *s = &t->sf[tb];
     size_t sb = s->slot_bytes;
@@ -642,7 +702,7 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
                 const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot;
                 ret = check_slot(t, tb, img, r.slot, keys[r.i], err, errlen);
                 if (ret == 0) {
-                    memcpy(out + r.i * s->row_bytes, img, s->row_bytes);
+                    sink.put(sink.ctx, r.i, img);
                     found++;
                 }
             }
@@ -812,6 +872,11 @@ static void flush_buf(emb_tier_batch *b)
     }
     b->n_runs = 0;
     b->buf_used = 0;
+}
+
+void emb_tier_reserve(emb_tier_batch *b, size_t puts)
+{
+    if (b->cap_ie < b->n_ie + puts) b->ie = xrealloc(b->ie, (b->cap_ie = b->n_ie + puts) * sizeof *b->ie);
 }
 
 static void add_freed(emb_tier_batch *b, int tb, uint64_t slot1)

@@ -51,6 +51,16 @@ int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t er
  * slot). */
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen);
+/* The same, with the records of the keys found packed together (in no particular order): key i
+ * found has its record at out->rec + out->pos[i] * row_bytes. Memory for the found keys only;
+ * caller frees out->rec and out->pos. */
+typedef struct {
+    uint8_t *rec;
+    uint32_t *pos;
+    size_t n, cap;
+} emb_tier_packed;
+int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, emb_tier_packed *out, uint64_t *aux,
+                          char *err, size_t errlen);
 
 /* Index lookups only: aux[i] = slot + 1 of keys[i], or 0 if the tier does not hold it. */
 int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen);
@@ -76,6 +86,8 @@ uint64_t emb_tier_disk_bytes(emb_tier *t);
  * durable). del: the key is removed (aux: its slot + 1, or 0). */
 typedef struct emb_tier_batch emb_tier_batch;
 emb_tier_batch *emb_tier_begin(emb_tier *t);
+/* Room for `puts` more puts (a caller that knows the count avoids growth headroom). */
+void emb_tier_reserve(emb_tier_batch *b, size_t puts);
 void emb_tier_put(emb_tier_batch *b, int tb, void *rec);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).

@@ -134,7 +134,13 @@ static void collect_keys_of(model *m, uint32_t n_fields, pass_data *p, int n_tab
             uint64_t dk = emb_table_default_key((uint16_t)f);
             if (tb >= 0 && ks_add(&sets[tb], dk)) kv_push(&p->keys[tb], dk);
         }
-    for (int i = 0; i < n_tables; i++) free(sets[i].s);
+    for (int i = 0; i < n_tables; i++) {
+        free(sets[i].s);
+        if (p->keys[i].cap > p->keys[i].n && p->keys[i].n) {   /* kept for three passes: no headroom */
+            p->keys[i].k = xrealloc(p->keys[i].k, p->keys[i].n * sizeof *p->keys[i].k);
+            p->keys[i].cap = p->keys[i].n;
+        }
+    }
     free(sets);
 }
 
@@ -163,6 +169,13 @@ static void *reader_main(void *arg)
             if (ret <= 0) break;
         }
         if (!cur) {
+            /* parse k+2 while k trains, not further: a pass waits here until the one before it
+             * is taken, so at most three passes' rows are in memory */
+            pthread_mutex_lock(&r->mu);
+            while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+            int stop = r->stop;
+            pthread_mutex_unlock(&r->mu);
+            if (stop) break;
             cur = xcalloc(1, sizeof *cur);
             block_init(&cur->rows, t->meta.schema.n_dense);
         }
@@ -177,6 +190,7 @@ static void *reader_main(void *arg)
             cur = NULL;
             continue;
         }
+        block_shrink_to_fit(&cur->rows);
         collect_keys(t, cur, r->n_tables);
         pthread_mutex_lock(&r->mu);
         while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
@@ -190,6 +204,7 @@ static void *reader_main(void *arg)
     if (ret == 0 && cur && cur->rows.rows) {   /* the last, shorter pass */
         cur->index = ++index;
         if (index > r->skip) {
+            block_shrink_to_fit(&cur->rows);
             collect_keys(t, cur, r->n_tables);
             pthread_mutex_lock(&r->mu);
             while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
@@ -230,7 +245,7 @@ static pass_data *reader_pop(reader *r)
 
 typedef struct {
     keyvec *miss;        /* per table: keys to read */
-    uint8_t **rec;       /* per table: their records */
+    emb_tier_packed *rec;   /* per table: the records of those found, packed */
     uint64_t **aux;      /* per table: slot + 1, 0 if not on the SSD */
 } fetch_job;
 
@@ -251,7 +266,8 @@ typedef struct {
 static int fetch_run(emb_tier *tier, int n_tables, fetch_job *j, char *err, size_t errlen)
 {
     for (int tb = 0; tb < n_tables; tb++)
-        if (j->miss[tb].n && emb_tier_fetch(tier, tb, j->miss[tb].k, j->miss[tb].n, j->rec[tb], j->aux[tb], err, errlen) < 0)
+        if (j->miss[tb].n &&
+            emb_tier_fetch_packed(tier, tb, j->miss[tb].k, j->miss[tb].n, &j->rec[tb], j->aux[tb], err, errlen) < 0)
             return -1;
     return 0;
 }
@@ -291,7 +307,8 @@ static void fetch_job_free(fetch_job *j, int n_tables)
     if (!j) return;
     for (int i = 0; i < n_tables; i++) {
         free(j->miss[i].k);
-        free(j->rec[i]);
+        free(j->rec[i].rec);
+        free(j->rec[i].pos);
         free(j->aux[i]);
     }
     free(j->miss), free(j->rec), free(j->aux);
@@ -378,7 +395,6 @@ static fetch_job *missing_keys(trainer *t, keyvec *keys)
             if (absent[i]) kv_push(&j->miss[tb], keys[tb].k[i]);
         free(absent);
         size_t n = j->miss[tb].n ? j->miss[tb].n : 1;
-        j->rec[tb] = xmalloc(n * ps->row_bytes[tb]);
         j->aux[tb] = xcalloc(n, sizeof **j->aux);
     }
     return j;
@@ -394,7 +410,7 @@ static void install(trainer *t, fetch_job *j)
         for (size_t i = 0; i < j->miss[tb].n; i++) {
             if (!j->aux[tb][i]) continue;
             if (emb_table_find(e, j->miss[tb].k[i]) >= 0) continue;
-            emb_table_insert_record(e, j->rec[tb] + i * ps->row_bytes[tb], j->aux[tb][i]);
+            emb_table_insert_record(e, j->rec[tb].rec + (size_t)j->rec[tb].pos[i] * ps->row_bytes[tb], j->aux[tb][i]);
         }
     }
 }
@@ -536,12 +552,13 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
-/* Drop unpinned rows (not among keys) until the rows fit the budget: least frequently shown
- * first (show decayed to now, then older last pass), or least recently used (older last pass). */
-static void evict(trainer *t, keyvec *keys)
+/* Drop unpinned rows (not among keys) until the rows, with the `coming` bytes of rows the pass
+ * will add (its new keys), fit the budget: least frequently shown first (show decayed to now,
+ * then older last pass), or least recently used (older last pass). */
+static void evict(trainer *t, keyvec *keys, uint64_t coming)
 {
     pass_state *ps = t->ps;
-    uint64_t used = tables_bytes(t);
+    uint64_t used = tables_bytes(t) + coming;
     if (used <= ps->budget) return;
     for (int tb = 0; tb < ps->n_tables; tb++) {   /* pin the pass's rows (distinct keys: distinct rows) */
         emb_table *e = model_table(t->m, tb);
@@ -775,6 +792,14 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
     if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
     double t0 = now_sec();
     emb_tier_batch *b = emb_tier_begin(ps->tier);
+    if (with_rows) {   /* count first: the batch's index entries are sized exactly */
+        size_t dirty = 0;
+        for (int tb = 0; tb < ps->n_tables; tb++) {
+            emb_table *e = model_table(t->m, tb);
+            for (size_t r = 0; r < emb_table_rows(e); r++) dirty += emb_table_head(e, (uint32_t)r)->last_pass == t->pass;
+        }
+        emb_tier_reserve(b, dirty);
+    }
     if (with_rows)
         for (int tb = 0; tb < ps->n_tables; tb++) {
             emb_table *e = model_table(t->m, tb);
@@ -908,10 +933,13 @@ static int epoch_passes(trainer *t, uint64_t skip)
             ps->st0.rows_read = st.rows_read;
             ps->st0.bytes_read = st.bytes_read;
             double b0 = now_sec();
+            uint64_t coming = 0;   /* the pass's new keys: rows it will add while it trains */
+            for (int tb = 0; tb < ps->n_tables; tb++)
+                for (size_t i = 0; i < job->miss[tb].n; i++) coming += job->aux[tb][i] ? 0 : ps->row_bytes[tb];
             install(t, job);
             fetch_job_free(job, ps->n_tables);
             job = NULL;
-            evict(t, cur->keys);
+            evict(t, cur->keys, coming);
             ps->boundary_s += now_sec() - b0;
         }
         double w0 = now_sec();

@@ -353,6 +353,8 @@ int train_run(const train_opts *o)
     if (o->placement && strcmp(o->placement, "cpu") && place_layers(t.m, o, err, sizeof err) < 0) {
         fprintf(stderr, "ctrbox: %s\n", err);
         model_destroy(t.m);
+        schema_free(&t.meta.schema);
+        if (t.have_valid) block_free(&t.valid);
         return 1;
     }
     if (mkdir(o->out, 0755) < 0 && errno != EEXIST) {
