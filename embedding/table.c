@@ -346,6 +346,22 @@ void emb_table_remove(emb_table *t, uint32_t row)
     t->rows--;
 }
 
+size_t emb_table_keep_marked(emb_table *t)
+{
+    size_t w = 0;
+    for (size_t r = 0; r < t->rows; r++) {
+        emb_row_head *h = emb_table_head(t, (uint32_t)r);
+        if (!h->mark) continue;
+        if (w != r) memcpy(emb_table_head(t, (uint32_t)w), h, t->row_bytes);
+        w++;
+    }
+    size_t removed = t->rows - w;
+    t->rows = w;
+    memset(t->idx, 0, t->idx_cap * sizeof *t->idx);
+    for (size_t r = 0; r < w; r++) idx_put(t->idx, t->idx_cap, emb_table_head(t, (uint32_t)r)->key, (uint64_t)r + 1);
+    return removed;
+}
+
 /* The keys waiting for admission (not admitted since), as u64 count then entries, into the
  * running checksum; then the checksum. Shared by the table section and the pending blob. */
 static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st)

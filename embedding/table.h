@@ -104,6 +104,9 @@ int emb_is_default_key(const uint64_t *sorted, uint32_t n_fields, uint64_t key);
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
+/* Remove every row whose head's mark is 0 (kept rows keep their order; row numbers change);
+ * returns how many went. One pass over the rows and the index: for dropping most of a table. */
+size_t emb_table_keep_marked(emb_table *t);
 /* Give the memory of the slab's unused tail (rows removed since it grew) back to the system. */
 void emb_table_trim(emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */

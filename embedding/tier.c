@@ -93,13 +93,17 @@ typedef struct {
     int tb;
 } freed;
 
+/* Slot images go to one of two write buffers; a full buffer's writes are submitted and the other
+ * one fills while they complete (it waits only for the writes it submitted two flushes ago). */
 struct emb_tier_batch {
     emb_tier *t;
     rocksdb_writebatch_t *wb;
-    uint8_t *buf;            /* slot images waiting to be written */
-    size_t buf_used;
-    run *runs;               /* their runs of consecutive slots */
-    size_t n_runs, cap_runs;
+    int cur;                 /* the buffer being filled */
+    uint8_t *buf[2];         /* slot images waiting to be written, or being written */
+    size_t buf_used[2];
+    run *runs[2];            /* their runs of consecutive slots */
+    size_t n_runs[2], cap_runs[2];
+    int inflight[2];         /* writes submitted from each buffer and not completed */
     freed *fr;
     size_t n_fr, cap_fr;
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
@@ -807,7 +811,8 @@ emb_tier_batch *emb_tier_begin(emb_tier *t)
     emb_tier_batch *b = xcalloc(1, sizeof *b);
     b->t = t;
     b->wb = rocksdb_writebatch_create();
-    b->buf = xaligned_alloc(4096, WRITE_BUF);
+    b->buf[0] = xaligned_alloc(4096, WRITE_BUF);
+    b->buf[1] = xaligned_alloc(4096, WRITE_BUF);
     b->row_delta = xcalloc((size_t)t->n, sizeof *b->row_delta);
     for (int i = 0; i < t->n; i++) {
         t->sf[i].cursor = 0;
@@ -817,61 +822,73 @@ emb_tier_batch *emb_tier_begin(emb_tier *t)
     return b;
 }
 
-/* Write every run in buf with io_uring, up to FETCH_DEPTH writes in flight; then buf is empty. */
-static void flush_buf(emb_tier_batch *b)
+/* Handle the writes that completed (waiting for one first if wait): count them off their
+ * buffer; a short write gets the rest written synchronously, which says why it was short. */
+static void reap(emb_tier_batch *b, int wait)
 {
     emb_tier *t = b->t;
-    size_t next = 0, done = 0;
-    int busy = 0;
-    while (done < b->n_runs) {
-        while (next < b->n_runs && busy < FETCH_DEPTH && b->err == 0) {
-            run *r = &b->runs[next];
-            slot_file *s = &t->sf[r->tb];
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&t->wring);
-            CHECK(sqe);
-            io_uring_prep_write(sqe, s->fd, b->buf + r->off, (unsigned)(r->n * s->slot_bytes),
-                                HEADER_BYTES + r->first * s->slot_bytes);
-            io_uring_sqe_set_data64(sqe, next);
-            s->written = 1;
-            next++;
-            busy++;
+    struct io_uring_cqe *cqe;
+    if (wait && io_uring_wait_cqe(&t->wring, &cqe) < 0) {
+        if (!b->err) {
+            b->err = -EIO;
+            snprintf(b->errmsg, sizeof b->errmsg, "%s: io_uring write wait failed", t->dir);
         }
-        if (busy == 0) break;   /* an error stopped the submissions */
-        struct io_uring_cqe *cqe;
-        if (io_uring_submit_and_wait(&t->wring, 1) < 0 || io_uring_wait_cqe(&t->wring, &cqe) < 0) {
-            if (!b->err) {
-                b->err = -EIO;
-                snprintf(b->errmsg, sizeof b->errmsg, "%s: io_uring write wait failed", t->dir);
-            }
-            break;
-        }
-        unsigned head, got = 0;
-        io_uring_for_each_cqe(&t->wring, head, cqe) {
-            run *r = &b->runs[cqe->user_data];
-            size_t want = r->n * t->sf[r->tb].slot_bytes;
-            if (cqe->res >= 0 && cqe->res < (int)want && !b->err) {
-                /* a short write: the rest, synchronously, says why (disk full, file-size limit) */
-                slot_file *s = &t->sf[r->tb];
-                size_t off = (size_t)cqe->res;
-                ssize_t w = pwrite(s->fd, b->buf + r->off + off, want - off,
-                                   (off_t)(HEADER_BYTES + r->first * s->slot_bytes + off));
-                if (w == (ssize_t)(want - off)) cqe->res = (int)want;
-                else cqe->res = w < 0 ? -errno : -ENOSPC;
-            }
-            if (cqe->res != (int)want && !b->err) {
-                b->err = cqe->res;
-                snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", t->dir, r->tb,
-                         (unsigned long long)(HEADER_BYTES + r->first * t->sf[r->tb].slot_bytes),
-                         strerror(-b->err));
-            }
-            got++;
-        }
-        io_uring_cq_advance(&t->wring, got);
-        busy -= (int)got;
-        done += got;
+        b->inflight[0] = b->inflight[1] = 0;   /* nothing more can be learned about them */
+        return;
     }
-    b->n_runs = 0;
-    b->buf_used = 0;
+    unsigned head, got = 0;
+    io_uring_for_each_cqe(&t->wring, head, cqe) {
+        int w = (int)(cqe->user_data >> 32);
+        run *r = &b->runs[w][cqe->user_data & 0xffffffffu];
+        slot_file *s = &t->sf[r->tb];
+        size_t want = r->n * s->slot_bytes;
+        if (cqe->res >= 0 && cqe->res < (int)want && !b->err) {
+            size_t off = (size_t)cqe->res;
+            ssize_t n = pwrite(s->fd, b->buf[w] + r->off + off, want - off,
+                               (off_t)(HEADER_BYTES + r->first * s->slot_bytes + off));
+            if (n == (ssize_t)(want - off)) cqe->res = (int)want;
+            else cqe->res = n < 0 ? -errno : -ENOSPC;
+        }
+        if (cqe->res != (int)want && !b->err) {
+            b->err = cqe->res;
+            snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", t->dir, r->tb,
+                     (unsigned long long)(HEADER_BYTES + r->first * s->slot_bytes), strerror(-b->err));
+        }
+        b->inflight[w]--;
+        got++;
+    }
+    io_uring_cq_advance(&t->wring, got);
+}
+
+/* Submit the writes of buffer w (at most FETCH_DEPTH in flight in all). */
+static void submit_buf(emb_tier_batch *b, int w)
+{
+    emb_tier *t = b->t;
+    for (size_t i = 0; i < b->n_runs[w] && b->err == 0; i++) {
+        while (b->inflight[0] + b->inflight[1] >= FETCH_DEPTH && b->err == 0) {
+            io_uring_submit(&t->wring);
+            reap(b, 1);
+        }
+        if (b->err) break;
+        run *r = &b->runs[w][i];
+        slot_file *s = &t->sf[r->tb];
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&t->wring);
+        CHECK(sqe);
+        io_uring_prep_write(sqe, s->fd, b->buf[w] + r->off, (unsigned)(r->n * s->slot_bytes),
+                            HEADER_BYTES + r->first * s->slot_bytes);
+        io_uring_sqe_set_data64(sqe, (uint64_t)w << 32 | i);
+        s->written = 1;
+        b->inflight[w]++;
+    }
+    io_uring_submit(&t->wring);
+}
+
+/* Wait for buffer w's writes; then it is empty. */
+static void drain(emb_tier_batch *b, int w)
+{
+    while (b->inflight[w] > 0) reap(b, 1);
+    b->n_runs[w] = 0;
+    b->buf_used[w] = 0;
 }
 
 void emb_tier_reserve(emb_tier_batch *b, size_t puts)
@@ -895,7 +912,39 @@ static ientry *add_ientry(emb_tier_batch *b)
     return &b->ie[b->n_ie++];
 }
 
-static int cmp_ientry(const void *x, const void *y) { return memcmp(x, y, 10); }
+/* Index entries in key order, in place: an MSD radix sort on the key's bytes (American flag
+ * sort), insertion sort for small buckets. A batch's keys are distinct but for repeated
+ * deletions of one key, whose order does not matter. */
+static void sort_ientries(ientry *v, size_t n, int byte)
+{
+    if (n < 24 || byte >= 10) {
+        for (size_t i = 1; i < n; i++) {
+            ientry x = v[i];
+            size_t j = i;
+            for (; j > 0 && memcmp(v[j - 1].k + byte, x.k + byte, (size_t)(10 - byte)) > 0; j--) v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    size_t count[256] = { 0 }, start[257], next[256];
+    for (size_t i = 0; i < n; i++) count[v[i].k[byte]]++;
+    start[0] = 0;
+    for (int d = 0; d < 256; d++) start[d + 1] = start[d] + count[d];
+    memcpy(next, start, sizeof next);
+    for (int d = 0; d < 256; d++)
+        while (next[d] < start[d + 1]) {   /* place v[next[d]] in its bucket, until one of d's lands here */
+            int c = v[next[d]].k[byte];
+            if (c == d) {
+                next[d]++;
+            } else {
+                ientry x = v[next[d]];
+                v[next[d]] = v[next[c]];
+                v[next[c]++] = x;
+            }
+        }
+    for (int d = 0; d < 256; d++)
+        if (count[d] > 1) sort_ientries(v + start[d], count[d], byte + 1);
+}
 
 void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
 {
@@ -903,22 +952,28 @@ void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
     slot_file *s = &t->sf[tb];
     emb_row_head *h = rec;
     uint64_t slot = alloc_slot(s);
-    if (b->buf_used + s->slot_bytes > WRITE_BUF) flush_buf(b);
-    run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
+    int w = b->cur;
+    if (b->buf_used[w] + s->slot_bytes > WRITE_BUF) {   /* write this buffer, fill the other */
+        submit_buf(b, w);
+        b->cur = w = !w;
+        drain(b, w);
+    }
+    run *last = b->n_runs[w] ? &b->runs[w][b->n_runs[w] - 1] : NULL;
     if (last && last->tb == tb && last->first + last->n == slot) {
         last->n++;
     } else {
-        if (b->n_runs == b->cap_runs) b->runs = xrealloc(b->runs, (b->cap_runs = b->cap_runs * 2 + 256) * sizeof *b->runs);
-        b->runs[b->n_runs++] = (run){ tb, slot, 1, b->buf_used };
+        if (b->n_runs[w] == b->cap_runs[w])
+            b->runs[w] = xrealloc(b->runs[w], (b->cap_runs[w] = b->cap_runs[w] * 2 + 256) * sizeof *b->runs[w]);
+        b->runs[w][b->n_runs[w]++] = (run){ tb, slot, 1, b->buf_used[w] };
     }
-    uint8_t *img = b->buf + b->buf_used;
+    uint8_t *img = b->buf[w] + b->buf_used[w];
     memcpy(img, rec, s->row_bytes);
     memset(img + s->row_bytes, 0, s->slot_bytes - s->row_bytes);
     ((emb_row_head *)img)->mark = 0;
     ((emb_row_head *)img)->aux = 0;
     uint64_t sum = XXH64(img, s->row_bytes, slot);
     memcpy(img + s->slot_bytes - 8, &sum, 8);
-    b->buf_used += s->slot_bytes;
+    b->buf_used[w] += s->slot_bytes;
     ientry *e = add_ientry(b);
     idx_key(e->k, tb, h->key);
     e->del = 0;
@@ -945,9 +1000,11 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
 
 static void batch_free(emb_tier_batch *b)
 {
+    drain(b, 0);   /* the buffers may still be read by writes in flight */
+    drain(b, 1);
     rocksdb_writebatch_destroy(b->wb);
-    free(b->buf);
-    free(b->runs);
+    free(b->buf[0]), free(b->buf[1]);
+    free(b->runs[0]), free(b->runs[1]);
     free(b->ie);
     free(b->fr);
     free(b->row_delta);
@@ -968,7 +1025,11 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
         ret = -EIO;
     }
-    if (ret == 0) flush_buf(b);
+    if (ret == 0) {
+        submit_buf(b, b->cur);
+        drain(b, 0);
+        drain(b, 1);
+    }
     if (ret == 0 && b->err) {
         snprintf(err, errlen, "%s", b->errmsg);
         ret = b->err;
@@ -981,7 +1042,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
     }
     if (ret == 0) {
         /* in key order: the memtable's skip list inserts sorted keys several times faster */
-        if (b->n_ie) qsort(b->ie, b->n_ie, sizeof *b->ie, cmp_ientry);
+        sort_ientries(b->ie, b->n_ie, 0);
         for (size_t i = 0; i < b->n_ie; i++) {
             if (b->ie[i].del) rocksdb_writebatch_delete(b->wb, (const char *)b->ie[i].k, 10);
             else rocksdb_writebatch_put(b->wb, (const char *)b->ie[i].k, 10, (const char *)&b->ie[i].v, sizeof b->ie[i].v);

@@ -568,9 +568,17 @@ static void evict(trainer *t, keyvec *keys, uint64_t coming)
             if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 1;
         }
     }
+    /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
+    uint64_t unpinned = 0;
+    for (int tb = 0; tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        for (size_t r = 0; r < emb_table_rows(e); r++)
+            unpinned += emb_table_head(e, (uint32_t)r)->mark ? 0 : ps->row_bytes[tb];
+    }
+    int drop_all = used - unpinned >= ps->budget;
     size_t n = 0, cap = 0;
     victim *v = NULL;
-    for (int tb = 0; tb < ps->n_tables; tb++) {
+    for (int tb = 0; tb < ps->n_tables && !drop_all; tb++) {
         emb_table *e = model_table(t->m, tb);
         const emb_table_config *c = emb_table_config_of(e);
         for (size_t r = 0; r < emb_table_rows(e); r++) {
@@ -589,6 +597,7 @@ static void evict(trainer *t, keyvec *keys, uint64_t coming)
     for (int tb = 1; tb < ps->n_tables; tb++)
         if (ps->row_bytes[tb] < ps->row_bytes[0]) want = (size_t)((used - ps->budget) / ps->row_bytes[tb]) + 1;
     if (want > n) want = n;
+    for (int tb = 0; tb < ps->n_tables && drop_all; tb++) ps->evicted += emb_table_keep_marked(model_table(t->m, tb));
     select_smallest(v, n, want);
     if (want) qsort(v, want, sizeof *v, cmp_victim);
     for (size_t i = 0; i < want && used > ps->budget; i++) {
