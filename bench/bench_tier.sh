@@ -7,9 +7,10 @@
 #     distinct keys) in passes, the table in memory, then in the SSD tier with --cache-mb at 10% of
 #     the in-memory table's bytes: samples/s ratio.
 #  2b. eviction policy: LFU against LRU on Zipf data with a smaller vocabulary (POLICY_ROWS rows,
-#     --keys 1), --cache-mb at 10% of the table: memory hit rates and samples/s.
+#     --keys 1), --cache-mb at 10% of the table, passes of POLICY_PASS_ROWS (small enough that a
+#     pass's rows fit the cache, so the policy chooses what stays): memory hit rates and samples/s.
 #  3. memory: peak RSS of tiered runs with --cache-mb MEM_CACHE_MB on two table sizes.
-# Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000),
+# Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
 #      MEM_CACHE_MB (256), BENCH_DIR (build/bench). Results: $BENCH_DIR/tier.json, and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ PREFETCH_ROWS=${PREFETCH_ROWS:-4000000}
 E2E_ROWS=${E2E_ROWS:-10000000}
 PASS_ROWS=${PASS_ROWS:-500000}
 POLICY_ROWS=${POLICY_ROWS:-1000000}
+POLICY_PASS_ROWS=${POLICY_PASS_ROWS:-5000}
 MEM_CACHE_MB=${MEM_CACHE_MB:-256}
 DIR=${BENCH_DIR:-build/bench}
 T="$DIR/tier"
@@ -69,9 +71,9 @@ read ssd_sps ssd_hit ssd_rss _ _ < <(run ssd --table-dir "$T/ssd.tables" --cache
 ssd_ratio=$(awk -v a="$ssd_sps" -v b="$mem_sps" 'BEGIN { printf "%.3f", a / b }')
 echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, ratio $ssd_ratio; memory hits $ssd_hit; peak RSS $ssd_rss MB"
 
-echo "== 2b. eviction policy on Zipf data ($POLICY_ROWS rows, --keys 1), --cache-mb at 10% of the table"
+echo "== 2b. eviction policy on Zipf data ($POLICY_ROWS rows, --keys 1, passes of $POLICY_PASS_ROWS), --cache-mb at 10% of the table"
 ARGS[3]=$(gen "$POLICY_ROWS" 3 1)
-ARGS+=(--pass-rows 100000)
+ARGS+=(--pass-rows "$POLICY_PASS_ROWS")
 read pm_sps _ _ pm_bytes _ < <(run pmem)
 pcache=$(awk -v b="$pm_bytes" 'BEGIN { printf "%.1f", b / 1048576 / 10 }')
 read lfu_sps lfu_hit _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb "$pcache" --cache-policy lfu)
@@ -79,7 +81,8 @@ read lru_sps lru_hit _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$
 echo "   table $((pm_bytes / 1048576)) MB, --cache-mb $pcache: LFU memory hits $lfu_hit ($lfu_sps samples/s);" \
      "LRU memory hits $lru_hit ($lru_sps samples/s); in memory $pm_sps samples/s"
 
-echo "== 3. peak RSS with --cache-mb $MEM_CACHE_MB on two table sizes"
+echo "== 3. peak RSS with --cache-mb $MEM_CACHE_MB on two table sizes (passes of 100000)"
+ARGS+=(--pass-rows 100000)
 ARGS[3]=$(gen $((E2E_ROWS / 2)) 2 1000)
 read _ _ big_rss _ big_keys < <(run membig --table-dir "$T/membig.tables" --cache-mb "$MEM_CACHE_MB")
 ARGS[3]=$(gen $((E2E_ROWS / 8)) 2 1000)

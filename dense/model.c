@@ -118,7 +118,7 @@ typedef struct {
     float *w, *b, *dw, *db;
     float *gamma, *beta, *dgamma, *dbeta, *run_mean, *run_var;
     int relu, bn;
-    float *z, *y, *d, *mean, *rstd;   /* activations (B, out); d = after dropout */
+    float *z, *y, *d, *mean, *rstd;   /* activations (B, out); y is z without batch norm; d = after dropout */
     uint8_t *mask;
     const float *x;                   /* input of the last forward (borrowed) */
     /* Placed on a device (be != NULL): every pointer above is device memory; its parameters,
@@ -231,7 +231,7 @@ static void mlp_alloc(mlp *p, int B, float dropout)
         fc *f = &p->l[i];
         size_t n = (size_t)B * f->out;
         f->z = xcalloc(n, sizeof(float));
-        f->y = xcalloc(n, sizeof(float));
+        f->y = f->bn ? xcalloc(n, sizeof(float)) : f->z;   /* without batch norm ReLU runs in place */
         f->d = f->relu && dropout > 0 ? xcalloc(n, sizeof(float)) : NULL;
         f->mask = f->d ? xcalloc(n, 1) : NULL;
         f->mean = xcalloc((size_t)f->out, sizeof(float));
@@ -244,12 +244,13 @@ static void mlp_free(mlp *p)
     for (int i = 0; i < p->n; i++) {
         fc *f = &p->l[i];
         if (f->be) {
-            void *dev[] = { f->z, f->y, f->d, f->mask, f->mean, f->rstd, f->dev_p, f->dev_g, f->dev_m, f->dev_run,
+            void *dev[] = { f->z, f->y != f->z ? f->y : NULL, f->d, f->mask, f->mean, f->rstd, f->dev_p, f->dev_g, f->dev_m, f->dev_run,
                             f->xin, f->s0, f->s1 };
             for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
                 if (dev[k]) f->be->release(dev[k]);
         } else {
-            free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd), free(f->xin);
+            free(f->y != f->z ? f->y : NULL), free(f->z), free(f->d), free(f->mask), free(f->mean), free(f->rstd),
+                free(f->xin);
         }
     }
     free(p->hout);
@@ -291,7 +292,7 @@ static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int tra
         if (f->bn)
             be->batchnorm_forward(f->y, f->mean, f->rstd, f->run_mean, f->run_var, f->z, f->gamma, f->beta, B, f->out,
                                   0.1f, 1e-5f, train);
-        if (f->relu) be->relu_forward(f->y, f->bn ? f->y : f->z, n);
+        if (f->relu) be->relu_forward(f->y, f->bn ? f->y : f->z, n);   /* in place: y is z without batch norm */
         if (f->d)
             be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
                                 m->step * 64 + (uint64_t)(p - &m->deep), train);
@@ -384,9 +385,9 @@ static void fc_place(model *m, fc *f, const dense_backend *be)
         f->run_mean = f->dev_run, f->run_var = f->dev_run + f->out;
     }
     int drop = f->d != NULL;
-    free(f->z), free(f->y), free(f->d), free(f->mask), free(f->mean), free(f->rstd);
+    free(f->y != f->z ? f->y : NULL), free(f->z), free(f->d), free(f->mask), free(f->mean), free(f->rstd);
     f->z = be->alloc(n * sizeof(float));
-    f->y = be->alloc(n * sizeof(float));
+    f->y = f->bn ? be->alloc(n * sizeof(float)) : f->z;
     f->d = drop ? be->alloc(n * sizeof(float)) : NULL;
     f->mask = drop ? be->alloc(n) : NULL;
     f->mean = be->alloc((size_t)f->out * sizeof(float));

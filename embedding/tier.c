@@ -33,7 +33,7 @@
 #define TIER_VERSION "ctrbox-tier 1"
 #define FETCH_DEPTH 128
 #define GET_CHUNK 32
-#define WRITE_BUF (8u << 20)
+#define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
 #define MIN_RUN 16
 
 typedef struct {
@@ -624,11 +624,12 @@ static void packed_put(void *ctx, size_t i, const uint8_t *rec)
 {
     packed_sink *s = ctx;
     emb_tier_packed *p = s->p;
-    if (p->n == p->cap) {
-        p->cap = p->cap ? p->cap + p->cap / 2 : 1024;
-        p->rec = xrealloc(p->rec, p->cap * s->row_bytes);
+    size_t c = p->n / p->per_chunk;
+    if (c == p->n_chunks) {   /* fixed-size chunks: no copy and no slack beyond one chunk */
+        p->chunk = xrealloc(p->chunk, (p->n_chunks + 1) * sizeof *p->chunk);
+        p->chunk[p->n_chunks++] = xmalloc(p->per_chunk * s->row_bytes);
     }
-    memcpy(p->rec + p->n * s->row_bytes, rec, s->row_bytes);
+    memcpy(p->chunk[c] + (p->n % p->per_chunk) * s->row_bytes, rec, s->row_bytes);
     p->pos[i] = (uint32_t)p->n++;
 }
 
@@ -637,15 +638,24 @@ int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, e
 {
     CHECK(n <= UINT32_MAX);
     packed_sink s = { out, t->sf[tb].row_bytes };
-    out->n = out->cap = 0;
-    out->rec = NULL;
+    memset(out, 0, sizeof *out);
+    out->per_chunk = (4u << 20) / s.row_bytes + 1;
     out->pos = xmalloc((n ? n : 1) * sizeof *out->pos);
-    int ret = fetch_into(t, tb, keys, n, (fetch_sink){ packed_put, &s }, aux, err, errlen);
-    if (out->n < out->cap) {   /* give back the growth headroom */
-        out->rec = xrealloc(out->rec, (out->n ? out->n : 1) * s.row_bytes);
-        out->cap = out->n;
-    }
-    return ret;
+    return fetch_into(t, tb, keys, n, (fetch_sink){ packed_put, &s }, aux, err, errlen);
+}
+
+const uint8_t *emb_tier_packed_rec(const emb_tier_packed *p, size_t i, size_t row_bytes)
+{
+    uint32_t r = p->pos[i];
+    return p->chunk[r / p->per_chunk] + (r % p->per_chunk) * row_bytes;
+}
+
+void emb_tier_packed_free(emb_tier_packed *p)
+{
+    for (size_t c = 0; c < p->n_chunks; c++) free(p->chunk[c]);
+    free(p->chunk);
+    free(p->pos);
+    memset(p, 0, sizeof *p);
 }
 
 static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
@@ -1048,6 +1058,9 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             else rocksdb_writebatch_put(b->wb, (const char *)b->ie[i].k, 10, (const char *)&b->ie[i].v, sizeof b->ie[i].v);
         }
         if (catalog) rocksdb_writebatch_put(b->wb, "c", 1, catalog, len);
+        free(b->ie);   /* in the batch now: not held while the memtable takes its copy */
+        b->ie = NULL;
+        b->n_ie = b->cap_ie = 0;
         char *e = NULL;
         rocksdb_write(t->db, t->wo, b->wb, &e);
         if (e) {

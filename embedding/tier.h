@@ -51,16 +51,19 @@ int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t er
  * slot). */
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen);
-/* The same, with the records of the keys found packed together (in no particular order): key i
- * found has its record at out->rec + out->pos[i] * row_bytes. Memory for the found keys only;
- * caller frees out->rec and out->pos. */
+/* The same, with the records of the keys found packed together in 4 MB chunks (in no
+ * particular order): memory for the found keys only. emb_tier_packed_rec gives key i's record
+ * (for a key found); emb_tier_packed_free releases them. */
 typedef struct {
-    uint8_t *rec;
-    uint32_t *pos;
-    size_t n, cap;
+    uint8_t **chunk;
+    size_t n_chunks, per_chunk;   /* records per chunk */
+    uint32_t *pos;                /* per key: its record's number */
+    size_t n;
 } emb_tier_packed;
 int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, emb_tier_packed *out, uint64_t *aux,
                           char *err, size_t errlen);
+const uint8_t *emb_tier_packed_rec(const emb_tier_packed *p, size_t i, size_t row_bytes);
+void emb_tier_packed_free(emb_tier_packed *p);
 
 /* Index lookups only: aux[i] = slot + 1 of keys[i], or 0 if the tier does not hold it. */
 int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen);

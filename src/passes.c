@@ -307,8 +307,7 @@ static void fetch_job_free(fetch_job *j, int n_tables)
     if (!j) return;
     for (int i = 0; i < n_tables; i++) {
         free(j->miss[i].k);
-        free(j->rec[i].rec);
-        free(j->rec[i].pos);
+        emb_tier_packed_free(&j->rec[i]);
         free(j->aux[i]);
     }
     free(j->miss), free(j->rec), free(j->aux);
@@ -410,7 +409,7 @@ static void install(trainer *t, fetch_job *j)
         for (size_t i = 0; i < j->miss[tb].n; i++) {
             if (!j->aux[tb][i]) continue;
             if (emb_table_find(e, j->miss[tb].k[i]) >= 0) continue;
-            emb_table_insert_record(e, j->rec[tb].rec + (size_t)j->rec[tb].pos[i] * ps->row_bytes[tb], j->aux[tb][i]);
+            emb_table_insert_record(e, emb_tier_packed_rec(&j->rec[tb], i, ps->row_bytes[tb]), j->aux[tb][i]);
         }
     }
 }
@@ -1001,6 +1000,7 @@ int train_passes(trainer *t)
     const train_opts *o = t->o;
     /* buffers of a pass's size are mapped and unmapped, not kept in malloc's arenas after use */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_ARENA_MAX, 2);   /* fewer per-thread arenas holding freed memory */
     pass_state ps = { 0 };
     ps.n_tables = model_n_tables(t->m);
     ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
