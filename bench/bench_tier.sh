@@ -52,14 +52,19 @@ gen() {   # rows, seed, keys: a cbx file of generated rows (kept for later runs)
 tr=$(gen "$E2E_ROWS" 1 1000)
 ARGS=(--model deepfm --train "$tr" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001
       --pass-rows "$PASS_ROWS" --threads 2 --quiet)
-run() {   # name, extra args...: samples/s, mean memory hit rate, peak RSS (MB), last resident bytes
+# name, extra args...: samples/s, mean memory hit rate, peak RSS (MB: the process's, from
+# /usr/bin/time, which includes the final model save), last resident bytes, rows. The table
+# folder's size goes to $T/name.disk and the folder is deleted (they take tens of GB).
+run() {
     local name=$1; shift
     rm -rf "$T/$name" "$T/$name.tables"
-    bin/ctrbox train "${ARGS[@]}" --out "$T/$name" "$@"
+    /usr/bin/time -f %M -o "$T/$name.maxrss" bin/ctrbox train "${ARGS[@]}" --out "$T/$name" "$@"
+    if [ -d "$T/$name.tables" ]; then du -sb "$T/$name.tables" | cut -f1 >"$T/$name.disk"; rm -rf "$T/$name.tables"; fi
+    rm -f "$T/$name/model.ctrbox"   # the in-memory run's holds the whole table
     local log="$T/$name/log.jsonl"
     local sps=$(grep '"kind": "epoch"' "$log" | tail -1 | num samples_per_s)
     local hit=$(grep '"kind": "pass"' "$log" | num hit_memory | awk '{ s += $1; n++ } END { printf "%.4f", s / n }')
-    local rss=$(grep '"kind": "pass"' "$log" | tail -1 | num peak_rss_bytes)
+    local rss=$(($(tail -1 "$T/$name.maxrss") * 1024))
     local res=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_bytes)
     local rows=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_rows)
     echo "$sps $hit $((rss / 1048576)) $res $rows"
@@ -87,8 +92,8 @@ ARGS[3]=$(gen $((E2E_ROWS / 2)) 2 1000)
 read _ _ big_rss _ big_keys < <(run membig --table-dir "$T/membig.tables" --cache-mb "$MEM_CACHE_MB")
 ARGS[3]=$(gen $((E2E_ROWS / 8)) 2 1000)
 read _ _ small_rss _ small_keys < <(run memsmall --table-dir "$T/memsmall.tables" --cache-mb "$MEM_CACHE_MB")
-small_disk=$(du -sb "$T/memsmall.tables" | cut -f1)
-big_disk=$(du -sb "$T/membig.tables" | cut -f1)
+small_disk=$(cat "$T/memsmall.disk")
+big_disk=$(cat "$T/membig.disk")
 echo "   $((E2E_ROWS / 2)) rows ($((big_disk / 1048576)) MB table folder): peak RSS $big_rss MB;" \
      "$((E2E_ROWS / 8)) rows ($((small_disk / 1048576)) MB table folder): peak RSS $small_rss MB; bound $((MEM_CACHE_MB + 512)) MB"
 cat > "$DIR/tier.json" <<EOF

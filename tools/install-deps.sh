@@ -9,7 +9,7 @@ pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libj
 for group in "$@"; do
     case "$group" in
         fuzz) pkgs+=(clang libclang-rt-dev) ;;
-        bench) pkgs+=(fio zstd gzip coreutils python3-torch python3-numpy) ;;
+        bench) pkgs+=(fio zstd gzip coreutils time python3-torch python3-numpy) ;;
         *) echo "install-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done
