@@ -396,23 +396,13 @@ static double layer_memory(const plan_layer_shape *s, int B, int moments)
     }
 }
 
-void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch,
-                  int moments, int reps)
+void plan_profile_init(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch)
 {
-    CHECK(n <= PLAN_MAX_LAYERS && reps >= 1);
+    CHECK(n <= PLAN_MAX_LAYERS);
     memset(p, 0, sizeof *p);
     snprintf(p->model, sizeof p->model, "%s", model_name);
     p->batch = batch;
     p->n = n;
-    const char *why;
-    const dense_backend *gpu = device_gpu(&why);
-    snprintf(p->device[PLACE_CPU], sizeof p->device[0], "cpu: %ld cores, OpenBLAS", sysconf(_SC_NPROCESSORS_ONLN));
-    if (gpu) snprintf(p->device[PLACE_GPU], sizeof p->device[0], "%s", why);
-    p->mem_limit[PLACE_CPU] = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) * 0.8;
-    p->mem_limit[PLACE_GPU] = gpu ? (double)device_gpu_memory() * 0.9 : 0;
-    dense_opt o;
-    dense_opt_default(&o, moments == 2 ? DOPT_ADAM : moments == 1 ? DOPT_ADAGRAD : DOPT_SGD);
-    double *times = xmalloc((size_t)reps * sizeof *times);
     for (int i = 0; i < n; i++) {
         const plan_layer_shape *s = &shapes[i];
         plan_layer *l = &p->l[i];
@@ -427,6 +417,26 @@ void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shap
                 l->host_bytes += s->kind == PL_POOL || s->kind == PL_WIDE
                                      ? 2.0 * batch * s->F * ((s->kind == PL_WIDE ? 1 : s->D) * 4 + 16)
                                      : (double)batch * (s->kind == PL_LOSS ? 1 : s->in) * 4;
+    }
+}
+
+void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch,
+                  int moments, int reps)
+{
+    CHECK(reps >= 1);
+    plan_profile_init(p, model_name, shapes, n, batch);
+    const char *why;
+    const dense_backend *gpu = device_gpu(&why);
+    snprintf(p->device[PLACE_CPU], sizeof p->device[0], "cpu: %ld cores, OpenBLAS", sysconf(_SC_NPROCESSORS_ONLN));
+    if (gpu) snprintf(p->device[PLACE_GPU], sizeof p->device[0], "%s", why);
+    p->mem_limit[PLACE_CPU] = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) * 0.8;
+    p->mem_limit[PLACE_GPU] = gpu ? (double)device_gpu_memory() * 0.9 : 0;
+    dense_opt o;
+    dense_opt_default(&o, moments == 2 ? DOPT_ADAM : moments == 1 ? DOPT_ADAGRAD : DOPT_SGD);
+    double *times = xmalloc((size_t)reps * sizeof *times);
+    for (int i = 0; i < n; i++) {
+        const plan_layer_shape *s = &shapes[i];
+        plan_layer *l = &p->l[i];
         for (int d = 0; d < PLACE_COUNT; d++) {
             const dense_backend *be = device_backend((place_device)d);
             l->mem_bytes[d] = layer_memory(s, batch, moments);

@@ -89,6 +89,9 @@ int plan_solve(const plan_profile *p, plan_result *r);
 /* The same by trying all 2^n assignments (n <= 24); for tests. */
 int plan_brute_force(const plan_profile *p, plan_result *r);
 
+/* A profile of shapes with nothing measured: names, inputs, sizes of what crosses, and every
+ * layer runnable on every device in no time (for checking a hand placement). */
+void plan_profile_init(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch);
 /* Time each layer of shapes forward + backward at `batch` on every device present (median of
  * `reps` timed runs after a warm-up), size its memory, and measure the host <-> GPU link. */
 void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch,

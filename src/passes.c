@@ -608,13 +608,9 @@ static void evict(trainer *t, keyvec *keys, uint64_t coming)
         ps->evicted++;
     }
     free(v);
-    for (int tb = 0; tb < ps->n_tables; tb++) {
+    for (int tb = 0; tb < ps->n_tables; tb++) {   /* unpin: only pinned rows carry a mark */
         emb_table *e = model_table(t->m, tb);
-        #pragma omp parallel for schedule(static, 4096)
-        for (size_t i = 0; i < keys[tb].n; i++) {
-            int64_t r = emb_table_find(e, keys[tb].k[i]);
-            if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 0;
-        }
+        for (size_t r = 0; r < emb_table_rows(e); r++) emb_table_head(e, (uint32_t)r)->mark = 0;
         emb_table_trim(e);
     }
     malloc_trim(0);   /* the freed pass buffers of every thread's arena go back too */

@@ -266,21 +266,12 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     const dense_backend *gpu = device_gpu(&why);
     plan_profile p;
     place_device dev[PLAN_MAX_LAYERS];
-    if (!strcmp(o->placement, "auto")) {
+    if (!strcmp(o->placement, "auto")) {   /* timed, and only what the trainer can place */
         plan_measure(&p, model_kind_name(o->mc.kind), sh, n, o->mc.batch, dense_opt_moments(o->mc.dopt.kind), 3);
-    } else {   /* names and what can run where, nothing to time */
-        memset(&p, 0, sizeof p);
-        p.n = n;
-        p.link_bytes_per_s = 1;
-        for (int i = 0; i < n; i++) {
-            memcpy(p.l[i].name, sh[i].name, sizeof p.l[i].name);
-            p.l[i].n_inputs = sh[i].n_inputs;
-            memcpy(p.l[i].input, sh[i].input, sizeof p.l[i].input);
-        }
+        plan_restrict_to_placeable(&p);
+    } else {   /* nothing to time: a hand placement of a layer it cannot place is refused by model_place */
+        plan_profile_init(&p, model_kind_name(o->mc.kind), sh, n, o->mc.batch);
     }
-    /* auto plans only what the trainer can place; a hand placement of another layer is refused
-     * by model_place, which says why */
-    if (!strcmp(o->placement, "auto")) plan_restrict_to_placeable(&p);
     for (int i = 0; i < n; i++)
         if (!gpu) p.l[i].time_s[PLACE_GPU] = -1;
     if (!strcmp(o->placement, "gpu")) {
