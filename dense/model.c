@@ -23,6 +23,8 @@
 #include "../src/util.h"
 #include "backend.h"
 
+#include <omp.h>
+
 static const char *kind_names[MODEL_COUNT] = { "lr", "fm", "ffm", "dnn", "widedeep", "deepfm", "dcnv2", "dlrm" };
 
 int model_kind_from_name(const char *name)
@@ -138,6 +140,20 @@ typedef struct {
     float *hout;                      /* host copy of the output when the last layer is placed */
 } mlp;
 
+/* One thread's share of the distinct-key pass: a batch-local open-addressing table over its rows
+ * (key index + 1 per slot, 0 = empty, power of two) and its keys in first-seen order. Part 0
+ * writes its keys straight into the model's per-key arrays; the others keep their own. */
+enum { DK_PARTS = 16 };
+typedef struct {
+    uint32_t *slot;
+    size_t cap;
+    uint64_t *key;
+    uint32_t *show, *click, *pos, *gid;   /* pos: the key's slot (to clear it); gid: its batch-wide index */
+    uint16_t *field;
+    int32_t *owner;       /* the earlier part holding the key, or -1 */
+    size_t n, cap_keys;
+} dk_part;
+
 struct model {
     model_config c;
     const dense_backend *be;   /* every layer runs through it */
@@ -176,14 +192,13 @@ struct model {
     float *Uw, *Ue, *dUw, *dUe;
     int zero_slot;        /* inference: slot of the zero row for unknown keys */
     uint64_t *lrp;        /* (B + 1) the batch's row_ptr, starting at 0 */
-    /* the batch's distinct keys: open addressing over lslot (power of two), then per key */
-    uint32_t *lslot;      /* key index + 1, 0 = empty */
-    size_t lcap;
+    /* the batch's distinct keys, per key in first-seen order */
     uint64_t *lkey;
     uint32_t *lshow, *lclick, *lu, *ent;   /* per key: occurrences, clicks, unique slot; per entry: key index */
     uint16_t *lfield;
     int64_t *lfound;      /* per key: its row found in the table, or -1 */
     size_t lkeys_cap;
+    dk_part part[DK_PARTS]; /* one per thread of the distinct-key pass */
     float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
     int n_placed;         /* MLP layers placed on a device (model_place) */
     int host_edited;      /* model_dense handed out the host blocks: upload them before the next step */
@@ -723,7 +738,11 @@ void model_destroy(model *m)
     free(m->fm_out), free(m->dfm), free(m->x0), free(m->dx0full), free(m->hl), free(m->dhl), free(m->cat), free(m->dcat);
     free(m->uidx), free(m->urow), free(m->Uw), free(m->Ue), free(m->dUw), free(m->dUe);
     free(m->lrp), free(m->dbot);
-    free(m->lslot), free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
+    free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
+    for (int i = 0; i < DK_PARTS; i++) {
+        dk_part *d = &m->part[i];
+        free(d->slot), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field), free(d->owner);
+    }
     free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot);
     free(m);
 }
@@ -762,19 +781,84 @@ static void ensure_unique(model *m, size_t nnz)
     }
 }
 
-/* Distinct keys of entries [k0, k1) in first-seen order: lkey/lfield/lshow/lclick per key,
- * ent[k - k0] = key index. Returns the number of keys. The batch-local table stays in cache, so
- * the big table sees each key once per batch. */
-static size_t distinct_keys(model *m, const sample_block *b, size_t r0, uint64_t k0, uint64_t k1)
+/* Room for n keys in part d (its table at load 1/2 at most); own: it keeps arrays of its own. */
+static void dk_reserve(dk_part *d, size_t n, int own)
 {
-    size_t nnz = (size_t)(k1 - k0);
-    if (nnz * 2 > m->lcap) {
+    if (n * 2 > d->cap) {
         size_t cap = 1024;
-        while (cap < nnz * 2) cap *= 2;
-        free(m->lslot);
-        m->lslot = xcalloc(cap, sizeof *m->lslot);
-        m->lcap = cap;
+        while (cap < n * 2) cap *= 2;
+        free(d->slot);
+        d->slot = xcalloc(cap, sizeof *d->slot);
+        d->cap = cap;
     }
+    if (n > d->cap_keys) {
+        d->cap_keys = n * 2;
+        d->pos = xrealloc(d->pos, d->cap_keys * sizeof *d->pos);
+        if (own) {
+            d->key = xrealloc(d->key, d->cap_keys * sizeof *d->key);
+            d->show = xrealloc(d->show, d->cap_keys * sizeof *d->show);
+            d->click = xrealloc(d->click, d->cap_keys * sizeof *d->click);
+            d->gid = xrealloc(d->gid, d->cap_keys * sizeof *d->gid);
+            d->field = xrealloc(d->field, d->cap_keys * sizeof *d->field);
+            d->owner = xrealloc(d->owner, d->cap_keys * sizeof *d->owner);
+        }
+    }
+}
+
+/* The index of key in part d's keys, or -1. */
+static int64_t dk_find(const dk_part *d, uint64_t key)
+{
+    size_t mask = d->cap - 1, i = mix64(key) & mask;
+    for (uint32_t s; (s = d->slot[i]) != 0; i = (i + 1) & mask)
+        if (d->key[s - 1] == key) return s - 1;
+    return -1;
+}
+
+/* Distinct keys of rows [ra, rb) into part d, in first-seen order; ent[k - k0] = their index. */
+static void dk_scan(dk_part *d, const sample_block *b, size_t ra, size_t rb, uint64_t k0, uint32_t *ent)
+{
+    size_t n = 0, mask = d->cap - 1;
+    for (size_t r = ra; r < rb; r++) {
+        uint32_t click = b->label[r] > 0.5f;
+        for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
+            uint64_t key = b->key[k];
+            size_t i = mix64(key) & mask;
+            uint32_t li;
+            for (;;) {
+                uint32_t s = d->slot[i];
+                if (s == 0) {
+                    li = (uint32_t)n++;
+                    d->slot[i] = li + 1;
+                    d->pos[li] = (uint32_t)i;
+                    d->key[li] = key;
+                    d->field[li] = b->field[k];
+                    d->show[li] = 0;
+                    d->click[li] = 0;
+                    break;
+                }
+                if (d->key[s - 1] == key) {
+                    li = s - 1;
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+            d->show[li]++;
+            d->click[li] += click;
+            ent[k - k0] = li;
+        }
+    }
+    d->n = n;
+}
+
+/* Distinct keys of rows [r0, r1) in first-seen order: lkey/lfield/lshow/lclick per key, ent[k - k0]
+ * = key index. Returns the number of keys. The rows are split between threads in order; each
+ * finds the distinct keys of its share in a table small enough to stay in cache. Part t's keys
+ * that an earlier part also holds take that part's index; the rest are numbered after all earlier
+ * parts' keys, so the order is first-seen over the batch, as one thread would find it. */
+static size_t distinct_keys(model *m, const sample_block *b, size_t r0, size_t r1)
+{
+    uint64_t k0 = b->row_ptr[r0];
+    size_t nnz = (size_t)(b->row_ptr[r1] - k0);
     if (nnz > m->lkeys_cap) {
         m->lkeys_cap = nnz * 2;
         m->lkey = xrealloc(m->lkey, m->lkeys_cap * sizeof *m->lkey);
@@ -785,36 +869,79 @@ static size_t distinct_keys(model *m, const sample_block *b, size_t r0, uint64_t
         m->lfield = xrealloc(m->lfield, m->lkeys_cap * sizeof *m->lfield);
         m->lfound = xrealloc(m->lfound, m->lkeys_cap * sizeof *m->lfound);
     }
-    size_t n = 0, mask = m->lcap - 1, r = r0;
-    for (uint64_t k = k0; k < k1; k++) {
-        while (b->row_ptr[r + 1] <= k) r++;
-        uint64_t key = b->key[k];
-        size_t i = mix64(key) & mask;
-        uint32_t li;
-        for (;;) {
-            uint32_t s = m->lslot[i];
-            if (s == 0) {
-                li = (uint32_t)n++;
-                m->lslot[i] = li + 1;
-                m->lu[li] = (uint32_t)i;   /* its slot, to clear it below (lu is rewritten by gather) */
-                m->lkey[li] = key;
-                m->lfield[li] = b->field[k];
-                m->lshow[li] = 0;
-                m->lclick[li] = 0;
-                break;
-            }
-            if (m->lkey[s - 1] == key) {
-                li = s - 1;
-                break;
-            }
-            i = (i + 1) & mask;
+    enum { MIN_PART = 16384 };   /* entries per part below which a thread is not worth waking */
+    int want = omp_get_max_threads();
+    if (want > DK_PARTS) want = DK_PARTS;
+    if ((size_t)want > nnz / MIN_PART) want = nnz / MIN_PART > 1 ? (int)(nnz / MIN_PART) : 1;
+    dk_part *P = m->part;
+    size_t total = 0;
+    #pragma omp parallel num_threads(want)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t ra = r0 + (r1 - r0) * (size_t)t / (size_t)nt, rb = r0 + (r1 - r0) * (size_t)(t + 1) / (size_t)nt;
+        dk_part *d = &P[t];
+        dk_reserve(d, (size_t)(b->row_ptr[rb] - b->row_ptr[ra]), t > 0);
+        if (t == 0) {   /* part 0's keys keep their indices: it writes the batch's arrays */
+            d->key = m->lkey, d->show = m->lshow, d->click = m->lclick, d->field = m->lfield;
         }
-        m->lshow[li]++;
-        m->lclick[li] += b->label[r] > 0.5f;
-        m->ent[k - k0] = li;
+        dk_scan(d, b, ra, rb, k0, m->ent);
+        #pragma omp barrier
+        /* the earliest part holding each key of parts 1.. (the tables are only read now) */
+        for (int u = 1; u < nt; u++) {
+            dk_part *e = &P[u];
+            #pragma omp for schedule(static)
+            for (size_t j = 0; j < e->n; j++) {
+                e->owner[j] = -1;
+                for (int s = 0; s < u; s++) {
+                    int64_t i = dk_find(&P[s], e->key[j]);
+                    if (i >= 0) {
+                        e->owner[j] = s;
+                        e->gid[j] = (uint32_t)i;   /* the index within part s, made batch-wide below */
+                        break;
+                    }
+                }
+            }
+        }
+        for (size_t j = 0; j < d->n; j++) d->slot[d->pos[j]] = 0;   /* clear the slots used, for the next batch */
+        #pragma omp single
+        {   /* number the keys each part sees first, in part order */
+            size_t n = P[0].n;
+            for (int u = 1; u < nt; u++) {
+                dk_part *e = &P[u];
+                for (size_t j = 0; j < e->n; j++) {
+                    if (e->owner[j] >= 0) continue;
+                    e->gid[j] = (uint32_t)n;
+                    m->lkey[n] = e->key[j];
+                    m->lfield[n] = e->field[j];
+                    m->lshow[n] = e->show[j];
+                    m->lclick[n] = e->click[j];
+                    n++;
+                }
+            }
+            total = n;
+        }
+        /* the other keys add their counts to their first part's; then the entries take batch-wide
+         * indices (a key's owner part was numbered above, and its index there is a first sight) */
+        for (int u = 1; u < nt; u++) {
+            dk_part *e = &P[u];
+            #pragma omp for schedule(static)
+            for (size_t j = 0; j < e->n; j++) {
+                if (e->owner[j] < 0) continue;
+                uint32_t g = e->owner[j] == 0 ? e->gid[j] : P[e->owner[j]].gid[e->gid[j]];
+                m->lshow[g] += e->show[j];
+                m->lclick[g] += e->click[j];
+                e->gid[j] = g;
+            }
+        }
+        for (int u = 1; u < nt; u++) {
+            size_t ua = r0 + (r1 - r0) * (size_t)u / (size_t)nt, ub = r0 + (r1 - r0) * (size_t)(u + 1) / (size_t)nt;
+            const uint32_t *gid = P[u].gid;
+            #pragma omp for schedule(static)
+            for (uint64_t k = b->row_ptr[ua]; k < b->row_ptr[ub]; k++) m->ent[k - k0] = gid[m->ent[k - k0]];
+        }
+        if (t == 0) d->key = NULL, d->show = d->click = NULL, d->field = NULL;   /* they were the model's */
     }
-    for (size_t j = 0; j < n; j++) m->lslot[m->lu[j]] = 0;   /* clear the slots used, for the next batch */
-    return n;
+    return total;
 }
 
 /* Unique slot for row `row` of table t (de-duplicated by the row's mark), its values copied in. */
@@ -856,10 +983,11 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
     m->U = 0;
     m->uoff[0] = 0;
     m->zero_slot = -1;
-    size_t nk = distinct_keys(m, b, r0, k0, k1);
+    size_t nk = distinct_keys(m, b, r0, r1);
     /* Look every key up in its field's table in parallel (the tables are only read), prefetching
      * index slots ahead; then create, count and de-duplicate in key order. */
     enum { AHEAD = 8 };
+    const int64_t CLAIMED = (int64_t)1 << 32;   /* in lfound: a row claimed for a new key, to fill */
     #pragma omp parallel for schedule(static, 256)
     for (size_t j = 0; j < nk; j++) {
         if (j + AHEAD < nk) emb_table_prefetch(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], m->lkey[j + AHEAD]);
@@ -870,9 +998,7 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
          * rows in key order, lay out the vectors, then count and gather all rows in parallel */
         for (size_t j = 0; j < nk; j++) {
             int t = m->stab[m->slot[m->lfield[j]]];
-            if (j + AHEAD < nk && m->lfound[j + AHEAD] < 0)
-                emb_table_prefetch(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], m->lkey[j + AHEAD]);
-            if (m->lfound[j] < 0) m->lfound[j] = emb_table_insert(m->tab[t], m->lkey[j]);   /* distinct: still absent */
+            if (m->lfound[j] < 0) m->lfound[j] = CLAIMED | emb_table_claim(m->tab[t]);   /* distinct: still absent */
             m->utab[j] = (uint16_t)t;
             m->uoff[j + 1] = m->uoff[j] + (size_t)m->tE[t];
         }
@@ -880,6 +1006,8 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
         for (size_t j = 0; j < nk; j++) {
             emb_table *tb = m->tab[m->utab[j]];
             uint32_t row = (uint32_t)m->lfound[j];
+            if (j + AHEAD < nk) emb_table_prefetch_row(m->tab[m->utab[j + AHEAD]], (uint32_t)m->lfound[j + AHEAD]);
+            if (m->lfound[j] & CLAIMED) emb_table_fill(tb, row, m->lkey[j]);
             if (mode == 0) {
                 emb_row_count(emb_table_config_of(tb), emb_table_head(tb, row), (float)m->lshow[j], (float)m->lclick[j], pass);
             }
@@ -922,6 +1050,7 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
     if (ND) memcpy(m->dense, b->dense + r0 * (size_t)ND, (size_t)B * ND * sizeof(float));
     for (int i = 0; i < B; i++) m->logit[i] = m->bias[0];
     if (m->has_w) {
+        #pragma omp parallel for schedule(static) if (B >= 1024)
         for (int i = 0; i < B; i++) {
             float s = 0;
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
@@ -1196,6 +1325,7 @@ double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
             float *gt = xmalloc((size_t)Vmax * sizeof *gt);
             #pragma omp for schedule(static)
             for (size_t u = 0; u < m->U; u++) {
+                if (u + 8 < m->U && m->urow[u + 8] != UINT32_MAX) emb_table_prefetch_row(m->tab[m->utab[u + 8]], m->urow[u + 8]);
                 if (m->urow[u] == UINT32_MAX) continue;
                 unique_grad(m, u, gt);
                 emb_table_update(m->tab[m->utab[u]], m->urow[u], gt, m->step);

@@ -92,6 +92,21 @@ static void idx_put(slot *idx, size_t cap, uint64_t key, uint64_t row1)
     idx[i].row1 = row1;
 }
 
+/* idx_put for puts of distinct keys on several threads at once: the first free slot of the probe
+ * sequence is taken by setting its row1, so two threads never take the same one (only row1 is read
+ * meanwhile). Which slot a key gets then depends on timing; which row it finds does not. */
+static void idx_put_shared(slot *idx, size_t cap, uint64_t key, uint64_t row1)
+{
+    size_t mask = cap - 1, i = mix64(key) & mask;
+    for (;; i = (i + 1) & mask) {
+        uint64_t empty = 0;
+        if (__atomic_load_n(&idx[i].row1, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&idx[i].row1, &empty, row1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            break;
+    }
+    idx[i].key = key;
+}
+
 static void idx_grow(emb_table *t)
 {
     size_t cap = t->idx_cap * 2;
@@ -139,17 +154,27 @@ uint32_t emb_table_get(emb_table *t, uint64_t key)
     return r >= 0 ? (uint32_t)r : emb_table_insert(t, key);
 }
 
-uint32_t emb_table_insert(emb_table *t, uint64_t key)
+uint32_t emb_table_claim(emb_table *t)
 {
-    if ((t->rows + 1) * 2 > t->idx_cap) idx_grow(t);
+    if ((t->rows + 1) * 2 > t->idx_cap) idx_grow(t);   /* claimed rows count: the index has room for them */
     if (t->rows == t->cap_rows) {
         t->cap_rows = t->cap_rows ? t->cap_rows * 2 : 1024;
         t->slab = xrealloc(t->slab, t->cap_rows * t->row_bytes);
     }
     CHECK(t->rows < UINT32_MAX);
-    uint32_t row = (uint32_t)t->rows++;
-    idx_put(t->idx, t->idx_cap, key, (uint64_t)row + 1);
+    return (uint32_t)t->rows++;
+}
+
+void emb_table_fill(emb_table *t, uint32_t row, uint64_t key)
+{
+    idx_put_shared(t->idx, t->idx_cap, key, (uint64_t)row + 1);
     init_row(t, row, key);
+}
+
+uint32_t emb_table_insert(emb_table *t, uint64_t key)
+{
+    uint32_t row = emb_table_claim(t);
+    emb_table_fill(t, row, key);
     return row;
 }
 

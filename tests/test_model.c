@@ -12,6 +12,8 @@
 #include "../dense/backend_sim.h"
 #include "../dense/model.h"
 
+#include <omp.h>
+
 /* 6 rows, fields 0..2 categorical (field 1 multi-hot, valued), optional 2 dense values. */
 static void make_batch(sample_block *b, data_schema *s, int nd)
 {
@@ -282,4 +284,73 @@ Test(model, training_lowers_the_loss)
         block_free(&b);
         schema_free(&s);
     }
+}
+
+/* rows x 20 fields; keys drawn from a small skewed set, so most keys recur within a batch and
+ * across the parts the distinct-key pass splits a batch into */
+static void make_big_batch(sample_block *b, data_schema *s, int rows, unsigned seed)
+{
+    schema_init(s, 20);
+    block_init(b, 0);
+    for (int r = 0; r < rows; r++) {
+        block_reserve(b, 1, 20);
+        for (int f = 0; f < 20; f++) {
+            unsigned x = (unsigned)rand_r(&seed) % 4096;
+            b->key[b->nnz] = (uint64_t)f << 32 | (x * x) >> 12;   /* skewed towards small ids */
+            b->field[b->nnz] = (uint16_t)f;
+            b->val[b->nnz] = 1;
+            b->nnz++;
+        }
+        b->label[r] = (float)(rand_r(&seed) % 5 == 0);
+        b->rows++;
+        b->row_ptr[b->rows] = b->nnz;
+    }
+}
+
+/* The distinct-key pass splits a batch between threads and merges their keys in first-seen order:
+ * 1, 2, 3 and 5 threads must give the same rows, counters, values and predictions, bit for bit. */
+Test(model, thread_count_does_not_change_training)
+{
+    enum { ROWS = 5000, STEPS = 3 };
+    const int threads[] = { 1, 2, 3, 5 };
+    double *ref = NULL;
+    emb_table *ref_tab = NULL;
+    model *keep = NULL;
+    for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+        omp_set_num_threads(threads[ti]);
+        model_config c = small_config(MODEL_FM, 0, 0);
+        c.batch = ROWS;
+        data_schema s;
+        sample_block b;
+        make_big_batch(&b, &s, ROWS, 9);
+        model *m = model_create(&c, &s);
+        for (int i = 0; i < STEPS; i++) model_train_batch(m, &b, 0, ROWS, (uint32_t)i);
+        double *prob = malloc(ROWS * sizeof *prob);
+        model_predict_batch(m, &b, 0, ROWS, prob);
+        emb_table *t = model_table(m, 0);
+        if (!ref) {
+            ref = prob, ref_tab = t, keep = m;
+            /* the counters count every occurrence: key of entry 0 against a direct count */
+            uint64_t key = b.key[0];
+            float shows = 0;
+            for (size_t k = 0; k < b.nnz; k++) shows += b.key[k] == key;
+            emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, key));
+            cr_assert_eq(h->show, shows * STEPS, "show %f, counted %f", h->show, shows * STEPS);
+            cr_assert_gt(emb_table_rows(t), 1000, "keys recur but are many: %zu rows", emb_table_rows(t));
+        } else {
+            cr_assert_eq(emb_table_rows(t), emb_table_rows(ref_tab), "%d threads", threads[ti]);
+            size_t rb = emb_table_row_bytes(t);
+            for (uint32_t r = 0; r < emb_table_rows(t); r++)   /* same keys in the same rows, same bytes */
+                cr_assert(memcmp(emb_table_head(t, r), emb_table_head(ref_tab, r), rb) == 0, "%d threads: row %u",
+                          threads[ti], r);
+            cr_assert(memcmp(prob, ref, ROWS * sizeof *prob) == 0, "%d threads: predictions differ", threads[ti]);
+            free(prob);
+            model_destroy(m);
+        }
+        block_free(&b);
+        schema_free(&s);
+    }
+    omp_set_num_threads(2);
+    free(ref);
+    model_destroy(keep);
 }

@@ -175,3 +175,31 @@ Test(table, dense_optimizer_steps)
         cr_assert_float_eq(p[0], want0, 1e-5, "%s", dense_opt_name((dense_opt_kind)k));
     }
 }
+
+/* Rows claimed in order and filled on several threads: every key finds its claimed row, with the
+ * values emb_table_insert gives it; the table then grows and removes rows as usual. */
+Test(table, parallel_fills_index_every_key)
+{
+    emb_table_config c = cfg(SOPT_ADAM, 0);
+    emb_table *a = emb_table_create(&c), *b = emb_table_create(&c);
+    enum { N = 200000 };
+    uint32_t *row = malloc(N * sizeof *row);
+    for (uint64_t k = 0; k < N; k++) row[k] = emb_table_claim(a);
+    #pragma omp parallel for num_threads(4) schedule(static, 64)
+    for (uint64_t k = 0; k < N; k++) emb_table_fill(a, row[k], k * 7919 + 3);
+    for (uint64_t k = 0; k < N; k++) cr_assert_eq(emb_table_insert(b, k * 7919 + 3), row[k]);
+    size_t rb = emb_table_row_bytes(a);
+    for (uint64_t k = 0; k < N; k++) {
+        cr_assert_eq(emb_table_find(a, k * 7919 + 3), (int64_t)row[k], "key %llu", (unsigned long long)k);
+        cr_assert(memcmp(emb_table_head(a, row[k]), emb_table_head(b, row[k]), rb) == 0);
+    }
+    cr_assert_eq(emb_table_find(a, 5), -1);
+    for (uint64_t k = N; k < N + 5000; k++) emb_table_get(a, k * 7919 + 3);   /* grows past the filled index */
+    emb_table_remove(a, 17);
+    for (uint64_t k = 0; k < N + 5000; k++)
+        if (k != 17) cr_assert_eq(emb_table_head(a, (uint32_t)emb_table_find(a, k * 7919 + 3))->key, k * 7919 + 3);
+    cr_assert_eq(emb_table_find(a, 17 * 7919 + 3), -1);
+    free(row);
+    emb_table_destroy(a);
+    emb_table_destroy(b);
+}
