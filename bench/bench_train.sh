@@ -23,22 +23,31 @@ auc() { bin/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(js
 oracle=$(auc "$te.truth")
 mlp=$(bin/bench-train mlp 4096 $((26 * 16 + 13)) 400,400,400,1)
 results="[]"
+# Short runs are timed several times on each side (REPEAT, default 3; DeepFM's REPEAT_DEEPFM,
+# default 1) and the median run counts: one run of LR is about a second here, where the machine's
+# own noise moves single runs by 20%.
+repeat_of() { if [ "$1" = deepfm ]; then echo "${REPEAT_DEEPFM:-1}"; else echo "${REPEAT:-3}"; fi; }
+median() { $PY -c "import sys; v=sorted(float(x) for x in sys.argv[1:]); print(v[len(v)//2])" "$@"; }
 for m in $MODELS; do
     out="$DIR/ctrbox-$m"
-    rm -rf "$out"
-    bin/ctrbox train --model "$m" --train "$tr.cbx" --out "$out" --epochs 1 --batch 4096 --dim 16 \
-        --hidden 400,400,400 --lr 0.001 --shuffle-rows 0 --threads 2 --quiet
-    c_sps=$($PY -c "import json; print(json.loads(open('$out/log.jsonl').read().splitlines()[-1])['train_samples_per_s'])" 2>/dev/null || true)
-    if [ -z "$c_sps" ]; then   # no validation set: the rate comes from the final progress figures
-        c_sps=$(bin/ctrbox eval --model "$out" --data "$te" --format criteo --json >/dev/null; echo NaN)
-    fi
+    n=$(repeat_of "$m")
+    runs=()
+    for _ in $(seq "$n"); do
+        rm -rf "$out"
+        bin/ctrbox train --model "$m" --train "$tr.cbx" --out "$out" --epochs 1 --batch 4096 --dim 16 \
+            --hidden 400,400,400 --lr 0.001 --shuffle-rows 0 --threads 2 --quiet
+        runs+=("$($PY -c "import json; print(json.loads(open('$out/log.jsonl').read().splitlines()[-1])['train_samples_per_s'])")")
+    done
+    c_sps=$(median "${runs[@]}")
+    c_runs=$(IFS=,; echo "${runs[*]}")
     bin/ctrbox eval --model "$out" --data "$te" --format criteo --pred-out "$out/test.pred" >/dev/null
     c_auc=$(auc "$out/test.pred")
     p_json=$($PY bench/peer_torch.py --model "$m" --train "$tr" --test "$te" --pred-out "$DIR/torch-$m.pred" \
-        --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001 --threads 2)
+        --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001 --threads 2 --repeat "$n")
     p_sps=$(echo "$p_json" | $PY -c "import json,sys; print(json.load(sys.stdin)['samples_per_s'])")
+    p_runs=$(echo "$p_json" | $PY -c "import json,sys; print(','.join(str(x) for x in json.load(sys.stdin)['runs_samples_per_s']))")
     p_auc=$(auc "$DIR/torch-$m.pred")
-    results=$($PY -c "import json; r=json.loads('$results'); r.append({'model':'$m','ctrbox_samples_per_s':$c_sps,'torch_samples_per_s':$p_sps,'ctrbox_test_auc':$c_auc,'torch_test_auc':$p_auc}); print(json.dumps(r))")
+    results=$($PY -c "import json; r=json.loads('$results'); r.append({'model':'$m','ctrbox_samples_per_s':$c_sps,'torch_samples_per_s':$p_sps,'ctrbox_runs':[$c_runs],'torch_runs':[$p_runs],'ctrbox_test_auc':$c_auc,'torch_test_auc':$p_auc}); print(json.dumps(r))")
 done
 $PY - "$DIR/train.json" <<PY
 import json, sys
@@ -52,6 +61,9 @@ for m in r["models"]:
     print(f"  {m['model']:7s} ctrbox {m['ctrbox_samples_per_s']:>10,.0f} samples/s  torch {m['torch_samples_per_s']:>10,.0f}"
           f"  -> {x:.2f}x (target {targets.get(m['model'], 0):.0f}x)   test AUC ctrbox {m['ctrbox_test_auc']:.4f} torch {m['torch_test_auc']:.4f}"
           f" (diff {m['ctrbox_test_auc'] - m['torch_test_auc']:+.4f})")
+    if len(m["ctrbox_runs"]) > 1:
+        print(f"          median of {len(m['ctrbox_runs'])} runs each: ctrbox " + " ".join(f"{x:,.0f}" for x in m["ctrbox_runs"])
+              + "   torch " + " ".join(f"{x:,.0f}" for x in m["torch_runs"]))
 mlp = r["mlp"]
 print(f"  MLP {mlp['shape']} at batch {mlp['batch']}: {mlp['mlp_gflops']:.0f} GFLOP/s vs cblas_sgemm {mlp['sgemm_gflops']:.0f} on the same shapes -> {mlp['ratio']*100:.0f}% (target 60%)")
 print(f"  results: {sys.argv[1]}")

@@ -6,7 +6,8 @@ Categorical tokens are indexed per field from the training file (unseen -> a zer
 as ctrbox reads zeros for unknown keys); integers are log1p(max(x, 0)) dense inputs; empty values
 are missing (padding row / 0). Embeddings are one nn.Embedding updated by torch.optim.Adam, the
 usual PyTorch setup. Only the training steps are timed (data is tensorized first).
-Prints one JSON line: model, rows, train_seconds, samples_per_s; writes label<TAB>prob lines of
+Prints one JSON line: model, rows, train_seconds, samples_per_s (of the median of --repeat runs,
+each training a fresh model from the seed; all runs' rates in runs_samples_per_s); writes label<TAB>prob lines of
 the test file to --pred-out for `ctrbox eval --scores`. --device cuda runs it on the GPU (eager
 mode, the whole model there), for bench/gpu.sh; DLRM is ctrbox's: a bottom MLP on the dense values
 ending at --dim, dot products between it and the field embeddings, a top MLP on [bottom, dots].
@@ -118,6 +119,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bottom", default="64,16")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeat", type=int, default=1, help="train this many times; the median run's time counts")
     a = ap.parse_args()
     dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
@@ -125,24 +127,28 @@ def main():
     vocab = {}
     y, xd, xc = read_tsv(a.train, vocab, True)
     ty, txd, txc = read_tsv(a.test, vocab, False)
-    m = Model(a.model, len(vocab), a.dim, [int(h) for h in a.hidden.split(",")],
-              [int(h) for h in a.bottom.split(",")]).to(dev)
-    if a.model == "dlrm":
-        m.tri = m.tri.to(dev)
     y, xd, xc, txd, txc = y.to(dev), xd.to(dev), xc.to(dev), txd.to(dev), txc.to(dev)
-    opt = torch.optim.Adam(m.parameters(), lr=a.lr)
     lossf = nn.BCEWithLogitsLoss()
     n = len(y)
-    t0 = time.perf_counter()
-    for _ in range(a.epochs):
-        for i in range(0, n, a.batch):
-            opt.zero_grad()
-            loss = lossf(m(xd[i:i + a.batch], xc[i:i + a.batch]), y[i:i + a.batch])
-            loss.backward()
-            opt.step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
+    times = []
+    for _ in range(a.repeat):   # each repeat trains a fresh model from the same seed
+        torch.manual_seed(a.seed)
+        m = Model(a.model, len(vocab), a.dim, [int(h) for h in a.hidden.split(",")],
+                  [int(h) for h in a.bottom.split(",")]).to(dev)
+        if a.model == "dlrm":
+            m.tri = m.tri.to(dev)
+        opt = torch.optim.Adam(m.parameters(), lr=a.lr)
+        t0 = time.perf_counter()
+        for _ in range(a.epochs):
+            for i in range(0, n, a.batch):
+                opt.zero_grad()
+                loss = lossf(m(xd[i:i + a.batch], xc[i:i + a.batch]), y[i:i + a.batch])
+                loss.backward()
+                opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    dt = sorted(times)[len(times) // 2]   # the median run
     m.eval()
     with torch.no_grad():
         p = torch.cat([torch.sigmoid(m(txd[i:i + 65536], txc[i:i + 65536])) for i in range(0, len(ty), 65536)]).cpu()
@@ -150,7 +156,8 @@ def main():
         for l, q in zip(ty.tolist(), p.tolist()):
             f.write(f"{int(l)}\t{q:.9g}\n")
     print(json.dumps({"model": a.model, "rows": n * a.epochs, "keys": len(vocab), "train_seconds": dt,
-                      "samples_per_s": n * a.epochs / dt, "torch": torch.__version__, "threads": a.threads, "device": a.device}))
+                      "samples_per_s": n * a.epochs / dt,
+                      "runs_samples_per_s": [n * a.epochs / t for t in times], "torch": torch.__version__, "threads": a.threads, "device": a.device}))
 
 
 if __name__ == "__main__":
