@@ -1006,7 +1006,10 @@ static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32
         for (size_t j = 0; j < nk; j++) {
             emb_table *tb = m->tab[m->utab[j]];
             uint32_t row = (uint32_t)m->lfound[j];
-            if (j + AHEAD < nk) emb_table_prefetch_row(m->tab[m->utab[j + AHEAD]], (uint32_t)m->lfound[j + AHEAD]);
+            if (j + AHEAD < nk) {   /* the row, and for a new key the index slot it will take */
+                emb_table_prefetch_row(m->tab[m->utab[j + AHEAD]], (uint32_t)m->lfound[j + AHEAD]);
+                if (m->lfound[j + AHEAD] & CLAIMED) emb_table_prefetch(m->tab[m->utab[j + AHEAD]], m->lkey[j + AHEAD]);
+            }
             if (m->lfound[j] & CLAIMED) emb_table_fill(tb, row, m->lkey[j]);
             if (mode == 0) {
                 emb_row_count(emb_table_config_of(tb), emb_table_head(tb, row), (float)m->lshow[j], (float)m->lclick[j], pass);

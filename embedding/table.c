@@ -41,6 +41,26 @@ struct emb_table {
     size_t pend_n, pend_cap;
 };
 
+/* Index arrays of 4 MB and more are mapped with their pages populated at once: here that takes
+ * half the time of faulting them in one by one while the index is rebuilt (docs/performance.md),
+ * and an index at load 1/4 to 1/2 touches every page of itself anyway. */
+#define IDX_MAPPED ((size_t)4 << 20)
+
+static slot *idx_alloc(size_t cap)
+{
+    size_t bytes = cap * sizeof(slot);
+    if (bytes < IDX_MAPPED) return xcalloc(cap, sizeof(slot));
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) die("out of memory (mapping %zu bytes for a table index)", bytes);
+    return p;
+}
+
+static void idx_free(slot *idx, size_t cap)
+{
+    if (cap * sizeof(slot) < IDX_MAPPED) free(idx);
+    else munmap(idx, cap * sizeof(slot));
+}
+
 emb_table *emb_table_create(const emb_table_config *c)
 {
     emb_table *t = xcalloc(1, sizeof *t);
@@ -50,7 +70,7 @@ emb_table *emb_table_create(const emb_table_config *c)
     /* rounded to 8 bytes so every record's header is aligned */
     t->row_bytes = (sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float) + 7) & ~(size_t)7;
     t->idx_cap = 1024;
-    t->idx = xcalloc(t->idx_cap, sizeof *t->idx);
+    t->idx = idx_alloc(t->idx_cap);
     return t;
 }
 
@@ -58,7 +78,7 @@ void emb_table_destroy(emb_table *t)
 {
     if (!t) return;
     free(t->slab);
-    free(t->idx);
+    idx_free(t->idx, t->idx_cap);
     free(t->pend);
     free(t);
 }
@@ -110,10 +130,10 @@ static void idx_put_shared(slot *idx, size_t cap, uint64_t key, uint64_t row1)
 static void idx_grow(emb_table *t)
 {
     size_t cap = t->idx_cap * 2;
-    slot *n = xcalloc(cap, sizeof *n);
+    slot *n = idx_alloc(cap);
     for (size_t i = 0; i < t->idx_cap; i++)
         if (t->idx[i].row1) idx_put(n, cap, t->idx[i].key, t->idx[i].row1);
-    free(t->idx);
+    idx_free(t->idx, t->idx_cap);
     t->idx = n;
     t->idx_cap = cap;
 }
