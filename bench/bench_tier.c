@@ -59,12 +59,14 @@ int main(int argc, char **argv)
         uint64_t rows = emb_tier_rows(tier, 0);
         if (rows == 0) die("%s: empty; run build first", argv[2]);
         double secs = atof(argv[3]);
+        int sorted = !getenv("BENCH_TIER_UNSORTED");
         enum { BATCH = 65536 };
         uint64_t *keys = xmalloc(BATCH * sizeof *keys), *aux = xmalloc(BATCH * sizeof *aux), s = 12345, done = 0;
         uint8_t *out = xmalloc(BATCH * rb);
         double c0 = cpu_sec(), t0 = now_sec();
         while (now_sec() - t0 < secs) {
             for (int i = 0; i < BATCH; i++) keys[i] = key_of(splitmix64(&s) % rows);
+            if (sorted) sort_u64(keys, BATCH);   /* as the trainer's fetch thread does */
             if (emb_tier_fetch(tier, 0, keys, BATCH, out, aux, err, sizeof err) < 0) die("%s", err);
             for (int i = 0; i < BATCH; i++)
                 if (!aux[i]) die("key %llu not found", (unsigned long long)keys[i]);

@@ -32,7 +32,7 @@
 #define HEADER_BYTES 4096
 #define TIER_VERSION "ctrbox-tier 1"
 #define FETCH_DEPTH 128
-#define GET_CHUNK 32
+#define GET_CHUNK 128
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
 #define MIN_RUN 16
 
@@ -97,7 +97,6 @@ typedef struct {
  * one fills while they complete (it waits only for the writes it submitted two flushes ago). */
 struct emb_tier_batch {
     emb_tier *t;
-    rocksdb_writebatch_t *wb;
     int cur;                 /* the buffer being filled */
     uint8_t *buf[2];         /* slot images waiting to be written, or being written */
     size_t buf_used[2];
@@ -820,7 +819,6 @@ emb_tier_batch *emb_tier_begin(emb_tier *t)
     CHECK(!t->readonly);
     emb_tier_batch *b = xcalloc(1, sizeof *b);
     b->t = t;
-    b->wb = rocksdb_writebatch_create();
     b->buf[0] = xaligned_alloc(4096, WRITE_BUF);
     b->buf[1] = xaligned_alloc(4096, WRITE_BUF);
     b->row_delta = xcalloc((size_t)t->n, sizeof *b->row_delta);
@@ -1012,7 +1010,6 @@ static void batch_free(emb_tier_batch *b)
 {
     drain(b, 0);   /* the buffers may still be read by writes in flight */
     drain(b, 1);
-    rocksdb_writebatch_destroy(b->wb);
     free(b->buf[0]), free(b->buf[1]);
     free(b->runs[0]), free(b->runs[1]);
     free(b->ie);
@@ -1025,6 +1022,49 @@ void emb_tier_abort(emb_tier_batch *b)
 {
     b->t->failed = 1;   /* its slots stay marked used until the folder is opened again */
     batch_free(b);
+}
+
+/* The index changes (sorted) and the catalog go into one SST file, which RocksDB ingests as a
+ * whole: it syncs the file, links it into the index folder and records it in its manifest, so a
+ * commit is all there or not at all. This skips the WAL and the memtable, whose skip list was most
+ * of a commit's CPU and made every index lookup search it too (docs/performance.md). Equal keys
+ * are one key's deletions, or its put and then its deletion by shrink: a deletion wins. */
+static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, size_t len, char *err, size_t errlen)
+{
+    if (n == 0 && !catalog) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/commit.sst", t->dir);
+    unlink(path);   /* a crash's leftover: never ingested, so never part of the index */
+    rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
+    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, t->opt);
+    char *e = NULL;
+    rocksdb_sstfilewriter_open(w, path, &e);
+    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" sorts before 'k' keys */
+    for (size_t i = 0; !e && i < n;) {
+        size_t j = i;
+        int del = 0;
+        for (; j < n && memcmp(ie[j].k, ie[i].k, 10) == 0; j++) del |= ie[j].del;
+        if (del) rocksdb_sstfilewriter_delete(w, (const char *)ie[i].k, 10, &e);
+        else rocksdb_sstfilewriter_put(w, (const char *)ie[j - 1].k, 10, (const char *)&ie[j - 1].v, sizeof ie[j - 1].v, &e);
+        i = j;
+    }
+    if (!e) rocksdb_sstfilewriter_finish(w, &e);
+    rocksdb_sstfilewriter_destroy(w);
+    rocksdb_envoptions_destroy(eo);
+    if (!e) {
+        const char *files[1] = { path };
+        rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+        rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+        rocksdb_ingest_external_file_cf(t->db, t->cf, files, 1, io, &e);
+        rocksdb_ingestexternalfileoptions_destroy(io);
+    }
+    if (e) {
+        snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
+        free(e);
+        unlink(path);
+        return -EIO;
+    }
+    return 0;
 }
 
 int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
@@ -1051,23 +1091,8 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         }
     }
     if (ret == 0) {
-        /* in key order: the memtable's skip list inserts sorted keys several times faster */
         sort_ientries(b->ie, b->n_ie, 0);
-        for (size_t i = 0; i < b->n_ie; i++) {
-            if (b->ie[i].del) rocksdb_writebatch_delete(b->wb, (const char *)b->ie[i].k, 10);
-            else rocksdb_writebatch_put(b->wb, (const char *)b->ie[i].k, 10, (const char *)&b->ie[i].v, sizeof b->ie[i].v);
-        }
-        if (catalog) rocksdb_writebatch_put(b->wb, "c", 1, catalog, len);
-        free(b->ie);   /* in the batch now: not held while the memtable takes its copy */
-        b->ie = NULL;
-        b->n_ie = b->cap_ie = 0;
-        char *e = NULL;
-        rocksdb_write(t->db, t->wo, b->wb, &e);
-        if (e) {
-            snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
-            free(e);
-            ret = -EIO;
-        }
+        ret = ingest(t, b->ie, b->n_ie, catalog, len, err, errlen);
     }
     if (ret == 0) {
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);

@@ -265,10 +265,12 @@ typedef struct {
 
 static int fetch_run(emb_tier *tier, int n_tables, fetch_job *j, char *err, size_t errlen)
 {
-    for (int tb = 0; tb < n_tables; tb++)
-        if (j->miss[tb].n &&
-            emb_tier_fetch_packed(tier, tb, j->miss[tb].k, j->miss[tb].n, &j->rec[tb], j->aux[tb], err, errlen) < 0)
+    for (int tb = 0; tb < n_tables; tb++) {
+        if (!j->miss[tb].n) continue;
+        sort_u64(j->miss[tb].k, j->miss[tb].n);   /* in key order: lookups in a row share the index's blocks */
+        if (emb_tier_fetch_packed(tier, tb, j->miss[tb].k, j->miss[tb].n, &j->rec[tb], j->aux[tb], err, errlen) < 0)
             return -1;
+    }
     return 0;
 }
 

@@ -41,6 +41,38 @@ void *xrealloc(void *p, size_t n)
     return q;
 }
 
+void sort_u64(uint64_t *v, size_t n)
+{
+    if (n < 64) {   /* insertion sort */
+        for (size_t i = 1; i < n; i++) {
+            uint64_t x = v[i];
+            size_t j = i;
+            for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    uint64_t *tmp = xmalloc(n * sizeof *tmp), *src = v, *dst = tmp;
+    size_t *count = xmalloc(65536 * sizeof *count);
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(count, 0, 65536 * sizeof *count);
+        for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & 0xffff]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < 65536; d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 0xffff]++] = src[i];
+        uint64_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    /* four passes: the sorted keys are back in v */
+    free(count);
+    free(tmp);
+}
+
 void *xaligned_alloc(size_t align, size_t n)
 {
     void *p = NULL;

@@ -26,6 +26,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 void *xaligned_alloc(size_t align, size_t n);
 char *xstrdup(const char *s);
+/* Sorts v ascending: LSD radix sort, 16 bits a pass, with n words of scratch. */
+void sort_u64(uint64_t *v, size_t n);
 
 /* Print "prog: message" on stderr and exit(1). For the programs' main paths only. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
