@@ -151,6 +151,7 @@ static void collect_keys(trainer *t, pass_data *p, int n_tables)
 
 static void *reader_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ctrbox-read");   /* names for top, perf and /proc */
     reader *r = arg;
     trainer *t = r->t;
     const train_opts *o = t->o;
@@ -278,6 +279,7 @@ static int writer_wait(struct pass_state *ps);
 
 static void *fetcher_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ctrbox-fetch");
     fetcher *f = arg;
     pthread_mutex_lock(&f->mu);
     for (;;) {
@@ -748,6 +750,7 @@ static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
 
 static void *writer_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ctrbox-write");
     pass_state *ps = arg;
     writer *w = &ps->wr;
     pthread_mutex_lock(&w->mu);
