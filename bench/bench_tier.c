@@ -3,8 +3,9 @@
  *
  *   bench-tier build DIR ROWS      a tier of ROWS rows of a DeepFM table (dim 16, Adam: 240-byte
  *                                  records in 512-byte slots), committed 1M rows at a time
- *   bench-tier fetch DIR SECONDS   fetch random keys (batches of 64k, as a pass would) for about
- *                                  SECONDS; prints rows/s and the CPU it cost (cores)
+ *   bench-tier fetch DIR SECONDS   fetch random keys (batches of 64k, sorted as the trainer's fetch
+ *                                  thread sorts them) for about SECONDS; prints rows/s and the CPU
+ *                                  it cost (cores). BENCH_TIER_UNSORTED=1 leaves them unsorted.
  * Output: one JSON line each.
  */
 #define _GNU_SOURCE

@@ -66,7 +66,8 @@ uint32_t emb_table_insert(emb_table *t, uint64_t key);
 /* Insertion in two steps, for many absent keys at once: emb_table_claim reserves the next row
  * (serially, in key order, so rows are numbered as emb_table_insert would number them); then
  * emb_table_fill indexes and initialises each claimed row. Fills of distinct keys may run on
- * several threads at once, with no other use of the table meanwhile. */
+ * several threads at once, beside reads and updates of other rows, but with no lookup, insertion
+ * or removal meanwhile. */
 uint32_t emb_table_claim(emb_table *t);
 void emb_table_fill(emb_table *t, uint32_t row, uint64_t key);
 emb_row_head *emb_table_head(emb_table *t, uint32_t row);

@@ -352,8 +352,8 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     rocksdb_options_set_create_if_missing(t->opt, !readonly);
     rocksdb_options_set_paranoid_checks(t->opt, 1);
     rocksdb_options_increase_parallelism(t->opt, 2);
-    /* small memtables: a commit's index entries go in 2-3x faster than with the default 64 MB
-     * (measured, docs/performance.md), and they flush in the background */
+    /* commits are ingested as SST files (see ingest): only the layout record goes through the
+     * memtable, so a small one will do */
     rocksdb_options_set_write_buffer_size(t->opt, 4u << 20);
     /* no compression: index blocks missing from the block cache are read from the page cache
      * without a decompression (snappy took a third of a fetch's CPU) */

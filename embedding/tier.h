@@ -12,10 +12,11 @@
  * XXH64 of the record seeded by the slot number, so a torn or misdirected read is detected).
  *
  * Commit (atomic): the changed rows are written to free slots (never over a slot the committed
- * index points to), the slot files are fdatasync'ed, then one RocksDB WriteBatch with sync carries
- * the new index entries, deletions and the catalog. Slots freed by the commit are reused only by
- * later commits. A crash before the batch leaves the previous commit intact: its slots are
- * untouched, and the free-slot bitmap is rebuilt from the index when the folder is opened.
+ * index points to), the slot files are fdatasync'ed, then one SST file carrying the new index
+ * entries, deletions and the catalog is ingested into RocksDB as a whole. Slots freed by the
+ * commit are reused only by later commits. A crash before the ingestion leaves the previous commit
+ * intact: its slots are untouched, and the free-slot bitmap is rebuilt from the index when the
+ * folder is opened.
  *
  * One process opens a folder for writing (an exclusive flock on DIR/LOCK.ctrbox); readers take a
  * shared lock, so a trainer and a reader exclude each other.
