@@ -74,8 +74,11 @@ int main(int argc, char **argv)
             done += BATCH;
         }
         double t = now_sec() - t0, cpu = cpu_sec() - c0;
-        printf("{\"rows\": %llu, \"fetched\": %llu, \"rows_per_s\": %.0f, \"cpu_cores\": %.3f, \"seconds\": %.2f}\n",
-               (unsigned long long)rows, (unsigned long long)done, (double)done / t, cpu / t, t);
+        emb_tier_stats st = emb_tier_get_stats(tier);   /* reads issued (one may serve several rows), slot map hits */
+        printf("{\"rows\": %llu, \"fetched\": %llu, \"rows_per_s\": %.0f, \"reads_per_s\": %.0f, \"slot_map_hits\": %.3f, "
+               "\"cpu_cores\": %.3f, \"seconds\": %.2f}\n",
+               (unsigned long long)rows, (unsigned long long)done, (double)done / t, (double)st.reads / t,
+               (double)st.map_hits / (double)(done ? done : 1), cpu / t, t);
         free(keys), free(aux), free(out);
     }
     emb_tier_close(tier);

@@ -2,7 +2,8 @@
 # SSD tier benchmarks (issue 4), each against a reference measured in the same run:
 #  1. prefetch: rows/s fetched from the tier (random keys, 64k per call as a pass asks) against
 #     fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k --iodepth=64 on the slot file, with
-#     the CPU the fetch costs; three rounds.
+#     the CPU the fetch costs and the reads it issued (one read may serve several rows); three
+#     rounds. The tier's 256 MB of index memory holds all its keys in the slot map here.
 #  2. end to end: DeepFM on generated data (E2E_ROWS rows, --keys 1000: tens of millions of
 #     distinct keys) in passes, the table in memory, then in the SSD tier with --cache-mb at 10% of
 #     the in-memory table's bytes: samples/s ratio.
@@ -35,10 +36,12 @@ for i in 1 2 3; do
         --bs=4k --iodepth=64 --runtime="${FETCH_SECONDS:-10}" --time_based --readonly --output-format=json 2>/dev/null |
         sed -n 's/.*"iops" : \([0-9.]*\).*/\1/p' | head -1)
     rps=$(echo "$f" | num rows_per_s)
+    iops=$(echo "$f" | num reads_per_s)
+    smap=$(echo "$f" | num slot_map_hits)
     cpu=$(echo "$f" | num cpu_cores)
     ratio=$(awk -v a="$rps" -v b="$fio_iops" 'BEGIN { printf "%.3f", a / b }')
-    echo "   round $i: tier $rps rows/s at $cpu cores; fio $fio_iops IOPS; ratio $ratio"
-    pre=$(echo "$pre" | sed "s/]$/$( [ "$pre" = "[]" ] || echo ,){\"tier_rows_per_s\": $rps, \"cpu_cores\": $cpu, \"fio_iops\": $fio_iops, \"ratio\": $ratio}]/")
+    echo "   round $i: tier $rps rows/s in $iops reads/s (slot map: $smap of the rows) at $cpu cores; fio $fio_iops IOPS; ratio $ratio"
+    pre=$(echo "$pre" | sed "s/]$/$( [ "$pre" = "[]" ] || echo ,){\"tier_rows_per_s\": $rps, \"tier_reads_per_s\": $iops, \"slot_map_hits\": $smap, \"cpu_cores\": $cpu, \"fio_iops\": $fio_iops, \"ratio\": $ratio}]/")
 done
 rm -rf "$T/prefetch"
 
@@ -67,31 +70,36 @@ run() {
     local rss=$(($(tail -1 "$T/$name.maxrss") * 1024))
     local res=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_bytes)
     local rows=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_rows)
-    echo "$sps $hit $((rss / 1048576)) $res $rows"
+    # rows the SSD served: the share the slot map located, and reads per row
+    local smap=$(grep '"kind": "pass"' "$log" | awk '{ for (i = 1; i < NF; i++) { if ($i == "\"rows_read\":") r += $(i + 1);
+        if ($i == "\"reads\":") n += $(i + 1); if ($i == "\"slot_map_hits\":") m += $(i + 1) } }
+        END { if (r > 0) printf "%.4f/%.4f", m / r, n / r; else printf "0/0" }' | tr -d ',')
+    echo "$sps $hit $((rss / 1048576)) $res $rows $smap"
 }
-read mem_sps _ mem_rss mem_bytes mem_rows < <(run mem)
+read mem_sps _ mem_rss mem_bytes mem_rows _ < <(run mem)
 echo "   in memory: $mem_sps samples/s, $mem_rows keys ($((mem_bytes / 1048576)) MB of rows), peak RSS $mem_rss MB"
 cache_mb=$((mem_bytes / 1048576 / 10))
-read ssd_sps ssd_hit ssd_rss _ _ < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
+read ssd_sps ssd_hit ssd_rss _ _ ssd_smap < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
 ssd_ratio=$(awk -v a="$ssd_sps" -v b="$mem_sps" 'BEGIN { printf "%.3f", a / b }')
 echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, ratio $ssd_ratio; memory hits $ssd_hit; peak RSS $ssd_rss MB"
+echo "   of the rows read from the SSD: located by the slot map / reads per row: $ssd_smap"
 
 echo "== 2b. eviction policy on Zipf data ($POLICY_ROWS rows, --keys 1, passes of $POLICY_PASS_ROWS), --cache-mb at 10% of the table"
 ARGS[3]=$(gen "$POLICY_ROWS" 3 1)
 ARGS+=(--pass-rows "$POLICY_PASS_ROWS")
-read pm_sps _ _ pm_bytes _ < <(run pmem)
+read pm_sps _ _ pm_bytes _ _ < <(run pmem)
 pcache=$(awk -v b="$pm_bytes" 'BEGIN { printf "%.1f", b / 1048576 / 10 }')
-read lfu_sps lfu_hit _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb "$pcache" --cache-policy lfu)
-read lru_sps lru_hit _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$pcache" --cache-policy lru)
+read lfu_sps lfu_hit _ _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb "$pcache" --cache-policy lfu)
+read lru_sps lru_hit _ _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$pcache" --cache-policy lru)
 echo "   table $((pm_bytes / 1048576)) MB, --cache-mb $pcache: LFU memory hits $lfu_hit ($lfu_sps samples/s);" \
      "LRU memory hits $lru_hit ($lru_sps samples/s); in memory $pm_sps samples/s"
 
 echo "== 3. peak RSS with --cache-mb $MEM_CACHE_MB on two table sizes (passes of 100000)"
 ARGS+=(--pass-rows 100000)
 ARGS[3]=$(gen $((E2E_ROWS / 2)) 2 1000)
-read _ _ big_rss _ big_keys < <(run membig --table-dir "$T/membig.tables" --cache-mb "$MEM_CACHE_MB")
+read _ _ big_rss _ big_keys _ < <(run membig --table-dir "$T/membig.tables" --cache-mb "$MEM_CACHE_MB")
 ARGS[3]=$(gen $((E2E_ROWS / 8)) 2 1000)
-read _ _ small_rss _ small_keys < <(run memsmall --table-dir "$T/memsmall.tables" --cache-mb "$MEM_CACHE_MB")
+read _ _ small_rss _ small_keys _ < <(run memsmall --table-dir "$T/memsmall.tables" --cache-mb "$MEM_CACHE_MB")
 small_disk=$(cat "$T/memsmall.disk")
 big_disk=$(cat "$T/membig.disk")
 echo "   $((E2E_ROWS / 2)) rows ($((big_disk / 1048576)) MB table folder): peak RSS $big_rss MB;" \
@@ -100,6 +108,7 @@ cat > "$DIR/tier.json" <<EOF
 {"prefetch": $pre,
  "e2e": {"rows": $E2E_ROWS, "pass_rows": $PASS_ROWS, "keys": $mem_rows, "table_bytes": $mem_bytes, "cache_mb": $cache_mb,
          "memory_samples_per_s": $mem_sps, "ssd_samples_per_s": $ssd_sps, "ratio": $ssd_ratio, "ssd_hit_memory": $ssd_hit,
+         "ssd_slot_map_share": ${ssd_smap%/*}, "ssd_reads_per_row": ${ssd_smap#*/},
          "memory_peak_rss_mb": $mem_rss, "ssd_peak_rss_mb": $ssd_rss},
  "policy": {"rows": $POLICY_ROWS, "table_bytes": $pm_bytes, "cache_mb": $pcache, "lfu_hit_memory": $lfu_hit,
             "lru_hit_memory": $lru_hit, "lfu_samples_per_s": $lfu_sps, "lru_samples_per_s": $lru_sps},

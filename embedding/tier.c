@@ -35,6 +35,9 @@
 #define GET_CHUNK 128
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
 #define MIN_RUN 16
+#define SMAP_WAYS 8
+#define SPAN_BYTES (16u << 10)   /* the most one fetch read covers */
+#define SPAN_GAP 7               /* unwanted slots one read may cross between two wanted ones */
 
 typedef struct {
     int fd;
@@ -55,6 +58,8 @@ struct emb_tier {
     slot_file *sf;
     char *layout;            /* the layout line's model part */
     uint64_t *filt, filt_words;   /* the key filter (power of two words) */
+    uint64_t *smap, smap_sets;    /* the slot map: sets of SMAP_WAYS entries */
+    pthread_mutex_t smap_mu;
     rocksdb_t *db;
     rocksdb_column_family_handle_t *cf;
     rocksdb_options_t *opt;
@@ -64,8 +69,9 @@ struct emb_tier {
     rocksdb_writeoptions_t *wo;
     struct io_uring ring;    /* fetch reads */
     struct io_uring wring;   /* commit writes (another thread may fetch meanwhile) */
-    uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers of the largest slot */
-    size_t rbuf_slot;
+    uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring */
+    size_t rbuf_slot;        /* bytes of one */
+    int fixed;               /* rbuf and the slot files are registered with ring */
     pthread_mutex_t mu;      /* stats */
     emb_tier_stats st;
 };
@@ -219,6 +225,57 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
     return (__atomic_load_n(&t->filt[(h >> 32) & (t->filt_words - 1)], __ATOMIC_RELAXED) & m) == m;
 }
 
+/* ---- the slot map: where recently committed keys are ----
+ * A cache of the index's newest entries, in a share of the index's memory, so most fetches skip
+ * the RocksDB lookup (which was half a fetch's CPU). Sets of SMAP_WAYS entries (one cache line),
+ * newest first; an entry is a 32-bit fingerprint of (table, key) and a 32-bit slot. It is written
+ * only once a commit is durable (each put, in commit order, replaces the key's entry; a deletion
+ * removes it), so a key's entry, when there is one, is the index's own slot. Two keys can share a
+ * fingerprint: a fetch that finds another key in the slot asks the index (fetch_into). */
+
+static void smap_where(const emb_tier *t, int tb, uint64_t key, uint64_t **set, uint32_t *fp)
+{
+    uint64_t h = filter_hash(tb, key);
+    *set = t->smap + (size_t)(((h & 0xffffffffu) * t->smap_sets) >> 32) * SMAP_WAYS;
+    *fp = (uint32_t)(h >> 32) | 1u;   /* never 0: 0 is an empty entry */
+}
+
+/* slot + 1 of (tb, key) if the map has its fingerprint, else 0 (caller holds smap_mu) */
+static uint64_t smap_get(const emb_tier *t, int tb, uint64_t key)
+{
+    uint64_t *set;
+    uint32_t fp;
+    if (!t->smap_sets) return 0;
+    smap_where(t, tb, key, &set, &fp);
+    for (int w = 0; w < SMAP_WAYS && set[w]; w++)
+        if ((uint32_t)(set[w] >> 32) == fp) return (set[w] & 0xffffffffu) + 1;
+    return 0;
+}
+
+/* (tb, key) now at slot (put), or gone (slot1 == 0) (caller holds smap_mu) */
+static void smap_set(emb_tier *t, int tb, uint64_t key, uint64_t slot1)
+{
+    uint64_t *set;
+    uint32_t fp;
+    if (!t->smap_sets) return;
+    smap_where(t, tb, key, &set, &fp);
+    int w = 0;
+    while (w < SMAP_WAYS - 1 && set[w] && (uint32_t)(set[w] >> 32) != fp) w++;   /* its entry, or the oldest */
+    if (slot1 == 0) {
+        if (set[w] && (uint32_t)(set[w] >> 32) == fp) {
+            memmove(set + w, set + w + 1, (size_t)(SMAP_WAYS - 1 - w) * sizeof *set);
+            set[SMAP_WAYS - 1] = 0;
+        }
+        return;
+    }
+    if (slot1 - 1 > UINT32_MAX) {   /* past what an entry holds: the index answers for this key */
+        smap_set(t, tb, key, 0);
+        return;
+    }
+    memmove(set + 1, set, (size_t)w * sizeof *set);
+    set[0] = (uint64_t)fp << 32 | (slot1 - 1);
+}
+
 static int fail(char *err, size_t errlen, int code, const char *fmt, const char *a, const char *b)
 {
     snprintf(err, errlen, fmt, a, b);
@@ -280,6 +337,7 @@ static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
         set_bit(&t->sf[k[1]], iv.slot);
         t->sf[k[1]].rows++;
         filter_add(t, k[1], key_of_idx(k));
+        smap_set(t, k[1], key_of_idx(k), iv.slot + 1);
     }
     for (int i = 0; i < t->n; i++) t->sf[i].free_slots = t->sf[i].hwm - t->sf[i].rows;
     char *e = NULL;
@@ -333,6 +391,11 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     t->readonly = readonly;
     t->lockfd = -1;
     pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->smap_mu, NULL);
+    /* the index's memory: three quarters slot map, a quarter (at least 1 MB) RocksDB block cache */
+    t->smap_sets = index_cache / 4 * 3 / (SMAP_WAYS * 8);
+    if (t->smap_sets) t->smap = xcalloc((size_t)t->smap_sets * SMAP_WAYS, 8);
+    size_t block_cache = index_cache - (size_t)t->smap_sets * SMAP_WAYS * 8;
     int ret = 0;
     size_t *rb_found = NULL;
     char path[4096];
@@ -359,9 +422,8 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
      * without a decompression (snappy took a third of a fetch's CPU) */
     rocksdb_options_set_compression(t->opt, rocksdb_no_compression);
     t->bopt = rocksdb_block_based_options_create();
-    /* index blocks: a fetch is bound by its index lookups, and a miss here costs a read from the
-     * page cache (docs/performance.md) */
-    t->cache = rocksdb_cache_create_lru(index_cache > (1u << 20) ? index_cache : (1u << 20));
+    /* index blocks: a lookup that misses here reads from the page cache (docs/performance.md) */
+    t->cache = rocksdb_cache_create_lru(block_cache > (1u << 20) ? block_cache : (1u << 20));
     rocksdb_block_based_options_set_block_cache(t->bopt, t->cache);
     rocksdb_block_based_options_set_filter_policy(t->bopt, rocksdb_filterpolicy_create_bloom_full(10));
     rocksdb_options_set_block_based_table_factory(t->opt, t->bopt);
@@ -449,13 +511,25 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         ret = rebuild_bitmap(t, err, errlen);
     }
     if (ret == 0) {
-        t->rbuf_slot = maxslot;
-        t->rbuf = xaligned_alloc(4096, maxslot * FETCH_DEPTH);
+        t->rbuf_slot = (SPAN_BYTES > maxslot ? SPAN_BYTES : maxslot) / maxslot * maxslot;
+        t->rbuf = xaligned_alloc(4096, t->rbuf_slot * FETCH_DEPTH);
         if (io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0) < 0)
             ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
         else if (io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0) < 0) {
             io_uring_queue_exit(&t->ring);
             ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
+        }
+        if (ret == 0) {   /* fixed buffers and files: no page pinning or file lookup per read */
+            struct iovec iov = { t->rbuf, t->rbuf_slot * FETCH_DEPTH };
+            int *fds = xmalloc((size_t)t->n * sizeof *fds);
+            for (int i = 0; i < t->n; i++) fds[i] = t->sf[i].fd;
+            /* pinned memory counts against RLIMIT_MEMLOCK: without it, plain reads */
+            t->fixed = io_uring_register_buffers(&t->ring, &iov, 1) == 0;
+            if (t->fixed && io_uring_register_files(&t->ring, fds, (unsigned)t->n) < 0) {
+                io_uring_unregister_buffers(&t->ring);
+                t->fixed = 0;
+            }
+            free(fds);
         }
     }
 out:
@@ -492,6 +566,8 @@ void emb_tier_close(emb_tier *t)
     if (t->cache) rocksdb_cache_destroy(t->cache);
     if (t->lockfd >= 0) close(t->lockfd);
     pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->smap_mu);
+    free(t->smap);
     free(t->layout);
     free(t->dir);
     free(t);
@@ -529,9 +605,11 @@ emb_tier_stats emb_tier_get_stats(emb_tier *t)
 
 /* ---- fetch ---- */
 
-/* aux[i] = slot + 1 of keys[i] (c <= GET_CHUNK), or 0: keys the filter rules out are not looked up,
+/* aux[i] = slot + 1 of keys[i] (c <= GET_CHUNK), or 0: keys the filter rules out are not looked up;
+ * with via_map, keys the slot map holds are taken from it (via_map[i] = 1: a guess, see the map);
  * the others by one batched MultiGet */
-static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uint64_t *aux, char *err, size_t errlen)
+static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uint64_t *aux, uint8_t *via_map, char *err,
+                        size_t errlen)
 {
     uint8_t kb[GET_CHUNK][10];
     const char *kp[GET_CHUNK];
@@ -539,14 +617,21 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
     rocksdb_pinnableslice_t *vals[GET_CHUNK];
     char *errs[GET_CHUNK];
     int ret = 0;
+    if (via_map) pthread_mutex_lock(&t->smap_mu);
     for (size_t j = 0; j < c; j++) {
         aux[j] = 0;
+        if (via_map) via_map[j] = 0;
         if (!filter_may_hold(t, tb, keys[j])) continue;
+        if (via_map && (aux[j] = smap_get(t, tb, keys[j]))) {
+            via_map[j] = 1;
+            continue;
+        }
         idx_key(kb[m], tb, keys[j]);
         kp[m] = (const char *)kb[m];
         ks[m] = 10;
         at[m++] = j;
     }
+    if (via_map) pthread_mutex_unlock(&t->smap_mu);
     if (m) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, m, kp, ks, vals, errs, 0);
     for (size_t j = 0; j < m; j++) {
         if (errs[j]) {
@@ -573,13 +658,18 @@ typedef struct {
     uint64_t slot;
 } rd;
 
+/* img, read from slot, is key's row, intact */
+static int slot_holds(const slot_file *s, const uint8_t *img, uint64_t slot, uint64_t key)
+{
+    uint64_t sum;
+    memcpy(&sum, img + s->slot_bytes - 8, 8);
+    return XXH64(img, s->row_bytes, slot) == sum && ((const emb_row_head *)img)->key == key;
+}
+
 static int check_slot(emb_tier *t, int tb, const uint8_t *img, uint64_t slot, uint64_t key, char *err, size_t errlen)
 {
     slot_file *s = &t->sf[tb];
-    uint64_t sum;
-    memcpy(&sum, img + s->slot_bytes - 8, 8);
-    const emb_row_head *h = (const emb_row_head *)img;
-    if (XXH64(img, s->row_bytes, slot) != sum || h->key != key) {
+    if (!slot_holds(s, img, slot, key)) {
         snprintf(err, errlen, "%s/table%d.slots: slot %llu (byte offset %llu) is corrupt (checksum or key mismatch)",
                  t->dir, tb, (unsigned long long)slot, (unsigned long long)(HEADER_BYTES + slot * s->slot_bytes));
         return -EBADMSG;
@@ -657,66 +747,100 @@ void emb_tier_packed_free(emb_tier_packed *p)
     memset(p, 0, sizeof *p);
 }
 
-static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
-                      size_t errlen)
+/* A read of slots [first, first + count): the sorted requests [a, b) fall in it. */
+typedef struct {
+    uint64_t first, count;
+    size_t a, b;
+} span;
+
+/* The requests (slot << 32 | key index) in slot order. Slots and a fetch's keys stay below 2^32
+ * (tables under 2 TB of 512-byte slots; emb_tier_fetch_packed's bound). */
+static void sort_requests(uint64_t *req, size_t m, const uint64_t *aux, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++)
+        if (aux[i]) {
+            CHECK(aux[i] - 1 <= UINT32_MAX && i <= UINT32_MAX);
+            req[j++] = (aux[i] - 1) << 32 | i;
+        }
+    sort_u64(req, m);
+}
+
+/* Read the rows of the requests req[0..m) (sorted, see sort_requests) in slot order, each read
+ * covering the requests that lie within SPAN_GAP slots of the one before and SPAN_BYTES of its
+ * first: one read then serves several rows (rows committed in one pass sit together, and are often
+ * fetched together), so the kernel's cost per read is paid fewer times. A request the slot map
+ * answered (via_map) whose slot holds another key goes to retry, to be asked of the index. */
+static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t *req, size_t m, const uint8_t *via_map,
+                      fetch_sink sink, size_t *retry, size_t *n_retry, char *err, size_t errlen)
 {
     slot_file *s = &t->sf[tb];
-    size_t sb = s->slot_bytes;
-    rd *q = xmalloc((GET_CHUNK + FETCH_DEPTH) * 2 * sizeof *q);   /* reads waiting for a buffer */
-    size_t qh = 0, qn = 0, qcap = (GET_CHUNK + FETCH_DEPTH) * 2;
-    rd inflight[FETCH_DEPTH];
+    size_t sb = s->slot_bytes, per = t->rbuf_slot / sb;   /* slots one read buffer holds */
+    span inflight[FETCH_DEPTH];
     int freeb[FETCH_DEPTH], nfree = FETCH_DEPTH;
     for (int i = 0; i < FETCH_DEPTH; i++) freeb[i] = i;
-    size_t next = 0, found = 0;
+    size_t next = 0, found = 0, reads = 0;
+    uint64_t bytes = 0;
     int ret = 0, busy = 0;
-    while (ret == 0 && (next < n || qn > 0 || busy > 0)) {
-        /* index lookups for the next keys while earlier reads are in flight */
-        if (next < n && qn + GET_CHUNK <= qcap) {
-            size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
-            ret = lookup_chunk(t, tb, keys + next, c, aux + next, err, errlen);
-            for (size_t j = 0; j < c; j++)
-                if (aux[next + j]) q[(qh + qn++) % qcap] = (rd){ next + j, aux[next + j] - 1 };
-            next += c;
-        }
-        while (qn > 0 && nfree > 0 && ret == 0) {
+    while (ret == 0 && (next < m || busy > 0)) {
+        while (next < m && nfree > 0) {
+            span sp = { req[next] >> 32, 1, next, next + 1 };
+            while (sp.b < m) {
+                uint64_t slot = req[sp.b] >> 32;
+                if (slot - (sp.first + sp.count - 1) > SPAN_GAP || slot - sp.first >= per) break;
+                sp.count = slot - sp.first + 1;
+                sp.b++;
+            }
+            next = sp.b;
             int b = freeb[--nfree];
-            rd r = q[qh];
-            qh = (qh + 1) % qcap;
-            qn--;
-            inflight[b] = r;
+            inflight[b] = sp;
             struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
             CHECK(sqe);
-            io_uring_prep_read(sqe, s->fd, t->rbuf + (size_t)b * t->rbuf_slot, (unsigned)sb, HEADER_BYTES + r.slot * sb);
+            uint8_t *buf = t->rbuf + (size_t)b * t->rbuf_slot;
+            if (t->fixed) {
+                io_uring_prep_read_fixed(sqe, tb, buf, (unsigned)(sp.count * sb), HEADER_BYTES + sp.first * sb, 0);
+                sqe->flags |= IOSQE_FIXED_FILE;
+            } else {
+                io_uring_prep_read(sqe, s->fd, buf, (unsigned)(sp.count * sb), HEADER_BYTES + sp.first * sb);
+            }
             io_uring_sqe_set_data64(sqe, (uint64_t)b);
             busy++;
+            reads++;
+            bytes += sp.count * sb;
         }
-        if (busy == 0) continue;
         io_uring_submit(&t->ring);
-        /* wait only when there is nothing else to do */
-        int must_wait = nfree == 0 || (next >= n && qn == 0) || qn + GET_CHUNK > qcap;
         struct io_uring_cqe *cqe;
-        if (must_wait && io_uring_wait_cqe(&t->ring, &cqe) < 0) {
+        if (io_uring_wait_cqe(&t->ring, &cqe) < 0) {
             ret = fail(err, errlen, -EIO, "%s: %s", t->dir, "io_uring wait failed");
             break;
         }
         unsigned head, got = 0;
         io_uring_for_each_cqe(&t->ring, head, cqe) {
             int b = (int)cqe->user_data;
-            rd r = inflight[b];
-            if (cqe->res != (int)sb) {
+            span sp = inflight[b];
+            if (cqe->res != (int)(sp.count * sb)) {
                 if (!ret) {
                     char what[64];
                     snprintf(what, sizeof what, "%s", cqe->res < 0 ? strerror(-cqe->res) : "short read");
                     snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: %s", t->dir, tb,
-                             (unsigned long long)r.slot, what);
+                             (unsigned long long)sp.first, what);
                     ret = cqe->res < 0 ? cqe->res : -EIO;
                 }
-            } else if (ret == 0) {
-                const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot;
-                ret = check_slot(t, tb, img, r.slot, keys[r.i], err, errlen);
-                if (ret == 0) {
-                    sink.put(sink.ctx, r.i, img);
-                    found++;
+            } else {
+                for (size_t r = sp.a; r < sp.b && ret == 0; r++) {
+                    uint64_t slot = req[r] >> 32;
+                    size_t i = (size_t)(req[r] & 0xffffffffu);
+                    const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot + (slot - sp.first) * sb;
+                    int guess = via_map && via_map[i];   /* from the slot map */
+                    if (guess && !slot_holds(s, img, slot, keys[i])) {
+                        retry[(*n_retry)++] = i;
+                        continue;
+                    }
+                    if (!guess) ret = check_slot(t, tb, img, slot, keys[i], err, errlen);
+                    if (ret == 0) {
+                        sink.put(sink.ctx, i, img);
+                        found++;
+                    }
                 }
             }
             freeb[nfree++] = b;
@@ -734,11 +858,61 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
             busy--;
         }
     }
-    free(q);
     pthread_mutex_lock(&t->mu);
     t->st.rows_read += found;
-    t->st.bytes_read += found * sb;
+    t->st.bytes_read += bytes;
+    t->st.reads += reads;
     pthread_mutex_unlock(&t->mu);
+    return ret;
+}
+
+/* All lookups first (slot map, then index), then the reads in slot order; then the index's answer
+ * for the keys whose map entry was another key's. */
+static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                      size_t errlen)
+{
+    int ret = 0;
+    size_t m = 0, n_retry = 0;
+    uint8_t *via_map = xmalloc(n ? n : 1);
+    for (size_t next = 0; next < n && ret == 0; next += GET_CHUNK) {
+        size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
+        ret = lookup_chunk(t, tb, keys + next, c, aux + next, via_map + next, err, errlen);
+        for (size_t j = 0; j < c; j++) m += aux[next + j] != 0;
+    }
+    uint64_t *req = xmalloc((m ? m : 1) * sizeof *req);
+    size_t *retry = xmalloc((m ? m : 1) * sizeof *retry);
+    if (ret == 0 && m) {
+        sort_requests(req, m, aux, n);
+        ret = read_slots(t, tb, keys, req, m, via_map, sink, retry, &n_retry, err, errlen);
+    }
+    if (ret == 0 && n_retry) {   /* rare: a fingerprint shared by two keys */
+        uint64_t *rk = xmalloc(n_retry * sizeof *rk), *ra = xmalloc(n_retry * sizeof *ra);
+        for (size_t r = 0; r < n_retry; r++) rk[r] = keys[retry[r]];
+        for (size_t next = 0; next < n_retry && ret == 0; next += GET_CHUNK)
+            ret = lookup_chunk(t, tb, rk + next, n_retry - next < GET_CHUNK ? n_retry - next : GET_CHUNK, ra + next, NULL,
+                               err, errlen);
+        size_t m2 = 0;
+        for (size_t r = 0; ret == 0 && r < n_retry; r++) {
+            aux[retry[r]] = ra[r];
+            if (ra[r]) {
+                CHECK(ra[r] - 1 <= UINT32_MAX);
+                req[m2++] = (ra[r] - 1) << 32 | retry[r];
+            }
+        }
+        sort_u64(req, m2);
+        if (ret == 0 && m2) ret = read_slots(t, tb, keys, req, m2, NULL, sink, NULL, NULL, err, errlen);
+        free(rk);
+        free(ra);
+    }
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i++) hits += via_map[i];
+    pthread_mutex_lock(&t->mu);
+    t->st.map_hits += hits;
+    t->st.map_wrong += n_retry;
+    pthread_mutex_unlock(&t->mu);
+    free(req);
+    free(retry);
+    free(via_map);
     return ret;
 }
 
@@ -746,7 +920,7 @@ int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_
 {
     int ret = 0;
     for (size_t next = 0; next < n && ret == 0; next += GET_CHUNK)
-        ret = lookup_chunk(t, tb, keys + next, n - next < GET_CHUNK ? n - next : GET_CHUNK, aux + next, err, errlen);
+        ret = lookup_chunk(t, tb, keys + next, n - next < GET_CHUNK ? n - next : GET_CHUNK, aux + next, NULL, err, errlen);
     return ret;
 }
 
@@ -1095,6 +1269,13 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         ret = ingest(t, b->ie, b->n_ie, catalog, len, err, errlen);
     }
     if (ret == 0) {
+        pthread_mutex_lock(&t->smap_mu);   /* the map follows the index: one key's deletion wins */
+        for (size_t i = 0, j; i < b->n_ie; i = j) {
+            int del = 0;
+            for (j = i; j < b->n_ie && memcmp(b->ie[j].k, b->ie[i].k, 10) == 0; j++) del |= b->ie[j].del;
+            smap_set(t, b->ie[i].k[1], key_of_idx(b->ie[i].k), del ? 0 : b->ie[j - 1].v.slot + 1);
+        }
+        pthread_mutex_unlock(&t->smap_mu);
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
         for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
     } else {

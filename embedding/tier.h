@@ -30,13 +30,16 @@
 typedef struct emb_tier emb_tier;
 
 typedef struct {
-    uint64_t rows_read, bytes_read;        /* fetches that found their row */
+    uint64_t rows_read, bytes_read;        /* fetches that found their row; bytes the reads covered */
+    uint64_t reads;                        /* reads issued (one may serve several rows) */
+    uint64_t map_hits, map_wrong;          /* slots the slot map gave; of those, another key's */
 } emb_tier_stats;
 
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
  * `layout` names the model layout; a folder made for another layout is refused. index_cache:
- * bytes of RocksDB block cache for the index (fetches are bound by index lookups). 0, or <0 with
- * a one-line message in err. */
+ * bytes for the index in memory: three quarters hold the slot map (the newest index entries, which
+ * spare most fetches a RocksDB lookup), the rest RocksDB's block cache. 0, or <0 with a one-line
+ * message in err. */
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen);
 void emb_tier_close(emb_tier *t);

@@ -342,6 +342,7 @@ typedef struct pass_state {
     uint64_t budget;          /* bytes of rows in memory (with a tier) */
     /* statistics of the current pass */
     uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read, rows_written, bytes_written;
+    uint64_t reads, map_hits;
     double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
     emb_tier_stats st0;
     /* where the run stands (the catalog) */
@@ -864,13 +865,15 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
         fprintf(t->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
-                "\"rows_written\": %llu, \"bytes_written\": %llu, \"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
+                "\"reads\": %llu, \"slot_map_hits\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
+                "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)ps->keys,
                 (double)ps->mem_hits / k, (double)ps->ssd_hits / k, (double)ps->new_keys / k, (unsigned long long)rr,
-                (unsigned long long)br, (unsigned long long)rw, (unsigned long long)bw, (unsigned long long)ps->evicted,
+                (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
+                (unsigned long long)bw, (unsigned long long)ps->evicted,
                 (unsigned long long)resident, (unsigned long long)tables_bytes(t), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(t->log);
@@ -882,6 +885,7 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
                 (double)rss_bytes() / 1048576.0);
     ps->keys = ps->mem_hits = ps->ssd_hits = ps->new_keys = ps->evicted = ps->rows_read = ps->bytes_read = 0;
+    ps->reads = ps->map_hits = 0;
     ps->rows_written = ps->bytes_written = 0;
     ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
 }
@@ -939,8 +943,9 @@ static int epoch_passes(trainer *t, uint64_t skip)
             emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
             ps->rows_read = st.rows_read - ps->st0.rows_read;
             ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
-            ps->st0.rows_read = st.rows_read;
-            ps->st0.bytes_read = st.bytes_read;
+            ps->reads = st.reads - ps->st0.reads;
+            ps->map_hits = st.map_hits - ps->st0.map_hits;
+            ps->st0 = st;
             double b0 = now_sec();
             uint64_t coming = 0;   /* the pass's new keys: rows it will add while it trains */
             for (int tb = 0; tb < ps->n_tables; tb++)
@@ -1006,8 +1011,8 @@ int train_passes(trainer *t)
     ps.n_tables = model_n_tables(t->m);
     ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
     for (int i = 0; i < ps.n_tables; i++) ps.row_bytes[i] = emb_table_row_bytes(model_table(t->m, i));
-    /* --cache-mb covers the rows kept in memory and the index's block cache (a quarter of it,
-     * between 1 and 256 MB) */
+    /* --cache-mb covers the rows kept in memory and the index's memory (a quarter of it, between
+     * 1 and 256 MB: the tier's slot map and RocksDB's block cache) */
     uint64_t budget = (uint64_t)(o->cache_mb * 1048576.0);
     uint64_t index_cache = budget / 4;
     if (index_cache > (256u << 20)) index_cache = 256u << 20;

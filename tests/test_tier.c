@@ -16,6 +16,7 @@
 
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
+#include "../src/mix.h"
 #include "helpers.h"
 
 TestSuite(tier, .fini = th_cleanup);
@@ -312,6 +313,113 @@ Test(tier, put_then_delete_in_one_commit_deletes)
         cr_assert_eq(aux[k - 1] != 0, (k - 1) % 3 != 0, "key %llu: %s", (unsigned long long)k, aux[k - 1] ? "kept" : "deleted");
     cr_assert_eq(emb_tier_rows(tier, 0), N - (N + 2) / 3);
     emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
+/* The slot map (recent index entries, in memory) gives what the index gives: after commits that
+ * rewrite, delete, and put-then-delete keys, with a map smaller than the keys, every fetch finds the
+ * newest row, and the slots fetched are the index's own. */
+Test(tier, slot_map_follows_the_index)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    emb_table *t = emb_table_create(&c);
+    size_t rb = emb_table_row_bytes(t);
+    char err[1024];
+    emb_tier *tier;
+    /* 1 MB of index memory: a map of about 98,000 entries, for 150,000 keys */
+    cr_assert_eq(emb_tier_open(&tier, th_path("smap"), 1, &rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    enum { N = 150000, ROUNDS = 4 };
+    uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux), *aux2 = malloc(N * sizeof *aux2);
+    int *alive = calloc(N, sizeof *alive);
+    float *show = calloc(N, sizeof *show);
+    uint8_t *rec = malloc((size_t)N * rb);
+    for (uint64_t k = 0; k < N; k++) keys[k] = (k + 1) * 2654435761u;
+    uint64_t rng = 12345;
+    for (int round = 0; round < ROUNDS; round++) {
+        emb_tier_batch *b = emb_tier_begin(tier);
+        for (uint64_t k = 0; k < N; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int what = (int)(rng >> 60);   /* 0-15: put 10, skip 3, delete 2, put then delete 1 */
+            if (what < 10 || (what == 15 && alive[k])) {
+                int64_t r = emb_table_find(t, keys[k]);
+                uint32_t row = r >= 0 ? (uint32_t)r : emb_table_get(t, keys[k]);
+                emb_table_head(t, row)->show = show[k] = (float)(round * N + k);
+                emb_tier_put(b, 0, emb_table_head(t, row));
+                alive[k] = 1;
+            }
+            if ((what == 13 || what == 14 || what == 15) && alive[k]) {
+                uint32_t row = (uint32_t)emb_table_find(t, keys[k]);
+                emb_tier_del(b, 0, keys[k], emb_table_head(t, row)->aux);
+                emb_table_remove(t, row);
+                alive[k] = 0;
+            }
+        }
+        cr_assert_eq(emb_tier_commit(b, "r", 1, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(emb_tier_lookup(tier, 0, keys, N, aux2, err, sizeof err), 0, "%s", err);
+        for (uint64_t k = 0; k < N; k++) {
+            cr_assert_eq(aux[k], aux2[k], "round %d key %llu: fetched slot %llu, index slot %llu", round,
+                         (unsigned long long)k, (unsigned long long)aux[k], (unsigned long long)aux2[k]);
+            cr_assert_eq(aux[k] != 0, alive[k], "round %d key %llu", round, (unsigned long long)k);
+            if (alive[k]) cr_assert_float_eq(((const emb_row_head *)(rec + k * rb))->show, show[k], 0);
+        }
+    }
+    emb_tier_stats st = emb_tier_get_stats(tier);
+    cr_assert_gt(st.map_hits, N / 2, "the map answered %llu fetches", (unsigned long long)st.map_hits);
+    cr_assert_lt(st.reads, st.rows_read, "reads %llu, rows %llu: no read served two rows", (unsigned long long)st.reads,
+                 (unsigned long long)st.rows_read);
+    emb_tier_close(tier);
+    free(keys), free(aux), free(aux2), free(alive), free(show), free(rec);
+    emb_table_destroy(t);
+}
+
+static uint64_t unmix64(uint64_t x)   /* the inverse of mix64 (src/mix.h) */
+{
+    uint64_t inv[2] = { 0xc4ceb9fe1a85ec53ull, 0xff51afd7ed558ccdull };
+    for (int i = 0; i < 2; i++) {
+        uint64_t y = inv[i];   /* Newton's iteration for the inverse mod 2^64 */
+        for (int j = 0; j < 6; j++) y *= 2 - inv[i] * y;
+        x ^= x >> 33;
+        x *= y;
+    }
+    return x ^ (x >> 33);
+}
+
+/* Two keys with one slot-map entry (the same set and fingerprint, made by inverting the hash): the
+ * map holds the later one's slot; fetching the other finds another key there, asks the index,
+ * and gets its own row. */
+Test(tier, slot_map_fingerprint_collision_asks_the_index)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    emb_table *t = emb_table_create(&c);
+    size_t rb = emb_table_row_bytes(t);
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path("fp"), 1, &rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;   /* table 0's salt in the tier's hash */
+    uint64_t k1 = 0x1234567890abcdefull, k2 = unmix64(mix64(k1 ^ seed) ^ 1) ^ seed;
+    cr_assert_neq(k1, k2);
+    uint64_t keys[2] = { k1, k2 }, aux[2];
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (int i = 0; i < 2; i++) {
+        uint32_t r = emb_table_get(t, keys[i]);
+        emb_table_head(t, r)->show = (float)(i + 1);
+        emb_tier_put(b, 0, emb_table_head(t, r));
+    }
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+    uint8_t *rec = malloc(2 * rb);
+    cr_assert_eq(emb_tier_fetch(tier, 0, keys, 2, rec, aux, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(((const emb_row_head *)(rec + i * rb))->key, keys[i]);
+        cr_assert_float_eq(((const emb_row_head *)(rec + i * rb))->show, (float)(i + 1), 0);
+    }
+    emb_tier_stats st = emb_tier_get_stats(tier);
+    cr_assert_eq(st.map_hits, 2, "both keys match the one entry");
+    cr_assert_eq(st.map_wrong, 1, "one of them finds the other's row");
+    emb_tier_close(tier);
+    free(rec);
     emb_table_destroy(t);
 }
 
