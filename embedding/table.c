@@ -349,7 +349,8 @@ int emb_is_default_key(const uint64_t *sorted, uint32_t n_fields, uint64_t key)
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)
 {
     const emb_row_head *src = rec;
-    uint32_t row = emb_table_insert(t, src->key);
+    uint32_t row = emb_table_claim(t);   /* not initialised: the record overwrites every byte */
+    idx_put(t->idx, t->idx_cap, src->key, (uint64_t)row + 1);
     memcpy(emb_table_head(t, row), rec, t->row_bytes);
     emb_table_head(t, row)->mark = 0;
     emb_table_head(t, row)->aux = aux;
