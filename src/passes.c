@@ -340,6 +340,7 @@ typedef struct pass_state {
     fetcher fx;
     writer wr;
     uint64_t budget;          /* bytes of rows in memory (with a tier) */
+    int warned_over;          /* a pass's own rows exceeded the budget (said once) */
     /* statistics of the current pass */
     uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read, rows_written, bytes_written;
     uint64_t reads, map_hits;
@@ -580,6 +581,13 @@ static void evict(trainer *t, keyvec *keys, uint64_t coming)
             unpinned += emb_table_head(e, (uint32_t)r)->mark ? 0 : ps->row_bytes[tb];
     }
     int drop_all = used - unpinned >= ps->budget;
+    if (used - unpinned > ps->budget && !ps->warned_over) {   /* said once: the pass size sets it */
+        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.0f MB of rows in memory (its keys, and the rows its new "
+                "keys add), over the %.0f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
+                "(a smaller --pass-rows stays within it)\n", t->o->quiet || !isatty(2) ? "" : "\n", t->pass,
+                (double)(used - unpinned) / 1048576.0, (double)ps->budget / 1048576.0);
+        ps->warned_over = 1;
+    }
     size_t n = 0, cap = 0;
     victim *v = NULL;
     for (int tb = 0; tb < ps->n_tables && !drop_all; tb++) {

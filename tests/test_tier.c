@@ -224,6 +224,23 @@ Test(tier, corrupt_slot_is_reported)
     free(o);
 }
 
+/* A pass whose own rows exceed the budget is said, once; within the budget nothing is said. */
+Test(tier, pass_over_the_budget_is_said_once)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, RUN " --epochs 1 --out a --table-dir ta --cache-mb 0.02");
+    cr_assert_eq(rc, 0, "%s", o);
+    const char *w = strstr(o, "warning: pass");
+    cr_assert(w && strstr(w, "over the") && strstr(w, "--pass-rows"), "%s", o);
+    cr_assert_null(strstr(w + 1, "warning: pass"), "said twice: %s", o);
+    free(o);
+    rc = th_run(&o, RUN " --epochs 1 --out b --table-dir tb --cache-mb 64");
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert_null(strstr(o, "warning"), "%s", o);
+    free(o);
+}
+
 /* The tier's own API: commit, fetch, an abandoned commit, reopen. */
 Test(tier, commit_fetch_abort_reopen)
 {
