@@ -301,17 +301,28 @@ Test(tier, commit_fetch_abort_reopen)
     emb_table_destroy(t);
 }
 
+/* A small SGD table (4 values a row), and an empty tier for it in the test folder's `name` with
+ * index_mem bytes of index memory. */
+static emb_tier *small_tier(const char *name, size_t index_mem, emb_table **t, size_t *rb)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    *t = emb_table_create(&c);
+    *rb = emb_table_row_bytes(*t);
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path(name), 1, rb, "test", 0, index_mem, err, sizeof err), 0, "%s", err);
+    return tier;
+}
+
 /* A commit that rewrites keys and then deletes them (shrink after the pass's puts) deletes them,
  * whatever order the commit's sort leaves the two entries of one key in; the others stay. */
 Test(tier, put_then_delete_in_one_commit_deletes)
 {
-    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
-    sparse_opt_default(&c.opt, SOPT_SGD);
-    emb_table *t = emb_table_create(&c);
-    size_t rb = emb_table_row_bytes(t);
+    emb_table *t;
+    size_t rb;
+    emb_tier *tier = small_tier("putdel", 8u << 20, &t, &rb);
     char err[1024];
-    emb_tier *tier;
-    cr_assert_eq(emb_tier_open(&tier, th_path("putdel"), 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
     enum { N = 5000 };
     emb_tier_batch *b = emb_tier_begin(tier);
     for (uint64_t k = 1; k <= N; k++) emb_tier_put(b, 0, emb_table_head(t, emb_table_get(t, k * 104729)));
@@ -338,14 +349,11 @@ Test(tier, put_then_delete_in_one_commit_deletes)
  * newest row, and the slots fetched are the index's own. */
 Test(tier, slot_map_follows_the_index)
 {
-    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
-    sparse_opt_default(&c.opt, SOPT_SGD);
-    emb_table *t = emb_table_create(&c);
-    size_t rb = emb_table_row_bytes(t);
-    char err[1024];
-    emb_tier *tier;
+    emb_table *t;
+    size_t rb;
     /* 1 MB of index memory: a map of about 98,000 entries, for 150,000 keys */
-    cr_assert_eq(emb_tier_open(&tier, th_path("smap"), 1, &rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    emb_tier *tier = small_tier("smap", 1u << 20, &t, &rb);
+    char err[1024];
     enum { N = 150000, ROUNDS = 4 };
     uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux), *aux2 = malloc(N * sizeof *aux2);
     int *alive = calloc(N, sizeof *alive);
@@ -408,13 +416,10 @@ static uint64_t unmix64(uint64_t x)   /* the inverse of mix64 (src/mix.h) */
  * and gets its own row. */
 Test(tier, slot_map_fingerprint_collision_asks_the_index)
 {
-    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
-    sparse_opt_default(&c.opt, SOPT_SGD);
-    emb_table *t = emb_table_create(&c);
-    size_t rb = emb_table_row_bytes(t);
+    emb_table *t;
+    size_t rb;
+    emb_tier *tier = small_tier("fp", 1u << 20, &t, &rb);
     char err[1024];
-    emb_tier *tier;
-    cr_assert_eq(emb_tier_open(&tier, th_path("fp"), 1, &rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
     uint64_t seed = 0x9e3779b97f4a7c15ull;   /* table 0's salt in the tier's hash */
     uint64_t k1 = 0x1234567890abcdefull, k2 = unmix64(mix64(k1 ^ seed) ^ 1) ^ seed;
     cr_assert_neq(k1, k2);
