@@ -653,11 +653,6 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
     return ret;
 }
 
-typedef struct {
-    size_t i;          /* key index */
-    uint64_t slot;
-} rd;
-
 /* img, read from slot, is key's row, intact */
 static int slot_holds(const slot_file *s, const uint8_t *img, uint64_t slot, uint64_t key)
 {
