@@ -955,9 +955,17 @@ static int epoch_passes(trainer *t, uint64_t skip)
             ps->map_hits = st.map_hits - ps->st0.map_hits;
             ps->st0 = st;
             double b0 = now_sec();
-            uint64_t coming = 0;   /* the pass's new keys: rows it will add while it trains */
-            for (int tb = 0; tb < ps->n_tables; tb++)
-                for (size_t i = 0; i < job->miss[tb].n; i++) coming += job->aux[tb][i] ? 0 : ps->row_bytes[tb];
+            /* the pass's new keys: rows it will add while it trains (not those the last pass
+             * created since the misses were listed: they are resident now) */
+            uint64_t coming = 0;
+            for (int tb = 0; tb < ps->n_tables; tb++) {
+                const emb_table *e = model_table(t->m, tb);
+                uint64_t n_new = 0;
+                #pragma omp parallel for schedule(static, 4096) reduction(+ : n_new)
+                for (size_t i = 0; i < job->miss[tb].n; i++)
+                    n_new += !job->aux[tb][i] && emb_table_find(e, job->miss[tb].k[i]) < 0;   /* the table is only read */
+                coming += n_new * ps->row_bytes[tb];
+            }
             install(t, job);
             fetch_job_free(job, ps->n_tables);
             job = NULL;
