@@ -1193,6 +1193,18 @@ void emb_tier_abort(emb_tier_batch *b)
     batch_free(b);
 }
 
+/* The entries of one key, sorted, from ie[i]: the end of their run, and in *put the entry that
+ * stands (the last put), or NULL if the run holds a deletion (shrink after the pass's put: a
+ * deletion wins). The index and the slot map take a commit's entries alike. */
+static size_t key_run(const ientry *ie, size_t n, size_t i, const ientry **put)
+{
+    size_t j = i;
+    int del = 0;
+    for (; j < n && memcmp(ie[j].k, ie[i].k, 10) == 0; j++) del |= ie[j].del;
+    *put = del ? NULL : &ie[j - 1];
+    return j;
+}
+
 /* The index changes (sorted) and the catalog go into one SST file, which RocksDB ingests as a
  * whole: it syncs the file, links it into the index folder and records it in its manifest, so a
  * commit is all there or not at all. This skips the WAL and the memtable, whose skip list was most
@@ -1209,13 +1221,11 @@ static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, 
     char *e = NULL;
     rocksdb_sstfilewriter_open(w, path, &e);
     if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" sorts before 'k' keys */
-    for (size_t i = 0; !e && i < n;) {
-        size_t j = i;
-        int del = 0;
-        for (; j < n && memcmp(ie[j].k, ie[i].k, 10) == 0; j++) del |= ie[j].del;
-        if (del) rocksdb_sstfilewriter_delete(w, (const char *)ie[i].k, 10, &e);
-        else rocksdb_sstfilewriter_put(w, (const char *)ie[j - 1].k, 10, (const char *)&ie[j - 1].v, sizeof ie[j - 1].v, &e);
-        i = j;
+    for (size_t i = 0, j; !e && i < n; i = j) {
+        const ientry *put;
+        j = key_run(ie, n, i, &put);
+        if (!put) rocksdb_sstfilewriter_delete(w, (const char *)ie[i].k, 10, &e);
+        else rocksdb_sstfilewriter_put(w, (const char *)put->k, 10, (const char *)&put->v, sizeof put->v, &e);
     }
     if (!e) rocksdb_sstfilewriter_finish(w, &e);
     rocksdb_sstfilewriter_destroy(w);
@@ -1266,9 +1276,9 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
     if (ret == 0) {
         pthread_mutex_lock(&t->smap_mu);   /* the map follows the index: one key's deletion wins */
         for (size_t i = 0, j; i < b->n_ie; i = j) {
-            int del = 0;
-            for (j = i; j < b->n_ie && memcmp(b->ie[j].k, b->ie[i].k, 10) == 0; j++) del |= b->ie[j].del;
-            smap_set(t, b->ie[i].k[1], key_of_idx(b->ie[i].k), del ? 0 : b->ie[j - 1].v.slot + 1);
+            const ientry *put;
+            j = key_run(b->ie, b->n_ie, i, &put);
+            smap_set(t, b->ie[i].k[1], key_of_idx(b->ie[i].k), put ? put->v.slot + 1 : 0);
         }
         pthread_mutex_unlock(&t->smap_mu);
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
