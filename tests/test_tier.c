@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../embedding/table.h"
@@ -108,13 +109,19 @@ Test(tier, same_model_in_memory_and_on_ssd)
 Test(tier, kill_and_resume_gives_the_same_model)
 {
     make_data();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     predict("ref", "p_ref.txt");
-    /* kill -9 at random moments (seeded), resuming each time, then finish */
+    /* kill -9 at random moments (seeded) within what a whole run takes here, resuming each time,
+     * then finish */
+    int run_ms = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    if (run_ms < 40) run_ms = 40;
     srand(12345);
     int kills = 0;
     for (int i = 0; i < 8; i++) {
-        int ms = 50 + rand() % 500;   /* a whole run takes about a second */
+        int ms = run_ms / 10 + rand() % (run_ms / 2);   /* early in the remaining work of the resumed run */
         char *o;
         th_run(&o, RUN " --out res --resume tres --cache-mb 0.05 & p=$!; sleep %d.%03d; kill -9 $p; wait $p; echo rc=$?",
                ms / 1000, ms % 1000);
