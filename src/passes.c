@@ -582,8 +582,8 @@ static void evict(trainer *t, keyvec *keys, uint64_t coming)
     }
     int drop_all = used - unpinned >= ps->budget;
     if (used - unpinned > ps->budget && !ps->warned_over) {   /* said once: the pass size sets it */
-        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.0f MB of rows in memory (its keys, and the rows its new "
-                "keys add), over the %.0f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
+        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (its keys, and the rows its new "
+                "keys add), over the %.1f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
                 "(a smaller --pass-rows stays within it)\n", t->o->quiet || !isatty(2) ? "" : "\n", t->pass,
                 (double)(used - unpinned) / 1048576.0, (double)ps->budget / 1048576.0);
         ps->warned_over = 1;
