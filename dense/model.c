@@ -753,6 +753,28 @@ int model_field_table(const model *m, uint16_t field) { return m->slot[field] < 
 emb_table *model_table(model *m, int i) { return i >= 0 && i < m->n_tables ? m->tab[i] : NULL; }
 uint64_t model_step(const model *m) { return m->step; }
 
+static int floats_finite(const float *v, size_t n)
+{
+    float acc = 0;
+    for (size_t i = 0; i < n; i++) acc += v[i] * 0;   /* NaN or inf anywhere makes it NaN */
+    return acc == 0;
+}
+
+int model_dense_finite(model *m)
+{
+    placed_sync_host(m);
+    return floats_finite(m->params, m->n_params) && floats_finite(m->buffers, m->n_buffers) &&
+           floats_finite(m->moments, m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind));
+}
+
+int model_all_finite(model *m)
+{
+    if (!model_dense_finite(m)) return 0;
+    for (int i = 0; i < model_n_tables(m); i++)
+        if (emb_table_first_nonfinite(model_table(m, i)) >= 0) return 0;
+    return 1;
+}
+
 void model_scale_lr(model *m, float factor)
 {
     m->c.dopt.lr *= factor;

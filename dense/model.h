@@ -110,6 +110,10 @@ int model_place(model *m, const place_device *dev, int n, char *err, size_t errl
 int model_save_dense(const model *m, void *file);
 int model_load_dense(model *m, void *file, char *err, size_t errlen);
 uint64_t model_step(const model *m);
+/* Whether the dense state (parameters, BN statistics, moments) and every row of the in-memory
+ * tables are finite: a diverged run turns them NaN or inf, and such a model is not saved. */
+int model_all_finite(model *m);
+int model_dense_finite(model *m);
 /* Scale both learning rates (dense and sparse) by factor. */
 void model_scale_lr(model *m, float factor);
 

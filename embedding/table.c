@@ -93,6 +93,21 @@ emb_row_head *emb_table_head(emb_table *t, uint32_t row) { return (emb_row_head 
 float *emb_table_vals(emb_table *t, uint32_t row) { return (float *)(t->slab + (size_t)row * t->row_bytes + sizeof(emb_row_head)); }
 float *emb_table_state(emb_table *t, uint32_t row) { return emb_table_vals(t, row) + t->V; }
 
+int emb_row_finite(const emb_table *t, const emb_row_head *h)
+{
+    const float *v = (const float *)(h + 1);
+    float acc = h->show * 0 + h->click * 0;   /* NaN or inf anywhere makes the sum NaN */
+    for (int i = 0; i < t->V + t->S; i++) acc += v[i] * 0;
+    return acc == 0;
+}
+
+int64_t emb_table_first_nonfinite(const emb_table *t)
+{
+    for (size_t r = 0; r < t->rows; r++)
+        if (!emb_row_finite(t, (const emb_row_head *)(t->slab + r * t->row_bytes))) return (int64_t)r;
+    return -1;
+}
+
 int64_t emb_table_find(const emb_table *t, uint64_t key)
 {
     size_t mask = t->idx_cap - 1, i = mix64(key) & mask;

@@ -120,6 +120,11 @@ void emb_table_trim(emb_table *t);
 int emb_table_save_pending(const emb_table *t, void *file);
 int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen);
 
+/* Whether a record's counters, values and optimizer state are all finite (not NaN or inf). */
+int emb_row_finite(const emb_table *t, const emb_row_head *h);
+/* -1 if every row is finite, else the first row that is not. */
+int64_t emb_table_first_nonfinite(const emb_table *t);
+
 /* Change the sparse learning rate (a learning-rate schedule). */
 void emb_table_set_lr(emb_table *t, float lr);
 /* Apply the optimizer to a row with gradient g (values). */

@@ -23,7 +23,9 @@ static int cmp_score(const void *a, const void *b)
 
 double metrics_auc(const float *label, const double *score, size_t n)
 {
-    scored *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)   /* NaN orders against nothing: no ranking, no AUC */
+        if (isnan(score[i])) return NAN;
+    scored *v = xmalloc((n ? n : 1) * sizeof *v);
     for (size_t i = 0; i < n; i++) v[i] = (scored){ score[i], label[i] };
     qsort(v, n, sizeof *v, cmp_score);
     double neg_below = 0, pos_total = 0, num = 0;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-/* NaN when only one class is present. */
+/* NaN when only one class is present, or when a score is NaN (a diverged model). */
 double metrics_auc(const float *label, const double *score, size_t n);
 double metrics_logloss(const float *label, const double *prob, size_t n);
 

@@ -809,15 +809,25 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
     if (!ps->tier) return shrunk ? shrink(t, NULL, shrunk) : 0;
     if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
     double t0 = now_sec();
-    emb_tier_batch *b = emb_tier_begin(ps->tier);
-    if (with_rows) {   /* count first: the batch's index entries are sized exactly */
-        size_t dirty = 0;
-        for (int tb = 0; tb < ps->n_tables; tb++) {
-            emb_table *e = model_table(t->m, tb);
-            for (size_t r = 0; r < emb_table_rows(e); r++) dirty += emb_table_head(e, (uint32_t)r)->last_pass == t->pass;
+    /* count first: the batch's index entries are sized exactly; and nothing diverged is committed */
+    size_t dirty = 0, bad = !model_dense_finite(t->m);
+    for (int tb = 0; with_rows && tb < ps->n_tables; tb++) {
+        emb_table *e = model_table(t->m, tb);
+        for (size_t r = 0; r < emb_table_rows(e); r++) {
+            const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (h->last_pass != t->pass) continue;
+            dirty++;
+            bad += !emb_row_finite(e, h);
         }
-        emb_tier_reserve(b, dirty);
     }
+    if (bad) {
+        fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
+                "committed (the table folder keeps pass %u); lower --lr or --sparse-lr\n",
+                isatty(2) && !t->o->quiet ? "\n" : "", t->pass, t->pass, ps->wr.last_ok);
+        return -1;
+    }
+    emb_tier_batch *b = emb_tier_begin(ps->tier);
+    if (with_rows) emb_tier_reserve(b, dirty);
     if (with_rows)
         for (int tb = 0; tb < ps->n_tables; tb++) {
             emb_table *e = model_table(t->m, tb);

@@ -132,6 +132,12 @@ void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 int save_model(trainer *t)
 {
     char err[600];
+    if (!model_all_finite(t->m)) {   /* the last step's update can diverge after its loss was finite */
+        fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the model holds NaN or inf values and "
+                "is not saved; lower --lr or --sparse-lr\n", isatty(2) && !t->o->quiet ? "\n" : "", t->epoch,
+                (unsigned long long)model_step(t->m));
+        return -1;
+    }
     if (modelfile_save(t->o->out, t->m, &t->meta, err, sizeof err) < 0) {
         fprintf(stderr, "ctrbox: %s\n", err);
         return -1;
@@ -206,6 +212,13 @@ int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
             loss = model_train_batch(t->m, &batch, 0, batch.rows, t->pass);
         } else {                 /* file order: train on the buffer's rows in place */
             loss = model_train_batch(t->m, buf, i, end, t->pass);
+        }
+        if (!isfinite(loss)) {   /* diverged: nothing of it may be saved or committed */
+            fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the loss is %g; lower --lr or "
+                    "--sparse-lr (nothing trained since the last save is kept)\n", isatty(2) && !o->quiet ? "\n" : "",
+                    t->epoch, (unsigned long long)model_step(t->m), loss);
+            ret = -1;
+            break;
         }
         t->loss_sum += loss * (double)(end - i);
         t->loss_n += end - i;

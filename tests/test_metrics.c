@@ -48,6 +48,18 @@ Test(metrics, auc_matches_brute_force_with_ties)
     cr_assert(isnan(metrics_auc(l1, s1, 2)), "one class: undefined");
 }
 
+Test(metrics, nan_scores_give_nan_not_a_hang, .timeout = 10)
+{
+    /* a diverged model scores NaN: the tie loop never advanced on NaN (NaN != NaN) and spun */
+    float l[] = { 0, 1, 0, 1, 1 };
+    double s[] = { 0.3, NAN, 0.3, 0.8, NAN };
+    cr_assert(isnan(metrics_auc(l, s, 5)));
+    cr_assert(isnan(metrics_logloss(l, s, 5)));
+    double all_nan[] = { NAN, NAN, NAN, NAN, NAN };
+    cr_assert(isnan(metrics_auc(l, all_nan, 5)));
+    cr_assert(isnan(metrics_auc(l, s, 0)), "no rows: undefined");
+}
+
 Test(metrics, known_values)
 {
     /* The classic example: 3 of 4 positive-negative pairs ordered right, AUC 0.75. Logloss
