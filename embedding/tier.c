@@ -67,7 +67,9 @@ struct emb_tier {
     rocksdb_block_based_table_options_t *bopt;
     rocksdb_readoptions_t *ro;
     rocksdb_writeoptions_t *wo;
-    struct io_uring ring;    /* fetch reads */
+    struct io_uring ring;    /* fetch reads (one fetch at a time: fetch_mu) */
+    pthread_mutex_t fetch_mu;   /* the ring and its read buffers: the trainer's evaluation and the
+                                 * prefetch thread may fetch at once */
     struct io_uring wring;   /* commit writes (another thread may fetch meanwhile) */
     uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring */
     size_t rbuf_slot;        /* bytes of one */
@@ -392,6 +394,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     t->lockfd = -1;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->smap_mu, NULL);
+    pthread_mutex_init(&t->fetch_mu, NULL);
     /* the index's memory: three quarters slot map, a quarter (at least 1 MB) RocksDB block cache */
     t->smap_sets = index_cache / 4 * 3 / (SMAP_WAYS * 8);
     if (t->smap_sets) t->smap = xcalloc((size_t)t->smap_sets * SMAP_WAYS, 8);
@@ -567,6 +570,7 @@ void emb_tier_close(emb_tier *t)
     if (t->lockfd >= 0) close(t->lockfd);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->smap_mu);
+    pthread_mutex_destroy(&t->fetch_mu);
     free(t->smap);
     free(t->layout);
     free(t->dir);
@@ -876,6 +880,7 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
     }
     uint64_t *req = xmalloc((m ? m : 1) * sizeof *req);
     size_t *retry = xmalloc((m ? m : 1) * sizeof *retry);
+    pthread_mutex_lock(&t->fetch_mu);
     if (ret == 0 && m) {
         sort_requests(req, m, aux, n);
         ret = read_slots(t, tb, keys, req, m, via_map, sink, retry, &n_retry, err, errlen);
@@ -899,6 +904,7 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
         free(rk);
         free(ra);
     }
+    pthread_mutex_unlock(&t->fetch_mu);
     size_t hits = 0;
     for (size_t i = 0; i < n; i++) hits += via_map[i];
     pthread_mutex_lock(&t->mu);

@@ -51,7 +51,8 @@ int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t er
 
 /* Read the rows of n keys of table tb. For each key found, its record goes to out + i * row_bytes
  * and aux[i] = slot + 1; for a key the tier does not hold, aux[i] = 0. Thread-safe against a
- * concurrent commit for keys the commit does not touch. 0, or <0 with err (I/O error, corrupt
+ * concurrent commit for keys the commit does not touch, and against fetches from other threads (one
+ * at a time). 0, or <0 with err (I/O error, corrupt
  * slot). */
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen);

@@ -1099,6 +1099,7 @@ int train_passes(trainer *t)
                         (unsigned long long)h.pass_in_epoch);
             if (h.epoch_done && (h.bad_epochs >= o->patience)) start_epoch = o->epochs + 1;
         }
+        t->tiered = 1;
         ps.fx.tier = ps.tier;
         ps.fx.ps = &ps;
         ps.fx.n_tables = ps.n_tables;

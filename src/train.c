@@ -159,7 +159,9 @@ int evaluate_and_keep(trainer *t, const char *kind)
                 (unsigned long long)model_step(t->m), r.auc, r.logloss, better ? " (best)" : "");
     if (better) {
         t->best_auc = r.auc;
-        if (save_model(t) < 0) return -1;
+        /* with a table folder the model file pairs the dense state with the committed rows: it is
+         * saved after commits, not here in the middle of a pass */
+        if (!t->tiered && save_model(t) < 0) return -1;
     }
     return better;
 }

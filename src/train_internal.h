@@ -27,6 +27,7 @@ typedef struct {
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
     uint32_t pass;                /* the pass number rows are counted under (the epoch without passes) */
     struct pass_state *ps;        /* pass mode (passes.c), or NULL */
+    int tiered;                   /* rows in a table folder: the model kept is the last committed pass's */
     double train_seconds;         /* time in training steps (batch assembly included, reading not) */
 } trainer;
 

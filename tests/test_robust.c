@@ -50,3 +50,29 @@ Test(robust, diverged_run_stops_and_saves_nothing)
     expect(1, "diverged", diverge, "--out p --pass-rows 5000 --table-dir tp --cache-mb 0.05");
 }
 
+static void same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
+    cr_assert(la > 0 && la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+Test(robust, eval_every_with_a_table_folder)
+{
+    make_data();
+    /* evaluation fetched rows on the ring the prefetch thread was using: SIGSEGV in read_slots, or
+     * "short read"; evaluating must not change the model either */
+    const char *run = T "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 2 --pass-rows 2500 "
+                        "--cache-mb 0.05 " SMALL " %s";
+    for (int i = 0; i < 3; i++) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "--valid va.tsv --eval-every 3 --out e%d --table-dir te%d", i, i);
+        expect(0, NULL, run, extra);
+    }
+    expect(0, NULL, run, "--out plain --table-dir tplain");
+    expect(0, NULL, "$B/ctrbox predict --model e0 --data va.tsv --out p_e0.txt%s", "");
+    expect(0, NULL, "$B/ctrbox predict --model plain --data va.tsv --out p_plain.txt%s", "");
+    same_file("p_e0.txt", "p_plain.txt");
+}
