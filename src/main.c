@@ -529,6 +529,9 @@ static int cmd_train(int argc, char **argv, int plan)
     if (o.table_dir && o.mc.emb_l2_all > 0)
         die("--emb-l2 updates every row at every step; it cannot be used with --table-dir (use --l2)");
     if (!o.n_train || !o.out) die("train: --train and --out are required");
+    if (o.table_dir && !o.pass_rows)   /* without a pass size the reader made empty passes forever */
+        die("train: --%s needs --pass-rows N: the rows of one pass, the unit the table folder commits "
+            "(e.g. --pass-rows 1000000)", o.resume ? "resume" : "table-dir");
     if (in.so.fmt == FMT_NONE && !cbx_file_is_cbx(o.train[0])) die("train: --format is required for text input");
     if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);
     o.in = in.so;

@@ -155,6 +155,7 @@ static void *reader_main(void *arg)
     reader *r = arg;
     trainer *t = r->t;
     const train_opts *o = t->o;
+    CHECK(o->pass_rows > 0);   /* a pass of 0 rows would never end an epoch */
     data_source *s;
     char err[1024];
     int ret = source_open(&s, o->train, o->n_train, &o->in, err, sizeof err);

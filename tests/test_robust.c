@@ -76,3 +76,13 @@ Test(robust, eval_every_with_a_table_folder)
     expect(0, NULL, "$B/ctrbox predict --model plain --data va.tsv --out p_plain.txt%s", "");
     same_file("p_e0.txt", "p_plain.txt");
 }
+
+Test(robust, table_folder_without_pass_rows_is_refused)
+{
+    make_data();
+    /* empty passes were committed forever, the folder growing */
+    const char *run = T "$B/ctrbox train --model lr --format criteo --train tr.tsv --out o " SMALL " %s";
+    expect(1, "--pass-rows", run, "--table-dir td");
+    expect(1, "--pass-rows", run, "--resume td");
+    cr_assert(!th_file_exists(th_path("td")), "the refused run made its table folder");
+}
