@@ -329,6 +329,8 @@ typedef struct {
     char *blob;
     size_t len;
     uint32_t pass, last_ok;   /* its pass; the last pass made durable */
+    char *line;               /* the console line of pass line_pass, said once it is durable */
+    uint32_t line_pass;
     int busy, quit, err;
     double secs;
     char errmsg[1100];
@@ -779,6 +781,11 @@ static void *writer_main(void *arg)
             snprintf(w->errmsg, sizeof w->errmsg, "%s (the table folder keeps pass %u and earlier)", err, w->last_ok);
         }
         if (ret == 0) w->last_ok = w->pass;
+        if (w->line && w->line_pass <= w->last_ok) {   /* the pass is durable: now it can be said */
+            fputs(w->line, stderr);
+            free(w->line);
+            w->line = NULL;
+        }
         w->b = NULL;
         w->busy = 0;
         pthread_cond_broadcast(&w->cv);
@@ -897,12 +904,29 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 (unsigned long long)peak_rss_bytes());
         fflush(t->log);
     }
-    if (!t->o->quiet && ps->tier)
-        fprintf(stderr, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote %.1f MB; "
-                "waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", t->pass, p->rows.rows,
-                (unsigned long long)ps->keys, 100.0 * (double)ps->mem_hits / k, 100.0 * (double)ps->ssd_hits / k,
-                100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
-                (double)rss_bytes() / 1048576.0);
+    if (!t->o->quiet && ps->tier) {
+        /* "pass N:" is said once pass N is durable (a kill after it resumes after N): by the writer
+         * when it finishes the commit, or here if it already has */
+        char *line;
+        if (asprintf(&line, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote "
+                     "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", t->pass, p->rows.rows,
+                     (unsigned long long)ps->keys, 100.0 * (double)ps->mem_hits / k, 100.0 * (double)ps->ssd_hits / k,
+                     100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
+                     (double)rss_bytes() / 1048576.0) < 0)
+            die("out of memory");
+        writer *w = &ps->wr;
+        pthread_mutex_lock(&w->mu);
+        free(w->line);   /* a line still waiting belongs to a commit that failed */
+        w->line = NULL;
+        if (w->last_ok >= t->pass) {
+            fputs(line, stderr);
+            free(line);
+        } else {
+            w->line = line;
+            w->line_pass = t->pass;
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
     ps->keys = ps->mem_hits = ps->ssd_hits = ps->new_keys = ps->evicted = ps->rows_read = ps->bytes_read = 0;
     ps->reads = ps->map_hits = 0;
     ps->rows_written = ps->bytes_written = 0;
@@ -1173,6 +1197,7 @@ out:
             pthread_cond_broadcast(&ps.wr.cv);
             pthread_mutex_unlock(&ps.wr.mu);
             pthread_join(ps.wr.th, NULL);
+            free(ps.wr.line);
             pthread_mutex_destroy(&ps.wr.mu);
             pthread_cond_destroy(&ps.wr.cv);
         }
