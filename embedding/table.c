@@ -219,7 +219,11 @@ uint64_t emb_table_default_key(uint16_t field)
     return XXH3_64bits_withSeed(tag, sizeof tag - 1, (uint64_t)field + 0x10000);
 }
 
-/* pending index: open addressing on pend[], load at most 1/2 */
+/* pending index: open addressing on pend[], load at most 1/2. An entry whose show is ADMITTED
+ * is a tombstone: its key got its row and nothing is pending for it (the slot stays so that
+ * probing needs no deletion; growth drops it). A key is pending exactly while it has an entry with
+ * show > 0, whatever tier its row or its neighbours live in: the state a commit saves. */
+#define ADMITTED (-1.0f)
 static pending *pend_find(const emb_table *t, uint64_t key)
 {
     if (!t->pend_cap) return NULL;
@@ -233,12 +237,15 @@ static pending *pend_find(const emb_table *t, uint64_t key)
 
 static pending *pend_add(emb_table *t, uint64_t key)
 {
-    if ((t->pend_n + 1) * 2 > t->pend_cap) {
-        size_t cap = t->pend_cap ? t->pend_cap * 2 : 1024;
+    if ((t->pend_n + 1) * 2 > t->pend_cap) {   /* rebuilt without tombstones, at most a quarter full */
+        size_t live = 0, cap = 1024;
+        for (size_t i = 0; i < t->pend_cap; i++) live += t->pend[i].show > 0;
+        while (cap < (live + 1) * 4) cap *= 2;
         pending *n = xcalloc(cap, sizeof *n);
+        t->pend_n = live;
         for (size_t i = 0; i < t->pend_cap; i++) {
             pending *p = &t->pend[i];
-            if (p->show == 0 && p->key == 0) continue;
+            if (!(p->show > 0)) continue;   /* empty, or a tombstone */
             size_t j = mix64(p->key) & (cap - 1);
             while (n[j].show != 0 || n[j].key != 0) j = (j + 1) & (cap - 1);
             n[j] = *p;
@@ -265,6 +272,7 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
     if (r < 0 && t->c.min_show > 1) {
         pending *p = pend_find(t, key);
         if (!p) p = pend_add(t, key);
+        if (p->show == ADMITTED) p->show = 0, p->click = 0;   /* its row was deleted (shrink): it starts over */
         p->show += (float)shows;
         p->click += (float)clicks;
         if (p->show < (float)t->c.min_show) {
@@ -279,7 +287,8 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
         h->show = show;
         h->click = clk;
         h->last_pass = pass;
-        p->click = 0;   /* keep the slot (tombstone-free probing), but it no longer counts */
+        p->show = ADMITTED;
+        p->click = 0;
         return row;
     }
     uint32_t row = r >= 0 ? (uint32_t)r : emb_table_insert(t, key);
@@ -429,12 +438,12 @@ static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st)
 {
     uint64_t np = 0;
     for (size_t i = 0; i < t->pend_cap; i++)
-        if (t->pend[i].show != 0 && emb_table_find(t, t->pend[i].key) < 0) np++;
+        if (t->pend[i].show > 0) np++;
     XXH64_update(st, &np, sizeof np);
     int ok = fwrite(&np, sizeof np, 1, f) == 1;
     for (size_t i = 0; ok && i < t->pend_cap; i++) {
         const pending *p = &t->pend[i];
-        if (p->show == 0 || emb_table_find(t, p->key) >= 0) continue;
+        if (!(p->show > 0)) continue;
         XXH64_update(st, p, sizeof *p);
         ok = fwrite(p, sizeof *p, 1, f) == 1;
     }
