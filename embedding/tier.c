@@ -417,6 +417,12 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     t->opt = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(t->opt, !readonly);
     rocksdb_options_set_paranoid_checks(t->opt, 1);
+    /* RocksDB's info log (index/LOG) only for fatal errors and its header: its file writer aborts
+     * (an assertion Debian's build keeps) when it is written again after a failed write, as on a
+     * full disk after a commit failed; the C API has no logger of another kind to give it.
+     * CTRBOX_ROCKSDB_LOG=1 logs everything, for performance work. At most two old logs stay. */
+    rocksdb_options_set_info_log_level(t->opt, getenv("CTRBOX_ROCKSDB_LOG") ? 1 /* INFO */ : 4 /* FATAL */);
+    rocksdb_options_set_keep_log_file_num(t->opt, 2);
     rocksdb_options_increase_parallelism(t->opt, 2);
     /* commits are ingested as SST files (see ingest): only the layout record goes through the
      * memtable, so a small one will do */

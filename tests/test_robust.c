@@ -121,3 +121,31 @@ Test(robust, resume_with_admission_and_shrink)
      * admission over, where the uninterrupted run admitted it at once */
     kill_at_pass_and_resume("--seed 3 --min-show 2 --shrink-threshold 0.5", 3);
 }
+
+#define TIERED T "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --pass-rows 5000 --cache-mb 0.05 " SMALL
+
+Test(robust, disk_full_on_a_small_file_system)
+{
+    make_data();
+    if (geteuid() != 0 || th_run(NULL, "unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /mnt'") != 0)
+        cr_skip_test("needs root and mount namespaces (unshare -m) to mount small file systems");
+    expect(0, NULL, TIERED " --epochs 2 --out ref%s", "");
+    expect(0, NULL, "$B/ctrbox predict --model ref --data va.tsv --out p_ref.txt%s", "");
+    /* a full disk, at several moments of the run: a clean error (before, RocksDB's info log
+     * aborted the process on the way out: exit 134), then room again and --resume ends with the
+     * same model; the folder lives on a tmpfs in a mount namespace of its own */
+    int sizes[] = { 1, 2, 3, 5, 8, 12, 16 };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        char *o;
+        int rc = th_run(&o, "B=\"$B\" unshare -m sh -c 'mount -t tmpfs -o size=%dm tmpfs /mnt && "
+                            "{ " TIERED " --epochs 2 --out /mnt/o --table-dir /mnt/td; echo rc1=$?; } && "
+                            "mount -o remount,size=256m /mnt && " TIERED " --epochs 2 --out /mnt/o --resume /mnt/td && "
+                            "$B/ctrbox predict --model /mnt/o --data va.tsv --out p_full.txt'",
+                        sizes[i]);
+        cr_assert_eq(rc, 0, "%d MB: %s", sizes[i], o);
+        cr_assert(strstr(o, "rc1=1") || strstr(o, "rc1=0"), "%d MB: %s", sizes[i], o);
+        cr_assert(!strstr(o, "Assertion") && !strstr(o, "CHECK failed"), "%d MB: %s", sizes[i], o);
+        free(o);
+        same_file("p_ref.txt", "p_full.txt");
+    }
+}
