@@ -1,8 +1,11 @@
 /*
  * tier.c: the SSD tier (see tier.h).
  *
- * RocksDB keys: "m" -> the folder's layout line; "c" -> the catalog blob; 'k' table key(8, big
- * endian) -> {u64 slot, f32 show, f32 click, u32 last_pass}. The free-slot bitmap of each table
+ * RocksDB keys: "m" -> the folder's layout line; "c" -> the catalog blob; "g" -> the folder's id
+ * and its commit count; 'k' table key(8, big endian) -> {u64 slot, f32 show, f32 click, u32
+ * last_pass}. DIR/COMMIT.ctrbox records the same id and count outside RocksDB, written after each
+ * commit: at open the two must agree (or the file be one behind: a crash between the two), so an
+ * index that lost commits (a damaged MANIFEST) is refused instead of silently rolling back. The free-slot bitmap of each table
  * is rebuilt from the index at open; a commit allocates slots in increasing order, so rows
  * rewritten every pass settle into long runs and write-back is mostly sequential.
  */
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
@@ -30,7 +34,10 @@
 #define SLOT_MAGIC "CTRBXSLT"
 #define SLOT_VERSION 1u
 #define HEADER_BYTES 4096
-#define TIER_VERSION "ctrbox-tier 1"
+#define TIER_VERSION "ctrbox-tier 2"   /* 2: the commit record */
+#define COMMIT_FILE "COMMIT.ctrbox"
+#define COMMIT_MAGIC "CTRBXCMT"
+#define COMMIT_VERSION 1u
 #define FETCH_DEPTH 128
 #define GET_CHUNK 128
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
@@ -55,6 +62,8 @@ typedef struct {
 struct emb_tier {
     char *dir;
     int n, readonly, lockfd, failed;
+    char failmsg[700];       /* why further commits are refused (failed) */
+    uint64_t id, gen;        /* the folder's id and its commits so far (the "g" record) */
     slot_file *sf;
     char *layout;            /* the layout line's model part */
     uint64_t *filt, filt_words;   /* the key filter (power of two words) */
@@ -353,7 +362,140 @@ static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
     return 0;
 }
 
-/* "ctrbox-tier 1 tables=N layout=L rows=B0,B1,..." */
+/* ---- the commit record ---- */
+
+static void put_u64s(uint8_t *out, uint64_t a, uint64_t b)
+{
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+}
+
+/* DIR/COMMIT.ctrbox: 1 with (id, gen), 0 if there is none, <0 (err) if it is unreadable or corrupt. */
+static int commit_record_read(const char *dir, uint64_t *id, uint64_t *gen, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" COMMIT_FILE, dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? 0 : fail(err, errlen, -errno, "%s: cannot read: %s", path, strerror(errno));
+    uint8_t b[41];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    uint32_t v;
+    uint64_t sum;
+    memcpy(&v, b + 8, 4);
+    memcpy(&sum, b + 32, 8);
+    if (n != 40 || memcmp(b, COMMIT_MAGIC, 8) || XXH64(b, 32, 0) != sum)
+        return fail(err, errlen, -EBADMSG, "%s: %s", path, "corrupt or truncated (bad magic, size or checksum)");
+    if (v != COMMIT_VERSION) return fail(err, errlen, -EBADMSG, "%s: %s", path, "written by another version of ctrbox");
+    memcpy(id, b + 16, 8);
+    memcpy(gen, b + 24, 8);
+    return 1;
+}
+
+/* Write DIR/COMMIT.ctrbox with the tier's id and commit count, durably. 0 or <0 with err. */
+static int commit_record_write(emb_tier *t, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" COMMIT_FILE, t->dir);
+    uint8_t b[40] = { 0 };
+    uint32_t v = COMMIT_VERSION;
+    memcpy(b, COMMIT_MAGIC, 8);
+    memcpy(b + 8, &v, 4);
+    put_u64s(b + 16, t->id, t->gen);
+    uint64_t sum = XXH64(b, 32, 0);
+    memcpy(b + 32, &sum, 8);
+    durable_file d;
+    int r = durable_open(&d, path);
+    if (r == 0 && fwrite(b, 1, sizeof b, d.f) != sizeof b) {
+        r = -(errno ? errno : EIO);
+        durable_abort(&d);
+    } else if (r == 0) {
+        r = durable_commit(&d);
+    }
+    return r < 0 ? fail(err, errlen, r, "%s: cannot write: %s", path, strerror(-r)) : 0;
+}
+
+/* A new folder: its layout line and commit record ("m", "g") go through the memtable, which is
+ * flushed at once, so that they live in an SST file like the commits and not in RocksDB's log;
+ * then COMMIT.ctrbox. */
+static int folder_create(emb_tier *t, const char *layout_line, char *err, size_t errlen)
+{
+    if (getrandom(&t->id, sizeof t->id, 0) != sizeof t->id) t->id = XXH64(&t, sizeof t, (uint64_t)now_sec() * 1e9);
+    t->gen = 0;
+    uint8_t g[16];
+    put_u64s(g, t->id, t->gen);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put(wb, "m", 1, layout_line, strlen(layout_line));
+    rocksdb_writebatch_put(wb, "g", 1, (const char *)g, sizeof g);
+    char *e = NULL;
+    rocksdb_write(t->db, t->wo, wb, &e);
+    rocksdb_writebatch_destroy(wb);
+    if (!e) {
+        rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+        rocksdb_flushoptions_set_wait(fo, 1);
+        rocksdb_flush(t->db, fo, &e);
+        rocksdb_flushoptions_destroy(fo);
+    }
+    if (e) {
+        int r = fail(err, errlen, -EIO, "%s: cannot write the index: %s", t->dir, e);
+        free(e);
+        return r;
+    }
+    return commit_record_write(t, err, errlen);
+}
+
+/* The index's "g" record against COMMIT.ctrbox (see the file's comment). have_m: the index holds
+ * a layout line. Sets t->id and t->gen. 0, 1 for a folder with neither (new), or <0 with err. */
+static int commits_check(emb_tier *t, int have_m, char *err, size_t errlen)
+{
+    char *e = NULL;
+    size_t gl = 0;
+    char *g = rocksdb_get(t->db, t->ro, "g", 1, &gl, &e);
+    if (e) {
+        int r = fail(err, errlen, -EIO, "%s: cannot read the index: %s", t->dir, e);
+        free(e);
+        return r;
+    }
+    uint64_t id_f = 0, gen_f = 0, id_db = 0, gen_db = 0;
+    int rf = commit_record_read(t->dir, &id_f, &gen_f, err, errlen), ret = 0;
+    if (g && gl == 16) {
+        memcpy(&id_db, g, 8);
+        memcpy(&gen_db, g + 8, 8);
+    }
+    if (rf < 0) {
+        ret = rf;
+    } else if (!g && !have_m) {
+        if (rf) snprintf(err, errlen, "%s: its index holds nothing, but %s records %llu commits: RocksDB's files were "
+                         "damaged or replaced (restore the folder from a copy)", t->dir, COMMIT_FILE, (unsigned long long)gen_f);
+        ret = rf ? -EBADMSG : 1;
+    } else if (!g || gl != 16 || !have_m) {
+        snprintf(err, errlen, "%s: its index lacks its %s record: RocksDB's files were damaged (restore the folder from a "
+                 "copy)", t->dir, !have_m ? "layout" : "commit");
+        ret = -EBADMSG;
+    } else if (!rf && gen_db > 0) {
+        snprintf(err, errlen, "%s: %s is missing, so its %llu commits cannot be checked (restore the folder from a copy)",
+                 t->dir, COMMIT_FILE, (unsigned long long)gen_db);
+        ret = -EBADMSG;
+    } else if (rf && id_f != id_db) {
+        snprintf(err, errlen, "%s: %s belongs to another table folder than its index", t->dir, COMMIT_FILE);
+        ret = -EBADMSG;
+    } else if (rf && gen_db != gen_f && gen_db != gen_f + 1) {
+        snprintf(err, errlen, "%s: its index holds commit %llu, but the folder recorded commit %llu: RocksDB's files %s "
+                 "(restore the folder from a copy)", t->dir, (unsigned long long)gen_db, (unsigned long long)gen_f,
+                 gen_db < gen_f ? "lost commits (a damaged or truncated MANIFEST?)" : "are newer than the record");
+        ret = -EBADMSG;
+    }
+    free(g);
+    if (ret != 0) return ret;
+    t->id = id_db;
+    t->gen = gen_db;
+    /* the record one behind (a crash between the commit and its record), or missing before any
+     * commit: written now */
+    if (!t->readonly && (!rf || gen_f != gen_db)) return commit_record_write(t, err, errlen);
+    return 0;
+}
+
+/* "ctrbox-tier 2 tables=N layout=L rows=B0,B1,..." */
 static int parse_layout(const char *v, size_t vl, int *n_tables, size_t **rb, char **layout)
 {
     char *line = xmalloc(vl + 1);
@@ -460,6 +602,18 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         free(e);
         goto out;
     }
+    if (v && vl >= 14 && !memcmp(v, "ctrbox-tier 1 ", 14)) {
+        free(v);
+        ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "made by an older ctrbox (table folder format 1; this build "
+                   "reads format 2): train it again, or export its rows with that version and import them");
+        goto out;
+    }
+    int fresh = commits_check(t, v != NULL, err, errlen);
+    if (fresh < 0) {
+        free(v);
+        ret = fresh;
+        goto out;
+    }
     if (!layout) {   /* whatever the folder holds (the table tools) */
         if (!v) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
@@ -484,11 +638,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         if (!v && readonly) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
         } else if (!v) {
-            rocksdb_put(t->db, t->wo, "m", 1, want, strlen(want), &e);
-            if (e) {
-                ret = fail(err, errlen, -EIO, "%s: cannot write the index: %s", dir, e);
-                free(e);
-            }
+            ret = folder_create(t, want, err, errlen);
         } else if (vl != strlen(want) || memcmp(v, want, vl) != 0) {
             snprintf(err, errlen, "%s: the folder holds tables of another model (%.*s; this model: %s)", dir,
                      (int)(vl < 1000 ? vl : 1000), v, want);
@@ -584,6 +734,8 @@ void emb_tier_close(emb_tier *t)
 }
 
 const char *emb_tier_dir(const emb_tier *t) { return t->dir; }
+uint64_t emb_tier_id(const emb_tier *t) { return t->id; }
+uint64_t emb_tier_commits(const emb_tier *t) { return t->gen; }
 uint64_t emb_tier_rows(emb_tier *t, int tb) { return t->sf[tb].rows; }
 
 uint64_t emb_tier_disk_bytes(emb_tier *t)
@@ -1224,15 +1376,17 @@ static size_t key_run(const ientry *ie, size_t n, size_t i, const ientry **put)
  * are one key's deletions, or its put and then its deletion by shrink: a deletion wins. */
 static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, size_t len, char *err, size_t errlen)
 {
-    if (n == 0 && !catalog) return 0;
     char path[4096];
+    uint8_t g[16];   /* the commit record, one commit further */
+    put_u64s(g, t->id, t->gen + 1);
     snprintf(path, sizeof path, "%s/commit.sst", t->dir);
     unlink(path);   /* a crash's leftover: never ingested, so never part of the index */
     rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, t->opt);
     char *e = NULL;
     rocksdb_sstfilewriter_open(w, path, &e);
-    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" sorts before 'k' keys */
+    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" < "g" < 'k' keys */
+    if (!e) rocksdb_sstfilewriter_put(w, "g", 1, (const char *)g, sizeof g, &e);
     for (size_t i = 0, j; !e && i < n; i = j) {
         const ientry *put;
         j = key_run(ie, n, i, &put);
@@ -1263,7 +1417,8 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
     emb_tier *t = b->t;
     int ret = 0;
     if (t->failed) {
-        snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
+        if (t->failmsg[0]) snprintf(err, errlen, "%s", t->failmsg);
+        else snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
         ret = -EIO;
     }
     if (ret == 0) {
@@ -1281,9 +1436,20 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             snprintf(err, errlen, "%s/table%d.slots: fdatasync failed: %s", t->dir, i, strerror(errno));
         }
     }
-    if (ret == 0) {
+    int empty = b->n_ie == 0 && !catalog;   /* nothing changes: no commit */
+    if (ret == 0 && !empty) {
         sort_ientries(b->ie, b->n_ie, 0);
         ret = ingest(t, b->ie, b->n_ie, catalog, len, err, errlen);
+    }
+    if (ret == 0 && !empty) {
+        /* durable: the record follows. Should it fail, the folder (the record one behind) is still
+         * good, and opening it writes the record again; later commits are refused meanwhile. */
+        t->gen++;
+        char rerr[600];
+        if (commit_record_write(t, rerr, sizeof rerr) < 0) {
+            t->failed = 1;
+            snprintf(t->failmsg, sizeof t->failmsg, "%s (the commit it records is durable)", rerr);
+        }
     }
     if (ret == 0) {
         pthread_mutex_lock(&t->smap_mu);   /* the map follows the index: one key's deletion wins */

@@ -18,6 +18,10 @@
  * intact: its slots are untouched, and the free-slot bitmap is rebuilt from the index when the
  * folder is opened.
  *
+ * The folder counts its commits in the index and in DIR/COMMIT.ctrbox, a record of its own written
+ * after each commit; opening a folder whose index holds fewer commits than the record (RocksDB's
+ * files damaged or truncated) is refused instead of rolling back.
+ *
  * One process opens a folder for writing (an exclusive flock on DIR/LOCK.ctrbox); readers take a
  * shared lock, so a trainer and a reader exclude each other.
  */
@@ -44,6 +48,11 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
                   int readonly, size_t index_cache, char *err, size_t errlen);
 void emb_tier_close(emb_tier *t);
 const char *emb_tier_dir(const emb_tier *t);
+/* The folder's identity (random, made with it) and how many commits it holds: every commit,
+ * a trainer's or a table tool's, adds one. A model file records both, so rows that changed
+ * since it was saved are noticed. */
+uint64_t emb_tier_id(const emb_tier *t);
+uint64_t emb_tier_commits(const emb_tier *t);
 
 /* The last committed catalog blob (malloc'ed, caller frees), or *blob = NULL if nothing is
  * committed yet. 0 or <0 with err. */

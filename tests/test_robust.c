@@ -149,3 +149,43 @@ Test(robust, disk_full_on_a_small_file_system)
         same_file("p_ref.txt", "p_full.txt");
     }
 }
+
+Test(robust, a_damaged_index_is_refused_not_rolled_back)
+{
+    make_data();
+    expect(0, NULL, TIERED " --epochs 1 --out m --table-dir td%s", "");
+    expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_ref.txt && cp -r td td.orig%s", "");
+    char *o;
+    cr_assert_eq(th_run(&o, "stat -c %%s td/index/MANIFEST-*"), 0);
+    long size = atol(o);
+    free(o);
+    cr_assert_gt(size, 100);
+    int refused = 0;
+    /* a truncated MANIFEST rolled the folder back to an earlier pass, or made it look empty (and
+     * --resume then trained over it); every cut must now be refused, or read the same rows */
+    for (long cut = 0; cut < size; cut += size / 23 + 1) {
+        cr_assert_eq(th_run(NULL, "rm -rf td && cp -r td.orig td && truncate -s %ld td/index/MANIFEST-*", cut), 0);
+        int rc = th_run(&o, T "$B/ctrbox predict --model m --data va.tsv --out p_cut.txt");
+        cr_assert(rc == 0 || rc == 1, "cut at %ld: exit %d: %s", cut, rc, o);
+        if (rc == 1) {
+            cr_assert(strstr(o, "td"), "the message names the folder: %s", o);
+            refused++;
+        } else {
+            same_file("p_ref.txt", "p_cut.txt");
+        }
+        free(o);
+        rc = th_run(&o, TIERED " --epochs 1 --out m2 --resume td");
+        cr_assert(rc == 1 || (rc == 0 && strstr(o, "resuming after pass 4")), "cut at %ld: --resume %d: %s", cut, rc, o);
+        free(o);
+    }
+    cr_assert_gt(refused, 0);
+    /* the commit record itself */
+    cr_assert_eq(th_run(NULL, "rm -rf td && cp -r td.orig td && printf x | dd of=td/COMMIT.ctrbox bs=1 seek=20 conv=notrunc 2>/dev/null"), 0);
+    expect(1, "COMMIT.ctrbox", T "$B/ctrbox predict --model m --data va.tsv --out x%s", "");
+    cr_assert_eq(th_run(NULL, "rm -rf td && cp -r td.orig td && rm td/COMMIT.ctrbox"), 0);
+    expect(1, "COMMIT.ctrbox is missing", T "$B/ctrbox predict --model m --data va.tsv --out x%s", "");
+    expect(1, "COMMIT.ctrbox is missing", TIERED " --epochs 1 --out m2 --resume td%s", "");
+    /* the index gone: the folder does not start over */
+    cr_assert_eq(th_run(NULL, "rm -rf td && cp -r td.orig td && rm -rf td/index"), 0);
+    expect(1, "damaged or replaced", TIERED " --epochs 1 --out m2 --resume td%s", "");
+}
