@@ -153,7 +153,7 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
             if (!strcmp(meta.schema.names[f], group)) gf = (int)f;
         if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
     }
-    if (meta.table_dir && model_pull_from_tier(m, meta.schema.n_fields, meta.table_dir, &b, err, sizeof err) < 0)
+    if (meta.table_dir && model_pull_from_tier(m, dir, &meta, &b, err, sizeof err) < 0)
         die("%s", err);
     double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
     eval_result r;
@@ -574,7 +574,8 @@ static int cmd_export_serving(int argc, char **argv)
     model_meta meta;
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
     emb_tier *tier = NULL;
-    if (meta.table_dir && model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0)   /* streamed from it */
+    if (meta.table_dir && (model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0 ||   /* streamed from it */
+                           modelfile_check_tier(dir, &meta, tier, err, sizeof err) < 0))
         die("%s", err);
     if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s: %s", out, err);
     uint64_t rows = 0;

@@ -56,7 +56,14 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "table_per_field", json_boolean(c->table_per_field));
     json_object_set_new(mo, "field_dims", json_string(c->field_dims));
     json_object_set_new(o, "model", mo);
-    if (mm->table_dir) json_object_set_new(o, "table_dir", json_string(mm->table_dir));
+    if (mm->table_dir) {
+        char id[24];
+        snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
+        json_object_set_new(o, "table_dir", json_string(mm->table_dir));
+        json_object_set_new(o, "table_id", json_string(id));
+        json_object_set_new(o, "table_commits", json_integer((json_int_t)mm->table_commits));
+        if (mm->table_shrink) json_object_set_new(o, "table_shrink", json_string(mm->table_shrink));
+    }
     json_t *fields = json_array();
     for (uint32_t f = 0; f < mm->schema.n_fields; f++) {
         json_t *fo = json_object();
@@ -126,7 +133,20 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     c->min_show = (uint32_t)json_integer_value(json_object_get(mo, "min_show"));
     c->decay = (float)json_real_value(json_object_get(mo, "decay"));
     const char *td = json_string_value(json_object_get(o, "table_dir"));
-    if (td) mm->table_dir = xstrdup(td);
+    if (td) {
+        const char *id = json_string_value(json_object_get(o, "table_id"));
+        json_t *commits = json_object_get(o, "table_commits");
+        char *end = NULL;
+        if (id) mm->table_id = strtoull(id, &end, 16);
+        if (!id || *end || !json_is_integer(commits) || json_integer_value(commits) < 0) {
+            snprintf(err, errlen, "model description names a table folder without its id and commit");
+            return -EBADMSG;
+        }
+        mm->table_commits = (uint64_t)json_integer_value(commits);
+        mm->table_dir = xstrdup(td);
+        const char *sh = json_string_value(json_object_get(o, "table_shrink"));
+        if (sh) mm->table_shrink = xstrdup(sh);
+    }
     c->table_per_field = json_is_true(json_object_get(mo, "table_per_field"));
     snprintf(c->field_dims, sizeof c->field_dims, "%s", json_string_value(json_object_get(mo, "field_dims")) ?: "");
     json_t *fields = json_object_get(so, "fields");
@@ -173,7 +193,27 @@ void model_meta_free(model_meta *mm)
     free(mm->schema_spec);
     free(mm->offsets);
     free(mm->table_dir);
+    free(mm->table_shrink);
     memset(mm, 0, sizeof *mm);
+}
+
+int modelfile_check_tier(const char *dir, const model_meta *meta, const emb_tier *tier, char *err, size_t errlen)
+{
+    uint64_t now = emb_tier_commits(tier);
+    if (emb_tier_id(tier) == meta->table_id && now == meta->table_commits) return 0;
+    char what[160];
+    if (meta->table_shrink && emb_tier_id(tier) == meta->table_id) {
+        snprintf(err, errlen, "%s/model.ctrbox: a ctrbox-table shrink of this model (%s) was interrupted; run it again "
+                 "with the same settings to finish it", dir, meta->table_shrink);
+        return -1;
+    }
+    if (emb_tier_id(tier) != meta->table_id) snprintf(what, sizeof what, "is another table folder now (made again since)");
+    else snprintf(what, sizeof what, "now holds commit %llu (trained further, or changed by ctrbox-table, since)",
+                  (unsigned long long)now);
+    snprintf(err, errlen, "%s/model.ctrbox: its dense layers go with commit %llu of table folder %s, which %s: the rows "
+             "this model was saved with are gone. Use the model the later run saved, or keep a model fixed with "
+             "ctrbox export-serving", dir, (unsigned long long)meta->table_commits, meta->table_dir, what);
+    return -1;
 }
 
 static char *join(const char *dir, const char *name)

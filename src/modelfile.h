@@ -5,7 +5,8 @@
  * Layout: magic "CTRBXMDL", u32 version, u32 reserved, u64 JSON length, the JSON (model config,
  * data schema and input options), u64 XXH64 of the JSON; the dense section (model_save_dense);
  * the sparse table section (emb_table_save), absent when the JSON names a "table_dir" (the rows
- * are in that SSD-tier folder); magic "CTRBXEND".
+ * are in that SSD-tier folder, as of its commit "table_commits": see docs/formats.md); magic
+ * "CTRBXEND".
  */
 #ifndef CTRBOX_MODELFILE_H
 #define CTRBOX_MODELFILE_H
@@ -22,6 +23,8 @@ typedef struct {
     char *schema_spec;
     uint64_t *offsets;
     char *table_dir;              /* the sparse rows live in this SSD-tier folder, not in the file */
+    uint64_t table_id, table_commits;   /* ... as that folder was when the model was saved */
+    char *table_shrink;           /* a ctrbox-table shrink of this model under way (its settings), or NULL */
 } model_meta;
 
 /* Write m with its metadata to DIR/model.ctrbox (DIR is created if missing). 0 or -errno. */
@@ -30,12 +33,17 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
 int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen);
 void model_meta_free(model_meta *meta);
 
+/* A model whose rows live in a table folder (meta->table_dir) pairs its dense layers with the
+ * folder's rows as they were when it was saved: 0 if tier (that folder, open) still holds them,
+ * else -1 with a message naming the model (dir) and what changed. */
+struct emb_tier;
+int modelfile_check_tier(const char *dir, const model_meta *meta, const struct emb_tier *tier, char *err, size_t errlen);
+
 /* The serving bundle: one read-only file, written durably: magic "CTRBXBDL", u32 version, u32
  * value type, u64 JSON length, the JSON (as in model files), the dense section, per table u64
  * rows, u32 values a row, the keys sorted (u64 each), the rows in that order (fp32, fp16 or bf16
  * values, or an f32 scale then int8 values), "CTRBXEND", and the XXH64 of all bytes before it.
  * No optimizer state or counters. */
-struct emb_tier;
 /* dtype: a quant_type (embedding/quant.h). tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
  * in that order), or NULL: m's tables are in memory. */
 int bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,

@@ -487,14 +487,19 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
     return ret;
 }
 
-int model_pull_from_tier(model *m, uint32_t n_fields, const char *dir, const sample_block *b, char *err, size_t errlen)
+int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
+                         size_t errlen)
 {
     int n = model_n_tables(m);
     emb_tier *tier;
-    int ret = model_open_tier(m, dir, 1, 64u << 20, &tier, err, errlen);
+    int ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, &tier, err, errlen);
+    if (ret == 0 && modelfile_check_tier(model_dir, meta, tier, err, errlen) < 0) {
+        emb_tier_close(tier);
+        ret = -1;
+    }
     if (ret == 0) {
         pass_data p = { .rows = *b };
-        collect_keys_of(m, n_fields, &p, n);
+        collect_keys_of(m, meta->schema.n_fields, &p, n);
         for (int tb = 0; tb < n && ret == 0; tb++) {
             keyvec *kv = &p.keys[tb];
             size_t rb = emb_table_row_bytes(model_table(m, tb));
@@ -935,6 +940,19 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
 
 /* ---- the loop ---- */
 
+/* Save the model file; with a tier, it names the commit its dense state goes with (the last,
+ * made durable first). */
+static int keep_model(trainer *t)
+{
+    pass_state *ps = t->ps;
+    if (ps->tier) {
+        if (writer_wait(ps) < 0) return -1;
+        t->meta.table_id = emb_tier_id(ps->tier);
+        t->meta.table_commits = emb_tier_commits(ps->tier);
+    }
+    return save_model(t);
+}
+
 static uint64_t fingerprint(trainer *t)
 {
     const train_opts *o = t->o;
@@ -1176,7 +1194,7 @@ int train_passes(trainer *t)
         }
         if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
         if (ps.tier || !t->have_valid) {   /* with a tier the model is the last committed pass */
-            if (save_model(t) < 0) {
+            if (keep_model(t) < 0) {
                 ret = 1;
                 break;
             }
@@ -1187,7 +1205,7 @@ int train_passes(trainer *t)
         }
     }
     /* a run resumed after its last commit still leaves its model file */
-    if (ret == 0 && ps.tier && save_model(t) < 0) ret = 1;
+    if (ret == 0 && ps.tier && keep_model(t) < 0) ret = 1;
 out:
     if (ps.tier) {
         if (ps.wr.th) {

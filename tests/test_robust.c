@@ -189,3 +189,26 @@ Test(robust, a_damaged_index_is_refused_not_rolled_back)
     cr_assert_eq(th_run(NULL, "rm -rf td && cp -r td.orig td && rm -rf td/index"), 0);
     expect(1, "damaged or replaced", TIERED " --epochs 1 --out m2 --resume td%s", "");
 }
+
+Test(robust, a_model_never_pairs_its_dense_layers_with_other_rows)
+{
+    make_data();
+    expect(0, NULL, TIERED " --epochs 1 --out m --table-dir td%s", "");
+    expect(0, NULL, "cp -r m m_day1 && $B/ctrbox predict --model m --data va.tsv --out p1.txt%s", "");
+    /* the table folder trained further: the old model's rows are gone; before, it paired its old
+     * dense layers with the new rows (another AUC, exit 0, no warning) */
+    expect(0, NULL, TIERED " --epochs 2 --out m --resume td%s", "");
+    expect(1, "rows this model was saved with are gone", T "$B/ctrbox predict --model m_day1 --data va.tsv --out x%s", "");
+    expect(1, "gone", T "$B/ctrbox eval --model m_day1 --data va.tsv%s", "");
+    expect(1, "gone", T "$B/ctrbox export-serving --model m_day1 --out b%s", "");
+    expect(1, "gone", T "$B/ctrbox-table inspect m_day1%s", "");
+    expect(0, NULL, T "$B/ctrbox eval --model m --data va.tsv%s", "");
+    /* shrinking the model keeps that model whole (its file names the new commit); its copy, and
+     * any other model saved with that folder, see that their rows changed */
+    expect(0, NULL, "cp -r m m_day2 && $B/ctrbox-table shrink m --threshold 0.5%s", "");
+    expect(0, NULL, T "$B/ctrbox eval --model m --data va.tsv%s", "");
+    expect(1, "gone", T "$B/ctrbox eval --model m_day2 --data va.tsv%s", "");
+    /* the table folder shrunk by the table tool: every model saved with it sees it */
+    expect(0, NULL, T "$B/ctrbox-table shrink td --threshold 0.8%s", "");
+    expect(1, "gone", T "$B/ctrbox eval --model m --data va.tsv%s", "");
+}

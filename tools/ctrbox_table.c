@@ -129,7 +129,8 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
     if (s->meta.table_dir) {
         model_destroy(s->m);
         s->m = NULL;
-        return open_folder(s, s->meta.table_dir, 1, err, errlen);
+        if (open_folder(s, s->meta.table_dir, 1, err, errlen) < 0) return -1;
+        return modelfile_check_tier(dir, &s->meta, s->tier, err, errlen);
     }
     s->n = model_n_tables(s->m);
     s->d = xcalloc((size_t)s->n, sizeof *s->d);
@@ -940,6 +941,8 @@ typedef struct {
     uint64_t deleted, kept;
     emb_tier *tier;
     uint64_t pending;
+    const uint64_t *defaults;   /* the fields' shared default rows (admission), which stay; or NULL */
+    uint32_t n_defaults;
     int failed;
     char err[1024];
 } shrinker;
@@ -947,6 +950,7 @@ typedef struct {
 static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
 {
     shrinker *s = ctx;
+    if (s->defaults && emb_is_default_key(s->defaults, s->n_defaults, key)) return 0;
     if (emb_shrink_doomed(&s->rule, s->decay, show, click, last_pass, (uint32_t)s->pass)) {
         emb_tier_del(s->b, s->tb, key, slot + 1);
         s->deleted++;
@@ -961,15 +965,49 @@ static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float 
     return 0;
 }
 
+static void shrink_folder(const char *dir, shrinker *sk);
+static void shrink_resolve_pass(const char *dir, shrinker *sk);
+
 /* A model folder: its in-memory tables shrunk and the model file written again (durably); a
- * model whose rows live in a table folder is shrunk there. */
+ * model whose rows live in a table folder is shrunk there, and its model file then names the
+ * folder's new commit (other models saved with that folder will see that their rows changed). */
 static int shrink_model_file(const char *dir, shrinker *sk)
 {
     char err[1024];
     model *m;
     model_meta meta;
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
-    if (meta.table_dir) die("shrink: %s keeps its rows in %s: shrink that folder", dir, meta.table_dir);
+    if (meta.table_dir) {
+        /* the model file says first that this shrink is under way (with its settings): should it
+         * be interrupted, the model is refused until the same shrink runs again and finishes */
+        tsrc s = { 0 };
+        if (open_folder(&s, meta.table_dir, 0, err, sizeof err) < 0) die("%s", err);
+        sk->tier = s.tier;
+        shrink_resolve_pass(meta.table_dir, sk);
+        char rule[256];
+        snprintf(rule, sizeof rule, "threshold %g, unseen %u, nonclk-coeff %g, clk-coeff %g, decay %g, pass %lld",
+                 sk->rule.threshold, sk->rule.unseen, sk->rule.nonclk, sk->rule.clk, (double)sk->decay, sk->pass);
+        if (meta.table_shrink && strcmp(meta.table_shrink, rule))
+            die("shrink: %s: an interrupted shrink with other settings (%s) must be finished first", dir, meta.table_shrink);
+        if (!meta.table_shrink) {
+            if (modelfile_check_tier(dir, &meta, s.tier, err, sizeof err) < 0) die("%s", err);
+            meta.table_shrink = xstrdup(rule);
+            if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
+        }
+        uint64_t *dflt = meta.cfg.min_show > 1 ? emb_default_keys(meta.schema.n_fields) : NULL;
+        sk->defaults = dflt;
+        sk->n_defaults = meta.schema.n_fields;
+        shrink_folder(meta.table_dir, sk);
+        free(dflt);
+        meta.table_commits = emb_tier_commits(s.tier);
+        free(meta.table_shrink);
+        meta.table_shrink = NULL;
+        if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
+        tsrc_close(&s);
+        model_meta_free(&meta);
+        model_destroy(m);
+        return 0;
+    }
     if (sk->pass < 0) {   /* the newest pass any row saw */
         sk->pass = 0;
         for (int tb = 0; tb < model_n_tables(m); tb++)
@@ -1036,32 +1074,46 @@ static int cmd_shrink(int argc, char **argv)
     if (access(mf, F_OK) == 0) return shrink_model_file(dir, &sk);
     tsrc s = { 0 };
     if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
-    if (sk.pass < 0) {   /* the last committed pass */
-        void *blob;
-        size_t len;
-        if (emb_tier_catalog(s.tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
-        uint32_t p = 0;
-        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) memcpy(&p, (char *)blob + 12, 4);
-        else if (sk.rule.unseen || sk.decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
-        free(blob);
-        sk.pass = p;
-    }
-    /* commits of up to 2^20 deletions (each atomic; the iterator reads a snapshot): after a crash
-     * part of the keys are gone, and running shrink again with the same --pass finishes the job */
     sk.tier = s.tier;
-    sk.b = emb_tier_begin(s.tier);
-    for (int tb = 0; tb < s.n; tb++) {
-        sk.tb = tb;
-        if (emb_tier_scan(s.tier, tb, shrink_key, &sk, err, sizeof err) < 0 || sk.failed) {
-            if (!sk.failed) emb_tier_abort(sk.b);
-            die("%s", sk.failed ? sk.err : err);
-        }
-    }
-    if (emb_tier_commit(sk.b, NULL, 0, err, sizeof err) < 0) die("%s", err);
-    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk.pass, (unsigned long long)sk.deleted,
-           (unsigned long long)sk.kept);
+    shrink_folder(dir, &sk);
     tsrc_close(&s);
     return 0;
+}
+
+/* Without --pass: the table folder's last committed pass (sk->tier open). */
+static void shrink_resolve_pass(const char *dir, shrinker *sk)
+{
+    char err[1024];
+    if (sk->pass < 0) {
+        void *blob;
+        size_t len;
+        if (emb_tier_catalog(sk->tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
+        uint32_t p = 0;
+        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) memcpy(&p, (char *)blob + 12, 4);
+        else if (sk->rule.unseen || sk->decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
+        free(blob);
+        sk->pass = p;
+    }
+}
+
+/* Shrink the table folder dir, open for writing as sk->tier. */
+static void shrink_folder(const char *dir, shrinker *sk)
+{
+    char err[1024];
+    shrink_resolve_pass(dir, sk);
+    /* commits of up to 2^20 deletions (each atomic; the iterator reads a snapshot): after a crash
+     * part of the keys are gone, and running shrink again with the same --pass finishes the job */
+    sk->b = emb_tier_begin(sk->tier);
+    for (int tb = 0; tb < emb_tier_tables(sk->tier); tb++) {
+        sk->tb = tb;
+        if (emb_tier_scan(sk->tier, tb, shrink_key, sk, err, sizeof err) < 0 || sk->failed) {
+            if (!sk->failed) emb_tier_abort(sk->b);
+            die("%s", sk->failed ? sk->err : err);
+        }
+    }
+    if (emb_tier_commit(sk->b, NULL, 0, err, sizeof err) < 0) die("%s", err);
+    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->deleted,
+           (unsigned long long)sk->kept);
 }
 
 int main(int argc, char **argv)
