@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../src/util.h"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 void schema_init(data_schema *s, uint32_t n_fields)
 {
@@ -138,6 +140,22 @@ int block_vals_all_one(const sample_block *b)
     for (size_t i = 0; i < b->nnz; i++)
         if (b->val[i] != 1.0f) return 0;
     return 1;
+}
+
+uint64_t block_digest(const sample_block *b, uint64_t seed)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, seed);
+    XXH64_update(h, &b->rows, sizeof b->rows);
+    XXH64_update(h, b->label, b->rows * sizeof *b->label);
+    XXH64_update(h, b->dense, b->rows * b->n_dense * sizeof *b->dense);
+    XXH64_update(h, b->row_ptr, (b->rows + 1) * sizeof *b->row_ptr);
+    XXH64_update(h, b->field, b->nnz * sizeof *b->field);
+    XXH64_update(h, b->key, b->nnz * sizeof *b->key);
+    XXH64_update(h, b->val, b->nnz * sizeof *b->val);
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
 }
 
 void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1)

@@ -61,5 +61,8 @@ void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t 
 void block_shrink_to_fit(sample_block *b);
 /* Whether every val is 1 (one-hot data; the binary format then omits them). */
 int block_vals_all_one(const sample_block *b);
+/* XXH64 of the block's rows (labels, dense values, row lengths, fields, keys, values), seeded:
+ * the identity of what a pass trains on. */
+uint64_t block_digest(const sample_block *b, uint64_t seed);
 
 #endif

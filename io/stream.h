@@ -53,4 +53,9 @@ int io_stream_is_direct(const io_stream *s);
 int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen);
 void io_free_paths(char **paths, int n);
 
+/* The identity of a file's contents, not its name: XXH64 of its size, its first and last 64 KiB
+ * and 14 blocks of 4 KiB spread between (a cut, grown or rewritten file differs; the same bytes
+ * under another name do not). 0, or -errno with err. */
+int io_file_digest(const char *path, uint64_t *out, char *err, size_t errlen);
+
 #endif

@@ -28,12 +28,13 @@
 #include <xxhash.h>
 
 #include "../embedding/tier.h"
+#include "../io/stream.h"
 #include "mix.h"
 #include "train_internal.h"
 #include "util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
-#define CATALOG_VERSION 1u
+#define CATALOG_VERSION 2u   /* 2: settings and data fingerprints apart */
 
 /* ---- key sets ---- */
 
@@ -94,6 +95,7 @@ typedef struct {
     sample_block rows;
     keyvec *keys;        /* per table: the pass's distinct keys */
     uint64_t index;      /* 1-based pass number within the epoch */
+    uint64_t digest;     /* block_digest of its rows */
 } pass_data;
 
 static void pass_free(pass_data *p, int n_tables)
@@ -109,6 +111,9 @@ typedef struct {
     trainer *t;
     int n_tables;
     uint64_t skip;       /* passes of the epoch already committed (resume) */
+    const uint64_t *known;  /* the digests of the first epoch's passes seen so far (a copy) */
+    uint64_t n_known;
+    int whole;           /* known holds the whole first epoch (a later epoch reads it again) */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -149,6 +154,17 @@ static void collect_keys(trainer *t, pass_data *p, int n_tables)
     collect_keys_of(t->m, t->meta.schema.n_fields, p, n_tables);
 }
 
+/* A pass's rows against the first epoch's pass of that number (every epoch reads the same rows in
+ * the same passes; a resume checks what it skips): 0, or -1 with err when the data changed. */
+static int check_pass(reader *r, pass_data *p, char *err, size_t errlen)
+{
+    p->digest = block_digest(&p->rows, 0);
+    if (p->index <= r->n_known ? p->digest == r->known[p->index - 1] : !r->whole) return 0;
+    snprintf(err, errlen, "pass %llu of this epoch (%zu rows) %s the first epoch's: the training files changed since the run "
+             "began", (unsigned long long)p->index, p->rows.rows, p->index <= r->n_known ? "differs from" : "is beyond");
+    return -1;
+}
+
 static void *reader_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-read");   /* names for top, perf and /proc */
@@ -187,6 +203,7 @@ static void *reader_main(void *arg)
         off += take;
         if (cur->rows.rows < o->pass_rows) continue;
         cur->index = ++index;
+        if ((ret = check_pass(r, cur, err, sizeof err)) < 0) break;
         if (index <= r->skip) {   /* committed before a resume: parsed again only to be skipped */
             pass_free(cur, r->n_tables);
             cur = NULL;
@@ -205,7 +222,8 @@ static void *reader_main(void *arg)
     }
     if (ret == 0 && cur && cur->rows.rows) {   /* the last, shorter pass */
         cur->index = ++index;
-        if (index > r->skip) {
+        ret = check_pass(r, cur, err, sizeof err);
+        if (ret == 0 && index > r->skip) {
             block_shrink_to_fit(&cur->rows);
             collect_keys(t, cur, r->n_tables);
             pthread_mutex_lock(&r->mu);
@@ -220,6 +238,12 @@ static void *reader_main(void *arg)
     pass_free(cur, r->n_tables);
     block_free(&b);
     if (s) source_close(s);
+    if (ret == 0 && (index < r->skip || (r->whole && index < r->n_known))) {   /* shorter than what was trained */
+        snprintf(err, sizeof err, "the training data now holds %llu passes of %llu rows, where the run had %llu: the "
+                 "training files changed", (unsigned long long)index, (unsigned long long)o->pass_rows,
+                 (unsigned long long)(r->skip > r->n_known ? r->skip : r->n_known));
+        ret = -1;
+    }
     pthread_mutex_lock(&r->mu);
     if (ret < 0) {
         r->err = 1;
@@ -352,7 +376,8 @@ typedef struct pass_state {
     /* where the run stands (the catalog) */
     uint64_t pass_in_epoch;   /* passes of the current epoch committed */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
-    uint64_t fingerprint;
+    uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
+    keyvec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
     uint64_t *defaults;       /* the fields' default-row keys, sorted */
     uint32_t n_defaults;
 } pass_state;
@@ -645,7 +670,8 @@ typedef struct {
     int32_t epoch_done, bad_epochs;
     double loss_sum, best_auc, train_seconds;
     float dense_lr, sparse_lr;
-    uint64_t fingerprint;
+    uint64_t settings, data;   /* settings_fingerprint, data_fingerprint */
+    uint64_t n_digests;        /* the first epoch's passes whose digests follow the head */
 } catalog_head;
 
 static int catalog_make(trainer *t, char **blob, size_t *len)
@@ -655,9 +681,10 @@ static int catalog_make(trainer *t, char **blob, size_t *len)
     if (!f) return -1;
     catalog_head h = { t->pass, (uint32_t)t->epoch, ps->pass_in_epoch, t->rows_done, t->loss_n, ps->epoch_done,
                        t->bad_epochs, t->loss_sum, t->best_auc, t->train_seconds, model_config_of(t->m)->dopt.lr,
-                       model_config_of(t->m)->sopt.lr, ps->fingerprint };
+                       model_config_of(t->m)->sopt.lr, ps->settings, ps->data, ps->digests.n };
     uint32_t v = CATALOG_VERSION;
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
+    ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
     ok = ok && model_save_dense(t->m, f) == 0;
     for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(t->m, i), f) == 0;
     if (fclose(f) != 0) ok = 0;
@@ -691,11 +718,27 @@ static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *
         return -1;
     }
     memcpy(h, blob + 12, sizeof *h);
-    if (h->fingerprint != t->ps->fingerprint) {
-        snprintf(err, errlen, "the committed run used other settings or data (model, passes, seed or training files differ)");
+    if (h->settings != t->ps->settings) {
+        snprintf(err, errlen, "the committed run used other settings (model, sizes, optimizers, seed, batch, passes, "
+                 "shuffle or input format differ)");
         return -1;
     }
-    FILE *f = fmemopen((void *)(blob + 12 + sizeof *h), len - 8 - 12 - sizeof *h, "rb");
+    if (h->data != t->ps->data) {
+        snprintf(err, errlen, "the training files' contents differ from those of the committed run (they are compared "
+                 "by size and sampled bytes, not by name)");
+        return -1;
+    }
+    size_t body = len - 8 - 12 - sizeof *h;
+    if (h->n_digests > body / 8) {
+        snprintf(err, errlen, "catalog: truncated (%llu pass digests)", (unsigned long long)h->n_digests);
+        return -1;
+    }
+    for (uint64_t i = 0; i < h->n_digests; i++) {
+        uint64_t d;
+        memcpy(&d, blob + 12 + sizeof *h + i * 8, 8);
+        kv_push(&t->ps->digests, d);
+    }
+    FILE *f = fmemopen((void *)(blob + 12 + sizeof *h + h->n_digests * 8), body - h->n_digests * 8, "rb");
     int ret = model_load_dense(t->m, f, err, errlen);
     for (int i = 0; ret == 0 && i < t->ps->n_tables; i++) ret = emb_table_load_pending(model_table(t->m, i), f, err, errlen);
     fclose(f);
@@ -953,26 +996,50 @@ static int keep_model(trainer *t)
     return save_model(t);
 }
 
-static uint64_t fingerprint(trainer *t)
+/* The settings a resumed run must share with the committed one (model, passes, seed, input). */
+static uint64_t settings_fingerprint(trainer *t)
 {
     const train_opts *o = t->o;
     const model_config *c = &o->mc;
     char buf[8192];
-    int n = snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %g %llu %d %d %d %g %d %g %u %d %s %llu %zu %d|",
+    int n = snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %g %llu %d %d %d %g %d %g %u %d %s %llu %zu %d %d %s|",
                      (int)c->kind, c->dim, c->n_hidden, c->n_bottom, c->cross_layers, c->dlrm_cat, c->batchnorm,
                      (double)c->dropout, (unsigned long long)c->seed, c->batch, (int)c->dopt.kind, (int)c->sopt.kind,
                      (double)c->init_std, c->table_per_field, (double)c->decay, c->min_show, c->pool_mean,
-                     c->field_dims, (unsigned long long)o->pass_rows, o->shuffle_rows, (int)o->in.fmt);
+                     c->field_dims, (unsigned long long)o->pass_rows, o->shuffle_rows, (int)o->in.fmt, (int)o->in.num,
+                     o->in.schema_spec ? o->in.schema_spec : "");
     for (int i = 0; i < c->n_hidden && n < (int)sizeof buf - 16; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", c->hidden[i]);
-    for (int i = 0; i < o->n_train && n < (int)sizeof buf - 1; i++)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s|", o->train[i]);
+    for (int i = 0; i < c->n_bottom && n < (int)sizeof buf - 16; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "b%d,", c->bottom[i]);
+    for (int i = 0; i < o->in.n_offsets && n < (int)sizeof buf - 32; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "o%llu,", (unsigned long long)o->in.field_offsets[i]);
     return XXH64(buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1), 0);
+}
+
+/* The training data, by content (io_file_digest of each file, in order), not by name: a file cut
+ * or rewritten since the commit is noticed, the same file under another path is not refused. */
+static int data_fingerprint(trainer *t, uint64_t *out, char *err, size_t errlen)
+{
+    char **paths;
+    int n = io_expand_paths(t->o->train, t->o->n_train, &paths, err, errlen);
+    if (n < 0) return n;
+    uint64_t h = XXH64(&n, sizeof n, 0);
+    int ret = 0;
+    for (int i = 0; i < n && ret == 0; i++) {
+        uint64_t d;
+        ret = io_file_digest(paths[i], &d, err, errlen);
+        h = XXH64(&d, sizeof d, h);
+    }
+    io_free_paths(paths, n);
+    *out = h;
+    return ret;
 }
 
 static int epoch_passes(trainer *t, uint64_t skip)
 {
     pass_state *ps = t->ps;
-    reader r = { .t = t, .n_tables = ps->n_tables, .skip = skip };
+    reader r = { .t = t, .n_tables = ps->n_tables, .skip = skip, .n_known = ps->digests.n, .whole = t->epoch > 1 };
+    r.known = xmalloc((r.n_known ? r.n_known : 1) * sizeof *r.known);
+    if (r.n_known) memcpy((uint64_t *)r.known, ps->digests.k, r.n_known * sizeof *r.known);
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     pthread_create(&r.th, NULL, reader_main, &r);
@@ -1039,6 +1106,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
         double t_train = now_sec() - t0;
         if (ret == 0) {
             ps->pass_in_epoch = cur->index;
+            if (cur->index > ps->digests.n) kv_push(&ps->digests, cur->digest);   /* the first epoch */
             ps->epoch_done = 0;
             if (commit(t, 1, NULL, 0) < 0) ret = -1;
         }
@@ -1067,6 +1135,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
     }
     pthread_mutex_destroy(&r.mu);
     pthread_cond_destroy(&r.cv);
+    free((uint64_t *)r.known);
     return ret;
 }
 
@@ -1088,14 +1157,15 @@ int train_passes(trainer *t)
     if (index_cache < (1u << 20)) index_cache = 1u << 20;
     ps.budget = budget > index_cache ? budget - index_cache : 0;
     t->ps = &ps;
-    ps.fingerprint = fingerprint(t);
+    ps.settings = settings_fingerprint(t);
     ps.defaults = emb_default_keys(t->meta.schema.n_fields);
     ps.n_defaults = t->meta.schema.n_fields;
     char err[1024];
     int ret = 0, start_epoch = 1;
     uint64_t skip = 0;
     if (o->table_dir) {
-        if (model_open_tier(t->m, o->table_dir, 0, index_cache, &ps.tier, err, sizeof err) < 0) {
+        if (data_fingerprint(t, &ps.data, err, sizeof err) < 0 ||
+            model_open_tier(t->m, o->table_dir, 0, index_cache, &ps.tier, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             ret = 1;
             goto out;
@@ -1232,6 +1302,7 @@ out:
     }
     free(ps.row_bytes);
     free(ps.defaults);
+    free(ps.digests.k);
     t->ps = NULL;
     return ret;
 }

@@ -212,3 +212,38 @@ Test(robust, a_model_never_pairs_its_dense_layers_with_other_rows)
     expect(0, NULL, T "$B/ctrbox-table shrink td --threshold 0.8%s", "");
     expect(1, "gone", T "$B/ctrbox eval --model m --data va.tsv%s", "");
 }
+
+Test(robust, resume_checks_the_data_by_content_not_by_name)
+{
+    make_data();
+    expect(0, NULL, "mkdir -p d && cp tr.tsv d/tr.tsv%s", "");
+    expect(0, NULL, TIERED " --epochs 2 --out ref --table-dir tref%s", "");
+    /* killed after the first epoch (one epoch run, then resumed for two) */
+    const char *run = T "$B/ctrbox train --model deepfm --format criteo --pass-rows 5000 --cache-mb 0.05 " SMALL " %s";
+    expect(0, NULL, run, "--train d/tr.tsv --epochs 1 --out a --table-dir ta");
+    /* the same bytes under another name resume (they were refused) */
+    expect(0, NULL, run, "--train ./d/../d/tr.tsv --epochs 2 --out a --resume ta");
+    expect(0, NULL, "$B/ctrbox predict --model ref --data va.tsv --out p_ref.txt && "
+                    "$B/ctrbox predict --model a --data va.tsv --out p_a.txt%s", "");
+    same_file("p_ref.txt", "p_a.txt");
+    /* a file cut to 3,000 rows resumed "after pass 2", trained nothing and exited 0 */
+    expect(0, NULL, run, "--train d/tr.tsv --epochs 1 --out b --table-dir tb");
+    expect(0, NULL, "head -3000 tr.tsv > d/tr.tsv%s", "");
+    expect(1, "contents differ", run, "--train d/tr.tsv --epochs 2 --out b --resume tb");
+    /* one byte changed in the middle, where the quick check of sampled bytes does not look: the
+     * first pass's rows differ from the first epoch's */
+    expect(0, NULL, "cp tr.tsv d/tr.tsv && printf 9 | dd of=d/tr.tsv bs=1 seek=1200000 conv=notrunc 2>/dev/null%s", "");
+    expect(1, "the training files changed", run, "--train d/tr.tsv --epochs 2 --out b --resume tb");
+    /* and killed in the middle of the first epoch (after pass 2 of 4): what it skips is checked */
+    expect(0, NULL, "cp tr.tsv d/tr.tsv%s", "");
+    char *o;
+    th_run(&o, "( $B/ctrbox train --model deepfm --format criteo --pass-rows 5000 --cache-mb 0.05 --dim 4 --hidden 16,16 "
+               "--batch 256 --threads 1 --train d/tr.tsv --epochs 2 --out c --table-dir tc 2>&1 & echo $! > pid; wait ) | "
+               "while IFS= read -r l; do case \"$l\" in *'pass 2:'*) kill -9 $(cat pid);; esac; done");
+    free(o);
+    expect(0, NULL, "printf 9 | dd of=d/tr.tsv bs=1 seek=1200000 conv=notrunc 2>/dev/null%s", "");
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model deepfm --format criteo --pass-rows 5000 --cache-mb 0.05 " SMALL
+                            " --train d/tr.tsv --epochs 2 --out c --resume tc"), 1);
+    cr_assert(strstr(o, "the training files changed") && strstr(o, "pass 1 of this epoch"), "%s", o);
+    free(o);
+}
