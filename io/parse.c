@@ -560,6 +560,8 @@ static int find_col(const line_parser *p, const char *name, size_t n)
     return -1;
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* Split a name like "I13" into prefix "I" and number 13; -1 if it does not end in digits. */
 static long name_number(const char *s, size_t n, size_t *prefix)
 {
@@ -659,12 +661,16 @@ int parser_header(line_parser *p, const char *line, size_t len, char *err, size_
         p->role[i] = ROLE_CAT;
         c = end + 1;
     }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(p->col_names[i], p->col_names[j])) {
-                snprintf(err, errlen, "header names column '%s' twice", p->col_names[i]);
-                return -EINVAL;
-            }
+    char **sorted = xmalloc((size_t)n * sizeof *sorted);   /* a name twice: sorted, neighbours */
+    memcpy(sorted, p->col_names, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_name);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(sorted[i], sorted[i - 1])) {
+            snprintf(err, errlen, "header names column '%s' twice", sorted[i]);
+            free(sorted);
+            return -EINVAL;
+        }
+    free(sorted);
     if (p->o.schema_spec) {
         int ret = apply_schema(p, p->o.schema_spec, err, errlen);
         if (ret < 0) return ret;
@@ -683,6 +689,13 @@ int parser_header(line_parser *p, const char *line, size_t len, char *err, size_
         snprintf(err, errlen, labels ? "--schema names %d label columns; want one"
                                      : "no label column: name one 'label', 'click' or 'Label', or use --schema COL:label",
                  labels);
+        return -EINVAL;
+    }
+    int features = 0;   /* field ids are 16 bits: more would wrap onto other fields */
+    for (int i = 0; i < n; i++) features += p->role[i] == ROLE_CAT || p->role[i] == ROLE_NUM;
+    if (features > (int)CBX_MAX_FIELDS) {
+        snprintf(err, errlen, "%d feature columns; at most %u are supported (skip some with --schema NAME:skip)", features,
+                 CBX_MAX_FIELDS);
         return -EINVAL;
     }
     layout_fields(p);

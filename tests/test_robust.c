@@ -247,3 +247,30 @@ Test(robust, resume_checks_the_data_by_content_not_by_name)
     cr_assert(strstr(o, "the training files changed") && strstr(o, "pass 1 of this epoch"), "%s", o);
     free(o);
 }
+
+/* A CSV with a label and `cols` feature columns, `rows` rows. */
+static void write_wide_csv(const char *name, int cols, int rows)
+{
+    FILE *f = fopen(th_path(name), "w");
+    cr_assert_not_null(f);
+    fprintf(f, "label");
+    for (int c = 0; c < cols; c++) fprintf(f, ",c%d", c);
+    for (int r = 0; r < rows; r++) {
+        fprintf(f, "\n%d", r % 2);
+        for (int c = 0; c < cols; c++) fprintf(f, ",%d", (c * 7 + r) % 5);
+    }
+    fprintf(f, "\n");
+    cr_assert_eq(fclose(f), 0);
+}
+
+Test(robust, csv_with_more_fields_than_ids_is_refused)
+{
+    /* field ids are 16 bits: column 65537 became field 1 again, and convert wrote a file its own
+     * reader refused */
+    write_wide_csv("wide.csv", 70000, 3);
+    expect(1, "at most 65535", T "$B/ctrbox-data convert --format csv --in wide.csv --out wide.cbx%s", "");
+    cr_assert(!th_file_exists(th_path("wide.cbx")));
+    write_wide_csv("edge.csv", 65535, 3);
+    expect(0, NULL, T "$B/ctrbox-data convert --format csv --in edge.csv --out edge.cbx%s", "");
+    expect(0, "rows: 3", T "$B/ctrbox-data inspect edge.cbx%s", "");
+}
