@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -46,6 +47,8 @@ int cbx_is_magic(const void *data, size_t len)
 
 int cbx_file_is_cbx(const char *path)
 {
+    struct stat st;   /* a pipe would lose the bytes peeked */
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     char buf[8];

@@ -62,6 +62,10 @@ static int open_file(data_source *s, int i, char *err, size_t errlen)
         }
         return 0;
     }
+    if (cbx_file_is_cbx(path)) {   /* read as text it is garbage, or worse, a few lines that parse */
+        snprintf(err, errlen, "%s: a cbx file among %s text inputs; give cbx files alone", path, format_name(s->o.fmt));
+        return -EINVAL;
+    }
     ret = io_stream_open(&s->stream, path, 0, err, errlen);
     if (ret < 0) return ret;
     io_stream_set_max_line(s->stream, s->o.max_line);
@@ -102,6 +106,9 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
         return ret;
     }
     s->n_paths = ret;
+    /* cbx files say what they are: read as cbx whatever text format was named (a model trained on
+     * text, evaluated on its converted data) */
+    if (s->o.fmt != FMT_CBX && cbx_file_is_cbx(s->paths[0])) s->o.fmt = FMT_CBX;
     if (s->o.fmt == FMT_NONE) {
         if (!cbx_file_is_cbx(s->paths[0])) {
             snprintf(err, errlen, "%s: not a cbx file; say which text format it is with --format", s->paths[0]);

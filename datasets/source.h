@@ -18,7 +18,8 @@
 #include "cbx.h"
 
 typedef struct {
-    data_format fmt;              /* FMT_NONE: cbx if the first file has its magic, else an error */
+    data_format fmt;              /* cbx whenever the first file has its magic (cbx files are never read
+                                   * as text); FMT_NONE and no magic: an error */
     num_mode num;
     const char *schema_spec;
     const uint64_t *field_offsets;

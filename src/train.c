@@ -321,6 +321,16 @@ int train_run(const train_opts *o)
         openblas_set_num_threads(o->threads);
         omp_set_num_threads(o->threads);
     }
+    /* training reads its files once per epoch (and first for the schema): a pipe or a device would
+     * lose rows or hang on the second read */
+    for (int i = 0; i < o->n_train; i++) {
+        struct stat st;
+        if (stat(o->train[i], &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "ctrbox: %s: not a regular file (a pipe, socket or device): training reads its files more "
+                    "than once; write the data to a file first\n", o->train[i]);
+            return 1;
+        }
+    }
     /* the schema: from the first training file (and the validation set must agree) */
     data_source *s;
     if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {

@@ -274,3 +274,27 @@ Test(robust, csv_with_more_fields_than_ids_is_refused)
     expect(0, NULL, T "$B/ctrbox-data convert --format csv --in edge.csv --out edge.cbx%s", "");
     expect(0, "rows: 3", T "$B/ctrbox-data inspect edge.cbx%s", "");
 }
+
+Test(robust, streams_and_cbx_inputs)
+{
+    make_data();
+    /* a FIFO as --train was opened twice (schema, then each epoch): rows lost, or a hang */
+    char *o;
+    int rc = th_run(&o, "mkfifo ff && { cat tr.tsv > ff & } && " T "$B/ctrbox train --model lr --format criteo --train ff "
+                        "--out f --epochs 1 --quiet; echo rc=$?; timeout 10 cat ff > /dev/null");
+    cr_assert(strstr(o, "rc=1") && strstr(o, "not a regular file"), "%d: %s", rc, o);
+    free(o);
+    /* read once, a stream is fine: predict from a pipe */
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.tsv --out m --epochs 1 "
+                      "--quiet%s", "");
+    expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_text.txt%s", "");
+    expect(0, NULL, "cat va.tsv | $B/ctrbox predict --model m --data /dev/stdin --out p_pipe.txt%s", "");
+    same_file("p_text.txt", "p_pipe.txt");
+    /* a cbx file given to a model trained on text was parsed as text (100%% bad lines, or worse) */
+    expect(0, NULL, "$B/ctrbox-data convert --format criteo --in va.tsv --out va.cbx%s", "");
+    expect(0, NULL, "$B/ctrbox predict --model m --data va.cbx --out p_cbx.txt%s", "");
+    same_file("p_text.txt", "p_cbx.txt");
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.cbx --out m2 --epochs 1 "
+                      "--quiet%s", "");
+    expect(1, "a cbx file among criteo text inputs", "$B/ctrbox predict --model m --data va.tsv va.cbx --out x%s", "");
+}
