@@ -153,6 +153,7 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
             if (!strcmp(meta.schema.names[f], group)) gf = (int)f;
         if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
     }
+    if (!predict_only && !b.rows) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
     if (meta.table_dir && model_pull_from_tier(m, dir, &meta, &b, err, sizeof err) < 0)
         die("%s", err);
     double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);

@@ -337,6 +337,16 @@ int train_run(const train_opts *o)
         fprintf(stderr, "ctrbox: %s\n", err);
         return 1;
     }
+    sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
+    block_init(&first, source_schema(s)->n_dense);
+    int got = source_next(s, &first, err, sizeof err);
+    block_free(&first);
+    if (got <= 0) {
+        if (got == 0) snprintf(err, sizeof err, "%s%s: no rows to train on", o->train[0], o->n_train > 1 ? " ..." : "");
+        fprintf(stderr, "ctrbox: %s\n", err);
+        source_close(s);
+        return 1;
+    }
     schema_copy(&t.meta.schema, source_schema(s));
     source_close(s);
     if (o->in.fmt == FMT_LIBFFM) {
@@ -351,8 +361,9 @@ int train_run(const train_opts *o)
         }
         int same = vs.n_fields == t.meta.schema.n_fields && vs.n_dense == t.meta.schema.n_dense;
         schema_free(&vs);
-        if (!same) {
-            fprintf(stderr, "ctrbox: the validation data's fields differ from the training data's\n");
+        if (!same || !t.valid.rows) {
+            fprintf(stderr, "ctrbox: %s%s: %s\n", o->valid[0], o->n_valid > 1 ? " ..." : "",
+                    !same ? "the validation data's fields differ from the training data's" : "no rows to validate on");
             return 1;
         }
         t.have_valid = 1;

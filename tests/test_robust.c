@@ -298,3 +298,21 @@ Test(robust, streams_and_cbx_inputs)
                       "--quiet%s", "");
     expect(1, "a cbx file among criteo text inputs", "$B/ctrbox predict --model m --data va.tsv va.cbx --out x%s", "");
 }
+
+Test(robust, empty_input_is_refused)
+{
+    make_data();
+    /* an empty log trained "successfully": exit 0, loss nan, a model written */
+    th_write_str(th_path("empty.tsv"), "");
+    expect(1, "no rows to train on", T "$B/ctrbox train --model deepfm --format criteo --train empty.tsv --out e " SMALL "%s", "");
+    cr_assert(!th_file_exists(th_path("e/model.ctrbox")));
+    expect(1, "no rows to train on", T "$B/ctrbox train --model deepfm --format criteo --train empty.tsv --out e2 "
+                                       "--pass-rows 100 --table-dir te " SMALL "%s", "");
+    expect(1, "no rows to validate on", T "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid empty.tsv "
+                                          "--out e3 " SMALL "%s", "");
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --out m --epochs 1 " SMALL "%s", "");
+    expect(1, "no rows to evaluate", T "$B/ctrbox eval --model m --data empty.tsv%s", "");
+    /* scoring nothing is not an error: an empty file of predictions */
+    expect(0, NULL, T "$B/ctrbox predict --model m --data empty.tsv --out p.txt%s", "");
+    cr_assert(th_file_exists(th_path("p.txt")));
+}
