@@ -213,10 +213,13 @@ int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
             char d[96];
             snprintf(d, sizeof d, "line too long: over %zu bytes", s->o.max_line);
             count_bad(s, BAD_OVERLONG, lineno, d);
+            if ((ret = check_ratio(s, 0, err, errlen)) < 0) return ret;
             continue;
         }
         int r = parser_parse(s->parser, line.ptr, line.len, b);
         if (r != BAD_OK) count_bad(s, r, lineno, parser_detail(s->parser));
+        /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
+        if (r != BAD_OK && (ret = check_ratio(s, 0, err, errlen)) < 0) return ret;
     }
     int ret = check_ratio(s, s->cur >= s->n_paths, err, errlen);
     if (ret < 0) return ret;

@@ -326,6 +326,7 @@ static void finish_line(io_stream *s, io_line *line, const char *p, size_t n, in
 int io_stream_next_line(io_stream *s, io_line *line)
 {
     int overlong = 0;
+    uint64_t skipped = 0;   /* bytes of an overlong line dropped so far */
     s->carry_len = 0;
     for (;;) {
         if (s->cur_pos == s->cur_len) {
@@ -346,6 +347,12 @@ int io_stream_next_line(io_stream *s, io_line *line)
             overlong = 1;
             s->carry_len = 0;
         }
+        /* an input with no line end at all (binary data, /dev/zero) would be read to its end, or
+         * forever: past 64 times the longest line it is not a text log */
+        if (overlong && (skipped += n) > (uint64_t)s->max_line * 64 && !nl)
+            return fail(s, -EINVAL, "line %llu has no end within %llu bytes (at byte %llu): not a text log",
+                        (unsigned long long)s->lineno + 1, (unsigned long long)skipped,
+                        (unsigned long long)io_stream_offset(s));
         if (nl && s->carry_len == 0 && !overlong) {
             finish_line(s, line, (const char *)start, n, 0);
             return 1;

@@ -67,7 +67,7 @@ int cli_input_option(cli_input *c, int opt, const char *arg)
         return 1;
     case CLI_OPT_MAX_BAD_RATIO:
         c->so.max_bad_ratio = strtod(arg, &end);
-        if (*end || end == arg || c->so.max_bad_ratio < 0 || c->so.max_bad_ratio > 1)
+        if (*end || end == arg || !(c->so.max_bad_ratio >= 0 && c->so.max_bad_ratio <= 1))   /* NaN too */
             die("--max-bad-ratio %s: want a number between 0 and 1", arg);
         return 1;
     case CLI_OPT_MAX_LINE: {

@@ -316,3 +316,20 @@ Test(robust, empty_input_is_refused)
     expect(0, NULL, T "$B/ctrbox predict --model m --data empty.tsv --out p.txt%s", "");
     cr_assert(th_file_exists(th_path("p.txt")));
 }
+
+Test(robust, bad_input_stops_early)
+{
+    make_data();
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --out m --epochs 1 " SMALL "%s", "");
+    expect(1, "--max-bad-ratio nan: want a number", T "$B/ctrbox eval --model m --data va.tsv --max-bad-ratio nan%s", "");
+    expect(1, "want a number", T "$B/ctrbox-data inspect --format criteo va.tsv --max-bad-ratio -nan%s", "");
+    /* input that is all bad was read to its end before the ratio stopped it */
+    expect(0, NULL, "yes 'not a criteo line' | head -200000 > bad.tsv%s", "");
+    expect(1, "too many bad lines: 10000 of 10000", T "$B/ctrbox eval --model m --data bad.tsv%s", "");
+    expect(1, "too many bad lines: 10000 of 10000", T "$B/ctrbox train --model lr --format criteo --train bad.tsv "
+                                                      "--out b " SMALL "%s", "");
+    /* random bytes from a device that never ends */
+    expect(1, "too many bad lines", T "$B/ctrbox eval --model m --data /dev/urandom%s", "");
+    /* bytes without a line end, from a device that never ends: one overlong "line" forever */
+    expect(1, "has no end", T "$B/ctrbox eval --model m --data /dev/zero --max-line 1024%s", "");
+}
