@@ -572,8 +572,28 @@ static long name_number(const char *s, size_t n, size_t *prefix)
     return strtol(s + i, NULL, 10);
 }
 
-/* Apply "name:role,A1-A9:role" to the header's columns. */
-static int apply_schema(line_parser *p, const char *spec, char *err, size_t errlen)
+static const char *role_name(int r)
+{
+    static const char *names[] = { "cat", "num", "label", "skip" };
+    return names[r];
+}
+
+/* Give column col the role the schema names; a column named twice must get one role. named[col]
+ * is the role + 1 it was given, 0 if none yet. */
+static int set_role(line_parser *p, uint8_t *named, int col, int role, char *err, size_t errlen)
+{
+    if (named[col] && named[col] != role + 1) {
+        snprintf(err, errlen, "--schema gives column '%s' two roles (%s and %s)", p->col_names[col],
+                 role_name(named[col] - 1), role_name(role));
+        return -EINVAL;
+    }
+    named[col] = (uint8_t)(role + 1);
+    p->role[col] = (uint8_t)role;
+    return 0;
+}
+
+/* Apply "name:role,A1-A9:role" to the header's columns (named: see set_role). */
+static int apply_schema(line_parser *p, const char *spec, uint8_t *named, char *err, size_t errlen)
 {
     const char *c = spec;
     while (*c) {
@@ -598,7 +618,7 @@ static int apply_schema(line_parser *p, const char *spec, char *err, size_t errl
                          (int)(colon - c), c);
                 return -EINVAL;
             }
-            p->role[col] = (uint8_t)role;
+            if (set_role(p, named, col, role, err, errlen) < 0) return -EINVAL;
         } else {   /* a range: I1-I13 */
             size_t pa, pb;
             long a = name_number(c, (size_t)(dash - c), &pa);
@@ -616,7 +636,7 @@ static int apply_schema(line_parser *p, const char *spec, char *err, size_t errl
                     snprintf(err, errlen, "--schema names column '%s', which the header lacks", name);
                     return -EINVAL;
                 }
-                p->role[i] = (uint8_t)role;
+                if (set_role(p, named, i, role, err, errlen) < 0) return -EINVAL;
             }
         }
         c = *end ? end + 1 : end;
@@ -671,20 +691,25 @@ int parser_header(line_parser *p, const char *line, size_t len, char *err, size_
             return -EINVAL;
         }
     free(sorted);
+    uint8_t *named = xcalloc((size_t)n, 1);
     if (p->o.schema_spec) {
-        int ret = apply_schema(p, p->o.schema_spec, err, errlen);
-        if (ret < 0) return ret;
+        int ret = apply_schema(p, p->o.schema_spec, named, err, errlen);
+        if (ret < 0) {
+            free(named);
+            return ret;
+        }
     }
     int labels = 0;
     for (int i = 0; i < n; i++) labels += p->role[i] == ROLE_LABEL;
-    if (labels == 0) {
+    if (labels == 0) {   /* by its name, unless the schema gave that column another role */
         for (int i = 0; i < n && !labels; i++)
-            if (!strcmp(p->col_names[i], "label") || !strcmp(p->col_names[i], "click") ||
-                !strcmp(p->col_names[i], "Label")) {
+            if (!named[i] && (!strcmp(p->col_names[i], "label") || !strcmp(p->col_names[i], "click") ||
+                              !strcmp(p->col_names[i], "Label"))) {
                 p->role[i] = ROLE_LABEL;
                 labels = 1;
             }
     }
+    free(named);
     if (labels != 1) {
         snprintf(err, errlen, labels ? "--schema names %d label columns; want one"
                                      : "no label column: name one 'label', 'click' or 'Label', or use --schema COL:label",

@@ -333,3 +333,14 @@ Test(robust, bad_input_stops_early)
     /* bytes without a line end, from a device that never ends: one overlong "line" forever */
     expect(1, "has no end", T "$B/ctrbox eval --model m --data /dev/zero --max-line 1024%s", "");
 }
+
+Test(robust, conflicting_schema_entries_are_refused)
+{
+    th_write_str(th_path("s.csv"), "label,I1,I2,C1\n1,3,4,a\n0,4,5,b\n");
+    const char *inspect = T "$B/ctrbox-data inspect --format csv --schema '%s' s.csv";
+    /* both were accepted: the last role won, or the skipped label was used as the label anyway */
+    expect(1, "two roles (num and cat)", inspect, "I1:num,I1:cat");
+    expect(1, "two roles (num and skip)", inspect, "I1-I2:num,I2:skip");
+    expect(1, "no label column", inspect, "label:skip");
+    expect(0, "rows: 2", inspect, "I1:num,I1-I2:num");   /* the same role twice is no conflict */
+}
