@@ -27,6 +27,10 @@ typedef struct {
     char *table_shrink;           /* a ctrbox-table shrink of this model under way (its settings), or NULL */
 } model_meta;
 
+/* The lock file of a model folder (folder_lock): a trainer and ctrbox-table shrink hold it while
+ * they write the folder. */
+#define MODEL_LOCK "LOCK.model"
+
 /* Write m with its metadata to DIR/model.ctrbox (DIR is created if missing). 0 or -errno. */
 int modelfile_save(const char *dir, const model *m, const model_meta *meta, char *err, size_t errlen);
 /* Load DIR/model.ctrbox: a new model and its metadata (caller frees both). 0 or <0. */

@@ -388,6 +388,13 @@ int train_run(const train_opts *o)
         fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->out, strerror(errno));
         return 1;
     }
+    /* one trainer per model folder: two would both exit 0 with one model lost */
+    int lock = folder_lock(o->out, MODEL_LOCK, 0);
+    if (lock < 0) {
+        fprintf(stderr, "ctrbox: %s: %s\n", o->out,
+                lock == -EBUSY ? "another trainer (or ctrbox-table) is writing this model folder" : strerror(-lock));
+        return 1;
+    }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
     t.log = fopen(logpath, o->resume ? "a" : "w");
@@ -453,6 +460,7 @@ done:
                 t.have_valid ? "best validation AUC" : "last training loss",
                 t.have_valid ? t.best_auc : (t.loss_n ? t.loss_sum / (double)t.loss_n : NAN), o->out);
     fclose(t.log);
+    close(lock);
     model_destroy(t.m);
     schema_free(&t.meta.schema);
     if (t.have_valid) block_free(&t.valid);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -211,4 +212,19 @@ void blas_select_core(char **argv)
     if (!core) return;
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);   /* on failure, go on with the library's own choice */
+}
+
+int folder_lock(const char *dir, const char *name, int shared)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && shared) fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    return fd;
 }

@@ -51,6 +51,11 @@ int durable_commit(durable_file *d);
 /* Close and delete the temporary file (after an error). */
 void durable_abort(durable_file *d);
 
+/* Hold DIR/NAME's flock, exclusive (one writer) or shared, without waiting: the open descriptor,
+ * which keeps the lock until closed (or the process ends), or -EBUSY when another process holds
+ * it, or -errno. */
+int folder_lock(const char *dir, const char *name, int shared);
+
 /* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3
  * (Prescott) kernels, 5x slower than its AVX-512 ones. If OPENBLAS_CORETYPE is unset, pick the
  * kernel family the CPU supports and re-execute the program with it set (the library reads it

@@ -5,9 +5,11 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -343,4 +345,28 @@ Test(robust, conflicting_schema_entries_are_refused)
     expect(1, "two roles (num and skip)", inspect, "I1-I2:num,I2:skip");
     expect(1, "no label column", inspect, "label:skip");
     expect(0, "rows: 2", inspect, "I1:num,I1-I2:num");   /* the same role twice is no conflict */
+}
+
+Test(robust, one_trainer_per_model_folder)
+{
+    make_data();
+    const char *run = T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out %s";
+    expect(0, NULL, run, "m");
+    /* two trainers wrote one --out folder, both exited 0 and one model was lost */
+    int fd = open(th_path("m/LOCK.model"), O_RDWR | O_CREAT, 0644);
+    cr_assert(fd >= 0);
+    cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    expect(1, "another trainer", run, "m");
+    expect(1, "a trainer is writing", T "$B/ctrbox-table shrink m --threshold 0.5%s", "");
+    expect(0, NULL, T "$B/ctrbox eval --model m --data va.tsv%s", "");   /* readers need no lock */
+    close(fd);
+    expect(0, NULL, run, "m");
+    /* and truly at once: one of two wins, the other says why */
+    char *o;
+    th_run(&o, "%s m2 & %s m2; echo rc2=$?; wait $!; echo rc1=$?", run, run);
+    int both = strstr(o, "rc1=0") && strstr(o, "rc2=0");   /* one after the other */
+    int one = (strstr(o, "rc1=0") || strstr(o, "rc2=0")) && (strstr(o, "rc1=1") || strstr(o, "rc2=1")) &&
+              strstr(o, "another trainer");
+    cr_assert(both || one, "%s", o);
+    free(o);
 }

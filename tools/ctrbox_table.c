@@ -976,6 +976,8 @@ static int shrink_model_file(const char *dir, shrinker *sk)
     char err[1024];
     model *m;
     model_meta meta;
+    int lock = folder_lock(dir, MODEL_LOCK, 0);
+    if (lock < 0) die("%s: %s", dir, lock == -EBUSY ? "a trainer is writing this model folder" : strerror(-lock));
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
     if (meta.table_dir) {
         /* the model file says first that this shrink is under way (with its settings): should it
