@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,8 +116,35 @@ double now_sec(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Delete the temporary files of path ("<path>.tmp.<pid>") that processes killed while writing it
+ * left behind: those whose process is gone (a live one may be writing it now). */
+static void remove_stale_tmp(const char *path)
+{
+    char *copy = xstrdup(path), *copy2 = xstrdup(path);
+    const char *dir = dirname(copy), *base = basename(copy2);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, bl) || strncmp(n + bl, ".tmp.", 5)) continue;
+        char *end;
+        long pid = strtol(n + bl + 5, &end, 10);
+        if (*end || end == n + bl + 5 || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", dir, n);
+            unlink(full);
+        }
+    }
+    if (d) closedir(d);
+    free(copy);
+    free(copy2);
+}
+
 int durable_open(durable_file *d, const char *path)
 {
+    remove_stale_tmp(path);
     memset(d, 0, sizeof *d);
     size_t n = strlen(path) + 32;
     d->path = xstrdup(path);

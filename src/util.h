@@ -4,7 +4,8 @@
  * CHECK(x) aborts on a programmer error with file:line and the expression.
  * xmalloc/xcalloc/xrealloc exit with a message when memory runs out (unrecoverable).
  * Expected failures are returned as negative errno-style codes by the modules themselves.
- * durable_*: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory.
+ * durable_*: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory; opening
+ * deletes the temporary files of <path> that killed processes left.
  */
 #ifndef CTRBOX_UTIL_H
 #define CTRBOX_UTIL_H

@@ -370,3 +370,28 @@ Test(robust, one_trainer_per_model_folder)
     cr_assert(both || one, "%s", o);
     free(o);
 }
+
+Test(robust, killed_writers_leave_no_temporary_files)
+{
+    make_data();
+    const char *run = T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out m%s";
+    expect(0, NULL, run, "");
+    /* what a writer killed -9 leaves: "<file>.tmp.<its pid>", 18 MB each, that nothing removed;
+     * 4194000 is above any pid in use here, pid 1 is alive (its file may be being written) */
+    expect(0, NULL, "head -c 1000 /dev/zero > m/model.ctrbox.tmp.4194000 && touch m/model.ctrbox.tmp.1 && "
+                    "mkdir -p e && touch e/keys.npy.tmp.4194000 e/values.npy.tmp.4194001%s", "");
+    expect(0, NULL, run, "");
+    cr_assert(!th_file_exists(th_path("m/model.ctrbox.tmp.4194000")), "a dead writer's file stays");
+    cr_assert(th_file_exists(th_path("m/model.ctrbox.tmp.1")), "a live writer's file was removed");
+    expect(0, NULL, T "$B/ctrbox-table export m --to npy e%s", "");
+    cr_assert(!th_file_exists(th_path("e/keys.npy.tmp.4194000")));
+    cr_assert(!th_file_exists(th_path("e/values.npy.tmp.4194001")));
+    /* and for real: a trainer killed while it runs, then run again */
+    char *o;
+    th_run(&o, "rm -f m/*.tmp.*; $B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 50 " SMALL
+               " --out k & p=$!; for i in $(seq 200); do ls k/*.tmp.* >/dev/null 2>&1 && break; sleep 0.01; done; "
+               "kill -9 $p; wait $p");
+    free(o);
+    expect(0, NULL, T "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 " SMALL " --out k%s", "");
+    expect(0, "none", "ls k | grep -c tmp || echo none%s", "");
+}
