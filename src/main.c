@@ -35,7 +35,7 @@ static void usage(FILE *f)
             "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
             "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
             "  predict --model DIR --data FILE... --out FILE     (or --bundle FILE instead of --model, for eval too)\n"
-            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]   one read-only file for serving\n"
+            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--force]   one read-only file for serving\n"
             "  plan --model M [model flags] [--batch N] [--fields 26 --dense 13] [--profile FILE] [--save-profile FILE]\n"
             "       [--placement auto|cpu|gpu|LAYER=DEV,...] [--reps 5] [--cpu-mem-mb N] [--gpu-mem-mb N]\n"
             "                         time each layer on each device, place the layers (HeterPS), print the plan\n"
@@ -555,13 +555,14 @@ static int cmd_export_serving(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' }, { "out", required_argument, 0, 'o' },
-        { "dtype", required_argument, 0, 'd' }, { 0, 0, 0, 0 },
+        { "dtype", required_argument, 0, 'd' }, { "force", no_argument, 0, 'F' }, { 0, 0, 0, 0 },
     };
     const char *dir = NULL, *out = NULL;
-    int dtype = QUANT_FP32, c;
+    int dtype = QUANT_FP32, force = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'm') dir = optarg;
         else if (c == 'o') out = optarg;
+        else if (c == 'F') force = 1;
         else if (c == 'd') {
             dtype = quant_from_name(optarg);
             if (!dtype) die("--dtype %s: want fp32, fp16, bf16 or int8", optarg);
@@ -570,6 +571,7 @@ static int cmd_export_serving(int argc, char **argv)
         }
     }
     if (!dir || !out) die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
+    if (!force && access(out, F_OK) == 0) die("%s exists; give --force to replace it", out);
     char err[1024];
     model *m;
     model_meta meta;

@@ -395,3 +395,35 @@ Test(robust, killed_writers_leave_no_temporary_files)
     expect(0, NULL, T "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 " SMALL " --out k%s", "");
     expect(0, "none", "ls k | grep -c tmp || echo none%s", "");
 }
+
+Test(robust, table_tool_inputs_and_outputs)
+{
+    make_data();
+    expect(0, NULL, TIERED " --epochs 1 --out m --table-dir td%s", "");
+    /* import: "-1" as a text key wrapped to 2^64 - 1; a key twice was put twice in one commit and
+     * counted twice */
+    th_write_str(th_path("neg.tsv"), "5\t1\t0\t0.1\t0.2\t0.3\t0.4\t0.5\n-1\t1\t0\t0.1\t0.2\t0.3\t0.4\t0.5\n");
+    expect(1, "neg.tsv:2: want key", T "$B/ctrbox-table import --from text neg.tsv imp --dim 4 --w 1%s", "");
+    th_write_str(th_path("dup.tsv"), "5\t1\t0\t0.1\t0.2\t0.3\t0.4\t0.5\n7\t2\t0\t0.1\t0.2\t0.3\t0.4\t0.5\n"
+                                     "5\t3\t1\t0.1\t0.2\t0.3\t0.4\t0.5\n");
+    expect(1, "key 5 appears twice (lines 1 and 3)", T "$B/ctrbox-table import --from text dup.tsv imp --dim 4 --w 1%s", "");
+    cr_assert(!th_file_exists(th_path("imp/index")), "a refused import made its folder");
+    /* outputs that exist were overwritten in silence */
+    expect(0, NULL, T "$B/ctrbox-table export td --to text t.tsv%s", "");
+    expect(1, "t.tsv exists; give --force", T "$B/ctrbox-table export td --to text t.tsv%s", "");
+    expect(0, NULL, T "$B/ctrbox-table export td --to text t.tsv --force%s", "");
+    expect(0, NULL, T "$B/ctrbox-table export td --to npy n%s", "");
+    expect(1, "keys.npy exists", T "$B/ctrbox-table export td --to npy n%s", "");
+    expect(0, NULL, T "$B/ctrbox-table delta td --since 1 d.tsv%s", "");
+    expect(1, "d.tsv exists", T "$B/ctrbox-table delta td --since 1 d.tsv%s", "");
+    expect(0, NULL, T "$B/ctrbox-table convert td --dtype fp16 q.rows%s", "");
+    expect(1, "q.rows exists", T "$B/ctrbox-table convert td --dtype fp16 q.rows%s", "");
+    expect(0, NULL, T "$B/ctrbox export-serving --model m --out b.bundle%s", "");
+    expect(1, "b.bundle exists", T "$B/ctrbox export-serving --model m --out b.bundle%s", "");
+    expect(0, NULL, T "$B/ctrbox export-serving --model m --out b.bundle --force%s", "");
+    /* a delta from a pass the folder has not reached wrote nothing without a word; the last pass
+     * itself is an empty delta, which is no error */
+    expect(1, "last pass is 4", T "$B/ctrbox-table delta td --since 99 d99.tsv%s", "");
+    cr_assert(!th_file_exists(th_path("d99.tsv")));
+    expect(0, "exported 0 rows", T "$B/ctrbox-table delta td --since 4 d4.tsv%s", "");
+}

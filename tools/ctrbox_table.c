@@ -38,13 +38,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ctrbox-table COMMAND [options]\n"
                "  inspect DIR [--json]\n"
-               "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N]\n"
+               "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N] [--force]\n"
                "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
-               "  delta DIR --since PASS OUT      rows changed after PASS, as a text file import applies\n"
+               "  delta DIR --since PASS OUT [--force]   rows changed after PASS, as a text file import applies\n"
                "  merge A B OUT [--by pass|show]  union of two table folders; for a key in both the newer pass wins\n"
-               "  convert DIR --dtype fp16|bf16|int8 OUT   rows for serving (no optimizer state; int8: a scale per row)\n"
+               "  convert DIR --dtype fp16|bf16|int8 OUT [--force]   rows for serving (no optimizer state; int8: a scale per row)\n"
                "  shrink DIR [--threshold S] [--unseen N] [--nonclk-coeff 0.1] [--clk-coeff 1] [--decay R] [--pass P]\n"
-               "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir).\n");
+               "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir). An existing OUT is\n"
+               "replaced only with --force.\n");
 }
 
 /* ---- one table's description ---- */
@@ -173,6 +174,30 @@ static int tsrc_scan(tsrc *s, int tb, row_fn fn, void *ctx, char *err, size_t er
     return 0;
 }
 
+/* The last pass a trainer committed to the folder (its catalog), or -1 if none (or not a folder). */
+static long long catalog_pass(tsrc *s)
+{
+    if (!s->tier) return -1;
+    char err[1024];
+    void *blob;
+    size_t len;
+    if (emb_tier_catalog(s->tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
+    long long pass = -1;
+    if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) {
+        uint32_t p;
+        memcpy(&p, (char *)blob + 12, 4);
+        pass = p;
+    }
+    free(blob);
+    return pass;
+}
+
+/* An output that exists is replaced only with --force (exports, deltas, rows for serving). */
+static void refuse_existing(const char *path, int force)
+{
+    if (!force && access(path, F_OK) == 0) die("%s exists; give --force to replace it", path);
+}
+
 /* ---- inspect ---- */
 
 enum { HBINS = 24, TOPK = 10 };
@@ -225,18 +250,7 @@ static int cmd_inspect(int argc, char **argv)
     char err[1024];
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
-    long long pass = -1;
-    if (s.tier) {
-        void *blob;
-        size_t len;
-        if (emb_tier_catalog(s.tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
-        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) {
-            uint32_t p;
-            memcpy(&p, (char *)blob + 12, 4);
-            pass = p;
-        }
-        free(blob);
-    }
+    long long pass = catalog_pass(&s);
     json_t *j = json_object(), *tables = json_array();
     json_object_set_new(j, "path", json_string(s.path));
     json_object_set_new(j, "storage", json_string(s.tier ? "ssd-tier" : "model-file"));
@@ -402,15 +416,17 @@ static int cmd_export(int argc, char **argv, int delta)
 {
     static const struct option opts[] = {
         { "to", required_argument, 0, 't' }, { "with-optimizer", no_argument, 0, 'o' },
-        { "table", required_argument, 0, 'n' }, { "since", required_argument, 0, 's' }, { 0, 0, 0, 0 },
+        { "table", required_argument, 0, 'n' }, { "since", required_argument, 0, 's' },
+        { "force", no_argument, 0, 'F' }, { 0, 0, 0, 0 },
     };
     const char *to = delta ? "text" : NULL;
-    int with_opt = delta, tb = 0, c;
+    int with_opt = delta, tb = 0, force = 0, c;
     long long since = -1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 't') to = optarg;
         else if (c == 'o') with_opt = 1;
         else if (c == 'n') tb = table_arg(optarg);
+        else if (c == 'F') force = 1;
         else if (c == 's') {
             char *end;
             since = strtoll(optarg, &end, 10);
@@ -428,15 +444,32 @@ static int cmd_export(int argc, char **argv, int delta)
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("export: %s has %d table(s)", dir, s.n);
+    if (since >= 0) {   /* a pass from the future: nothing could have changed after it, say so */
+        long long last = catalog_pass(&s);
+        if (last < 0)
+            for (int i = 0; i < s.n; i++)
+                for (size_t r = 0; s.m && r < emb_table_rows(model_table(s.m, i)); r++)
+                    if ((long long)emb_table_head(model_table(s.m, i), (uint32_t)r)->last_pass > last)
+                        last = emb_table_head(model_table(s.m, i), (uint32_t)r)->last_pass;
+        if (last >= 0 && since > last)
+            die("--since %lld: %s's last pass is %lld; no row can have changed after pass %lld", since, dir, last, since);
+    }
     tdesc *d = &s.d[tb];
     exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, NULL, 0, 0, since };
     uint64_t n = tsrc_rows(&s, tb);
     durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 }, fe = { 0 };
     if (fmt == FMT_TEXT) {
+        refuse_existing(out, force);
         int r = durable_open(&fa, out);
         if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
         x.a = fa.f;
     } else {
+        const char *names[] = { "keys.npy", "values.npy", "counters.npy", "passes.npy", "state.npy", "key", "emb_vector" };
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+            char p[4200];
+            snprintf(p, sizeof p, "%s/%s", out, names[i]);
+            refuse_existing(p, force);
+        }
         if (mkdir(out, 0755) < 0 && errno != EEXIST) die("%s: cannot create folder: %s", out, strerror(errno));
         if (fmt == FMT_NPY) {
             x.a = open_out(&fa, out, "keys.npy");
@@ -598,8 +631,9 @@ static int reader_next(reader *r, emb_row_head *h)
         r->lineno++;
         char *p = r->line, *end;
         errno = 0;
-        h->key = strtoull(p, &end, 10);
-        if (end == p || *end != '\t' || errno) rd_die(r, "want key<TAB>show<TAB>click<TAB>values...");
+        h->key = strtoull(p, &end, 10);   /* which takes a sign ("-1" wrapped to 2^64 - 1) and spaces */
+        if (!(*p >= '0' && *p <= '9') || *end != '\t' || errno)
+            rd_die(r, "want key<TAB>show<TAB>click<TAB>values... with the key an unsigned decimal below 2^64");
         p = end + 1;
         int n = 0, want = r->V + 2;
         float buf[2];
@@ -643,6 +677,14 @@ static int reader_next(reader *r, emb_row_head *h)
     }
     r->i++;
     return 1;
+}
+
+/* (key, row) pairs by key, then row */
+static int cmp_key_row(const void *x, const void *y)
+{
+    const uint64_t *a = x, *b = y;
+    if (a[0] != b[0]) return a[0] < b[0] ? -1 : 1;
+    return (a[1] > b[1]) - (a[1] < b[1]);
 }
 
 static int cmd_import(int argc, char **argv)
@@ -691,11 +733,25 @@ static int cmd_import(int argc, char **argv)
     sparse_opt_default(&opt, (sparse_opt_kind)d.opt);
     reader r = { .fmt = fmt, .in = in, .V = tdesc_values(&d), .S = d.state, .dim = d.dim, .has_w = d.has_w };
     emb_row_head *h = xaligned_alloc(8, d.row_bytes);
-    /* first pass: validate everything; nothing is written before the input is known good */
+    /* first pass: validate everything; nothing is written before the input is known good. A key
+     * twice would be two puts in one commit (and counted twice): refused, naming both rows. */
     reader_open(&r);
-    uint64_t n = 0;
-    while (reader_next(&r, h)) n++;
+    uint64_t n = 0, cap = 1 << 16;
+    uint64_t (*seen)[2] = xmalloc(cap * sizeof *seen);   /* (key, row) */
+    while (reader_next(&r, h)) {
+        if (n == cap) seen = xrealloc(seen, (cap *= 2) * sizeof *seen);
+        seen[n][0] = h->key;
+        seen[n][1] = n;
+        n++;
+    }
     reader_close(&r);
+    qsort(seen, n, sizeof *seen, cmp_key_row);
+    for (uint64_t i = 1; i < n; i++)
+        if (seen[i][0] == seen[i - 1][0])
+            die("%s: key %llu appears twice (%s %llu and %llu)", in, (unsigned long long)seen[i][0],
+                fmt == FMT_TEXT ? "lines" : "rows", (unsigned long long)(seen[i - 1][1] + (fmt == FMT_TEXT)),
+                (unsigned long long)(seen[i][1] + (fmt == FMT_TEXT)));
+    free(seen);
     if (!s.tier) {   /* create the folder only now */
         char layout[256];
         snprintf(layout, sizeof layout, "import;t0:dim=%d,w=%d,opt=%s,state=%d", d.dim, d.has_w,
@@ -778,15 +834,18 @@ static int convert_row(void *ctx, const emb_row_head *h)
 static int cmd_convert(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "dtype", required_argument, 0, 'd' }, { "table", required_argument, 0, 'n' }, { 0, 0, 0, 0 },
+        { "dtype", required_argument, 0, 'd' }, { "table", required_argument, 0, 'n' }, { "force", no_argument, 0, 'F' },
+        { 0, 0, 0, 0 },
     };
-    int dtype = 0, tb = 0, c;
+    int dtype = 0, tb = 0, force = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'd') {
             dtype = quant_from_name(optarg);
             if (!dtype || dtype == QUANT_FP32) die("--dtype %s: want fp16, bf16 or int8", optarg);
         } else if (c == 'n') {
             tb = table_arg(optarg);
+        } else if (c == 'F') {
+            force = 1;
         } else {
             die("convert: want DIR --dtype fp16|bf16|int8 OUT [--table N]");
         }
@@ -797,6 +856,7 @@ static int cmd_convert(int argc, char **argv)
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("convert: %s has %d table(s)", dir, s.n);
+    refuse_existing(out, force);
     durable_file df;
     int r = durable_open(&df, out);
     if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
@@ -1085,16 +1145,11 @@ static int cmd_shrink(int argc, char **argv)
 /* Without --pass: the table folder's last committed pass (sk->tier open). */
 static void shrink_resolve_pass(const char *dir, shrinker *sk)
 {
-    char err[1024];
     if (sk->pass < 0) {
-        void *blob;
-        size_t len;
-        if (emb_tier_catalog(sk->tier, &blob, &len, err, sizeof err) < 0) die("%s", err);
-        uint32_t p = 0;
-        if (blob && len >= 16 && !memcmp(blob, "CTRBXCAT", 8)) memcpy(&p, (char *)blob + 12, 4);
-        else if (sk->rule.unseen || sk->decay > 0) die("shrink: %s has no committed pass; give --pass P", dir);
-        free(blob);
-        sk->pass = p;
+        tsrc s = { .tier = sk->tier };
+        sk->pass = catalog_pass(&s);
+        if (sk->pass < 0 && (sk->rule.unseen || sk->decay > 0)) die("shrink: %s has no committed pass; give --pass P", dir);
+        if (sk->pass < 0) sk->pass = 0;
     }
 }
 
