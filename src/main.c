@@ -368,7 +368,7 @@ static int ini_option(void *user, const char *section, const char *name, const c
     for (const struct option *p = cli_input_options; p->name; p++)
         if (!strcmp(p->name, name)) o = p;
     if (!o || o->val == T_CONFIG) {
-        snprintf(a->err, sizeof a->err, "%s: unknown key '%s'", a->path, name);
+        snprintf(a->err, sizeof a->err, "unknown key '%s'", name);
         return 0;
     }
     if (a->argc + 3 > a->cap) a->argv = xrealloc(a->argv, (size_t)(a->cap = a->cap * 2 + 8) * sizeof *a->argv);
@@ -385,6 +385,23 @@ static int ini_option(void *user, const char *section, const char *name, const c
     return 1;
 }
 
+/* inih reads a line in pieces of INI_MAX_LINE bytes and reports the error at the line its tail
+ * looks like: a line that long is refused here, at its own number. */
+static void config_check_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    for (int no = 1; (n = getline(&line, &cap, f)) >= 0; no++) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+        if (n > INI_MAX_LINE - 2) die("%s:%d: line of %zd characters; at most %d", path, no, n, INI_MAX_LINE - 2);
+    }
+    free(line);
+    fclose(f);
+}
+
 static int cmd_train(int argc, char **argv, int plan)
 {
     /* a --config file's options go first, so the command line overrides them */
@@ -393,9 +410,10 @@ static int cmd_train(int argc, char **argv, int plan)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--config")) {
             ia.path = argv[i + 1];
+            config_check_lines(ia.path);
             int r = ini_parse(ia.path, ini_option, &ia);
             if (r < 0) die("%s: cannot open", ia.path);
-            if (ia.err[0]) die("%s", ia.err);
+            if (ia.err[0]) die("%s:%d: %s", ia.path, r, ia.err);
             if (r > 0) die("%s:%d: not key = value", ia.path, r);
         }
     char **av = xcalloc((size_t)(ia.argc + argc + 1), sizeof *av);

@@ -494,13 +494,18 @@ int bundle_load(const char *path, model **out, model_meta *meta, char *err, size
     size_t len;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return -e;
     }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    rewind(f);
-    len = sz > 0 ? (size_t)sz : 0;
+    struct stat st;   /* a folder opens too, and its size read as 2^63 - 1 */
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a serving bundle file (%s)", path,
+                 S_ISDIR(st.st_mode) ? "a folder: give the file export-serving wrote" : "not a regular file");
+        fclose(f);
+        return -EINVAL;
+    }
+    len = (size_t)st.st_size;
     uint8_t *all = xmalloc(len ? len : 1);
     int ret = fread(all, 1, len, f) == len ? 0 : -EIO;
     fclose(f);

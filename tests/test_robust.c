@@ -427,3 +427,26 @@ Test(robust, table_tool_inputs_and_outputs)
     cr_assert(!th_file_exists(th_path("d99.tsv")));
     expect(0, "exported 0 rows", T "$B/ctrbox-table delta td --since 4 d4.tsv%s", "");
 }
+
+Test(robust, messages_say_what_is_wrong)
+{
+    make_data();
+    expect(0, NULL, TIERED " --epochs 1 --out m --table-dir td%s", "");
+    /* a folder given as a bundle: "out of memory allocating 9223372036854775807 bytes" */
+    expect(1, "m: not a serving bundle file (a folder", T "$B/ctrbox eval --bundle m --data va.tsv%s", "");
+    /* an over-long config line was reported at the line after it; an unknown key without one */
+    char *ini = malloc(400);
+    snprintf(ini, 400, "model = lr\nformat = criteo\ntrain = %0300d\nepochs = 1\n", 0);
+    th_write_str(th_path("long.ini"), ini);
+    free(ini);
+    expect(1, "long.ini:3: line of 308 characters", T "$B/ctrbox train --config long.ini --out c%s", "");
+    th_write_str(th_path("key.ini"), "model = lr\nformat = criteo\n\nbogus = 1\n");
+    expect(1, "key.ini:4: unknown key 'bogus'", T "$B/ctrbox train --config key.ini --train tr.tsv --out c%s", "");
+    /* damage to RocksDB's log read "not a ctrbox table folder": the folder's records live in SST
+     * files now, and the log holds nothing it needs */
+    expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_ref.txt && "
+                    "for f in td/index/*.log; do head -c 5000 /dev/urandom >> $f; done%s", "");
+    expect(0, NULL, T "$B/ctrbox predict --model m --data va.tsv --out p_log.txt%s", "");
+    same_file("p_ref.txt", "p_log.txt");
+    expect(0, NULL, TIERED " --epochs 2 --out m --resume td%s", "");
+}
