@@ -7,7 +7,7 @@ BIN     ?= bin
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
-LDLIBS   = -fopenmp -lrocksdb -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
+LDLIBS   = -fopenmp -lrocksdb -lstdc++ -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
 
 # The CUDA backend: a shared object opened at run time (dense/device.c), built whenever nvcc is
 # found (or CUDA=1); CUDA=0 skips it. The binary never links CUDA, so it runs without a GPU.

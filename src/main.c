@@ -206,6 +206,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         }
     }
     int ret = 0;
+    if (dir || bundle) blas_preflight(0);
     if (predict) {
         if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
         ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1);
@@ -538,6 +539,7 @@ static int cmd_train(int argc, char **argv, int plan)
     if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;
     if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
     if (plan) {
+        blas_preflight(0);
         int r = run_plan(&o, &po);
         free(o.train), free(o.valid), free(opts), free(av);
         cli_input_free(&in);
@@ -612,6 +614,7 @@ static int cmd_export_serving(int argc, char **argv)
 int main(int argc, char **argv)
 {
     blas_select_core(argv);
+    process_setup();
     signal(SIGXFSZ, SIG_IGN);   /* a file-size limit fails the write (EFBIG) instead of killing us */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);

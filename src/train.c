@@ -318,7 +318,7 @@ int train_run(const train_opts *o)
     trainer t = { .o = o, .best_auc = -INFINITY };
     char err[1024];
     if (o->threads > 0) {
-        openblas_set_num_threads(o->threads);
+        blas_preflight(o->threads);
         omp_set_num_threads(o->threads);
     }
     /* training reads its files once per epoch (and first for the schema): a pipe or a device would

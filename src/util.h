@@ -30,6 +30,14 @@ char *xstrdup(const char *s);
 /* Sorts v ascending: LSD radix sort, 16 bits a pass, with n words of scratch. */
 void sort_u64(uint64_t *v, size_t n);
 
+/* First thing in each program's main: the process then always ends by _exit, after flushing
+ * stdio (and, under AddressSanitizer, the leak check), from a return of main or an exit() anywhere,
+ * a library's included. Library destructors do not run: OpenBLAS's joins its worker threads, and
+ * waits forever for one stuck retrying an allocation under an address-space limit. An exception a
+ * C++ library (RocksDB) does not catch, as when it cannot start a thread, ends the process with
+ * one line and exit status 1 instead of an abort. */
+void process_setup(void);
+
 /* Print "prog: message" on stderr and exit(1). For the programs' main paths only. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -62,6 +70,12 @@ int folder_lock(const char *dir, const char *name, int shared);
  * kernel family the CPU supports and re-execute the program with it set (the library reads it
  * when loaded). A value the user set is kept. Call first thing in main. */
 void blas_select_core(char **argv);
+
+/* Set OpenBLAS to `threads` threads (0: its own number) and, under an address-space limit
+ * (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread at its first call and,
+ * when that fails, retries forever. Without room for them, die with one line; else take them now
+ * (one small multiplication on every thread), before data and tables use the room up. */
+void blas_preflight(int threads);
 
 /* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
 int parse_u64_list(const char *s, uint64_t **out);

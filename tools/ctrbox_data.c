@@ -434,6 +434,7 @@ static int cmd_split(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    process_setup();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

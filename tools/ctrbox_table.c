@@ -1175,6 +1175,7 @@ static void shrink_folder(const char *dir, shrinker *sk)
 
 int main(int argc, char **argv)
 {
+    process_setup();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
