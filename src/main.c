@@ -17,6 +17,7 @@
 
 #include "../embedding/quant.h"
 #include "../embedding/tier.h"
+#include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
 #include "../io/parse.h"
@@ -206,7 +207,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         }
     }
     int ret = 0;
-    if (dir || bundle) blas_preflight(0);
+    if (dir || bundle) dense_cpu_preflight(0);
     if (predict) {
         if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
         ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1);
@@ -539,7 +540,7 @@ static int cmd_train(int argc, char **argv, int plan)
     if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;
     if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
     if (plan) {
-        blas_preflight(0);
+        dense_cpu_preflight(0);
         int r = run_plan(&o, &po);
         free(o.train), free(o.valid), free(opts), free(av);
         cli_input_free(&in);

@@ -19,6 +19,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
 #include "metrics.h"
@@ -318,7 +319,7 @@ int train_run(const train_opts *o)
     trainer t = { .o = o, .best_auc = -INFINITY };
     char err[1024];
     if (o->threads > 0) {
-        blas_preflight(o->threads);
+        dense_cpu_preflight(o->threads);
         omp_set_num_threads(o->threads);
     }
     /* training reads its files once per epoch (and first for the schema): a pipe or a device would

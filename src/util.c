@@ -4,12 +4,10 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include <cblas.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +35,19 @@ static void uncaught(void)
 {
     fflush(NULL);
     fprintf(stderr, "%s: a library (RocksDB) failed with an exception it does not catch, most likely for want of "
-            "memory or threads: raise the memory limit, or use a smaller --cache-mb or fewer --threads\n",
+            "memory or threads: give the process more memory (ulimit -v), or use a smaller --cache-mb\n",
             program_invocation_short_name);
     _exit(1);
 }
 
-/* std::set_terminate, by its mangled name (libstdc++ comes with RocksDB; this program is C) */
-void (*_ZSt13set_terminatePFvvE(void (*handler)(void)))(void);
+/* std::set_terminate, by its mangled name (libstdc++ comes with RocksDB; this program is C).
+ * Weak: a program without RocksDB (the fuzz targets) links without it. */
+void (*_ZSt13set_terminatePFvvE(void (*handler)(void)))(void) __attribute__((weak));
 
 void process_setup(void)
 {
     on_exit(leave, NULL);
-    _ZSt13set_terminatePFvvE(uncaught);
+    if (_ZSt13set_terminatePFvvE) _ZSt13set_terminatePFvvE(uncaught);
 }
 
 static void oom(size_t n)
@@ -292,27 +291,3 @@ int folder_lock(const char *dir, const char *name, int shared)
     return fd;
 }
 
-void blas_preflight(int threads)
-{
-    if (threads > 0) openblas_set_num_threads(threads);
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY) return;
-    mallopt(M_ARENA_MAX, 2);   /* each arena reserves 64 MB of address space */
-    unsigned long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
-        fclose(f);
-    }
-    int n = openblas_get_num_threads();
-    uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE), need = (uint64_t)n * (129u << 20) + (64u << 20);
-    if (used + need > rl.rlim_cur)
-        die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB for its "
-            "%d thread(s): raise the limit, use fewer --threads, or bound memory with a cgroup instead "
-            "(systemd-run -p MemoryMax=...)", (unsigned long long)(rl.rlim_cur >> 20),
-            (unsigned long long)(rl.rlim_cur > used ? (rl.rlim_cur - used) >> 20 : 0), (unsigned long long)(need >> 20), n);
-    enum { N = 512 };   /* large enough that every thread takes part, and maps its buffer */
-    float *a = xcalloc((size_t)N * N * 3, sizeof *a);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
-    free(a);
-}

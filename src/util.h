@@ -71,12 +71,6 @@ int folder_lock(const char *dir, const char *name, int shared);
  * when loaded). A value the user set is kept. Call first thing in main. */
 void blas_select_core(char **argv);
 
-/* Set OpenBLAS to `threads` threads (0: its own number) and, under an address-space limit
- * (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread at its first call and,
- * when that fails, retries forever. Without room for them, die with one line; else take them now
- * (one small multiplication on every thread), before data and tables use the room up. */
-void blas_preflight(int threads);
-
 /* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
 int parse_u64_list(const char *s, uint64_t **out);
 
