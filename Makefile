@@ -25,7 +25,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench bench-tier bench-layout bench-gpu frappe fuzz asan clean
+.PHONY: all deps test check-tests demo bench bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -114,6 +114,14 @@ bench-gpu:
 # Frappe quality (BARS protocol): trains LR, FM, DeepFM, DCN-V2, DLRM and prints their test AUC.
 frappe: deps all
 	@bash bench/frappe.sh
+
+# The robustness harness (tests/torture.sh): kill -9 and resume, corruption of every file kind,
+# full disks, memory limits; TORTURE_COUNT trials per loop from TORTURE_SEED (default: the clock).
+TORTURE_COUNT ?= 20
+TORTURE_LOOPS ?= kill corrupt disk memory
+torture: deps all
+	@bash tools/install-deps.sh torture
+	@bash tests/torture.sh "$(TORTURE_LOOPS)" $(TORTURE_COUNT) $(TORTURE_SEED)
 
 FUZZ_TIME ?= 60
 fuzz:

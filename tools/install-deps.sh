@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages ctrbox needs, only those missing (idempotent; runs apt-get update
 # once, only when something must be installed). Usage: install-deps.sh [extra-group ...]
-# Groups beyond the base: fuzz (clang, libFuzzer runtime), bench (fio, zstd, gzip).
+# Groups beyond the base: fuzz (clang, libFuzzer runtime), bench (fio, zstd, gzip), torture (zstd,
+# gzip, util-linux's unshare).
 set -euo pipefail
 
 pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libjansson-dev
@@ -10,6 +11,7 @@ for group in "$@"; do
     case "$group" in
         fuzz) pkgs+=(clang libclang-rt-dev) ;;
         bench) pkgs+=(fio zstd gzip coreutils time python3-torch python3-numpy) ;;
+        torture) pkgs+=(zstd gzip util-linux coreutils) ;;
         *) echo "install-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done

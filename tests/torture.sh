@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# The robustness harness (issue 13; `make torture`, not part of `make test`). Four loops, each a
+# count of seeded trials; a trial that fails prints "FAIL <loop> seed=<S>: why", and
+# `tests/torture.sh <loop> 1 <S>` runs that trial again alone.
+#   kill     a training run with a random combination of the options that touch state (model,
+#            admission, shrink, decay, a table per field, evaluation every N steps, pass size,
+#            cache budget and policy, epochs, threads) is killed -9 at random moments, resumed each
+#            time, and must end with the model and table rows of the uninterrupted run, byte for
+#            byte (predictions, and every row with its counters and optimizer state).
+#   corrupt  one file of a random kind (text log, cbx, model file, tiered model file, slot file,
+#            commit record, RocksDB's SSTs, MANIFEST, CURRENT, log, serving bundle, quantized rows,
+#            npy export, placement profile, config) gets random damage (bytes flipped, cut, zeroed,
+#            garbage appended); the command that reads it must give the undamaged result or exit 1
+#            with a message, never crash, hang or give another result.
+#   disk     tiered training (random options) on a tmpfs of a random size (1 to 40 MB, in a mount
+#            namespace of its own: needs root); the run succeeds or exits 1 cleanly, then with room
+#            again --resume ends with the uninterrupted model. Model, export and bundle writes on a
+#            full disk exit 1 and leave no partial output.
+#   memory   a random command under a random address-space limit (ulimit -v, 100 MB to 1.5 GB):
+#            success, or exit 1 with one line; never a hang or an abort.
+# Usage: tests/torture.sh [LOOPS] [COUNT] [SEED]   (LOOPS: "kill corrupt disk memory" or a subset,
+#        COUNT trials per loop (default 20), SEED of the first (default: from the clock, printed).
+# Env: TORTURE_DIR (default /tmp/ctrbox-torture), B (the programs' folder, default bin).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOOPS=${1:-"kill corrupt disk memory"}
+COUNT=${2:-20}
+SEED=${3:-$(date +%s)}
+B=$(cd "${B:-bin}" && pwd)
+W=${TORTURE_DIR:-/tmp/ctrbox-torture}
+rm -rf "$W"
+mkdir -p "$W"
+cd "$W" || exit 1
+echo "torture: loops '$LOOPS', $COUNT trials each, seeds from $SEED, in $W"
+
+fails=0
+declare -A ran failed
+fail() { echo "FAIL $1 seed=$2: $3"; fails=$((fails + 1)); failed[$1]=$((${failed[$1]:-0} + 1)); }
+pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+ms() { date +%s%3N; }
+say() { [ -n "${TORTURE_VERBOSE:-}" ] && echo "  $*"; return 0; }
+
+$B/ctrbox-data gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv &&
+    $B/ctrbox-data gen --rows 30000 --seed 6 --keys 0.005 --out trk.tsv &&
+    $B/ctrbox-data gen --rows 3000 --seed 5 --keys 0.002 --offset 12000 --out va.tsv || exit 1
+
+# ---- kill ----
+kill_trial() {
+    local s=$1 d="$W/kill.$1"
+    RANDOM=$s
+    rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
+    local model=$(pick lr fm deepfm dcnv2 deepfm) opts
+    opts="--model $model --format criteo --train ../trk.tsv --dim 4 --hidden 16,16 --cross 1 --batch 256"
+    opts+=" --epochs $(pick 1 2 3) --pass-rows $(pick 1500 3000 5000 8000) --cache-mb $(pick 0.02 0.1 1)"
+    opts+=" --cache-policy $(pick lfu lru) --threads $(pick 1 2) --seed $((RANDOM % 100))"
+    opts+=" $(pick '' '--min-show 2' '--min-show 3') $(pick '' '--shrink-threshold 0.5' '--shrink-threshold 0.3')"
+    opts+=" $(pick '' '' '--shrink-unseen 3') $(pick '' '--decay 0.9') $(pick '' '--table-per-field')"
+    opts+=" $(pick '' '--valid ../va.tsv' '--valid ../va.tsv --eval-every 7')"
+    local t0=$(ms)
+    if ! timeout 300 $B/ctrbox train $opts --quiet --out ref --table-dir tref >ref.log 2>&1; then
+        fail kill $s "the reference run failed ($opts): $(tail -1 ref.log)"; cd "$W"; return
+    fi
+    local run_ms=$(($(ms) - t0 + 1)) kills=0 k
+    for k in 1 2 3 4; do   # killed up to four times, at random moments of what a run takes
+        local at=$((RANDOM % (run_ms + 50)))
+        $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1 &   # (the kill below bounds it)
+        local p=$!
+        sleep "$((at / 1000)).$(printf %03d $((at % 1000)))"
+        kill -9 $p 2>/dev/null
+        wait $p 2>/dev/null
+        [ $? -eq 137 ] && kills=$((kills + 1))
+    done
+    if ! timeout 300 $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1; then
+        fail kill $s "the last resume failed ($opts): $(tail -1 res.log)"; cd "$W"; return
+    fi
+    $B/ctrbox predict --model ref --data ../va.tsv --out p_ref.txt 2>/dev/null
+    $B/ctrbox predict --model res --data ../va.tsv --out p_res.txt 2>/dev/null
+    local tables=$($B/ctrbox-table inspect tref --json 2>/dev/null | grep -o '"table": [0-9]*' | wc -l) tb
+    for ((tb = 0; tb < (tables > 0 ? tables : 1); tb++)); do
+        $B/ctrbox-table export tref --table $tb --to text --with-optimizer e_ref$tb.tsv 2>/dev/null
+        $B/ctrbox-table export tres --table $tb --to text --with-optimizer e_res$tb.tsv 2>/dev/null
+        sort e_ref$tb.tsv > s_ref$tb && sort e_res$tb.tsv > s_res$tb
+        cmp -s s_ref$tb s_res$tb || { fail kill $s "table $tb's rows differ after $kills kills ($opts)"; cd "$W"; return; }
+    done
+    if ! cmp -s p_ref.txt p_res.txt || [ ! -s p_ref.txt ]; then
+        fail kill $s "predictions differ after $kills kills ($opts)"; cd "$W"; return
+    fi
+    # and the same model with every row in memory (the tier moves rows, never changes them)
+    timeout 300 $B/ctrbox train $opts --quiet --out mem >mem.log 2>&1 &&
+        $B/ctrbox predict --model mem --data ../va.tsv --out p_mem.txt 2>/dev/null
+    cmp -s p_ref.txt p_mem.txt || { fail kill $s "the tier's model differs from the in-memory one ($opts)"; cd "$W"; return; }
+    say "kill $s: $kills kills in a run of $run_ms ms, $tables table(s), same rows: $opts"
+    cd "$W" && rm -rf "$d"
+}
+
+# ---- corrupt ----
+# Artifacts of every kind, made once; each trial damages a copy of one and runs its reader.
+corrupt_setup() {
+    mkdir -p c0 && cd c0 || return 1
+    local R="$B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 16,16 --batch 256 --threads 1 --quiet"
+    cp ../tr.tsv log.tsv && head -2000 ../va.tsv > data.tsv && gzip -k log.tsv && zstd -q log.tsv &&
+        $B/ctrbox-data convert --format criteo --in data.tsv --out data.cbx 2>/dev/null &&
+        $R --train ../tr.tsv --epochs 1 --out mem &&
+        $R --train ../tr.tsv --epochs 1 --out tier --pass-rows 4000 --table-dir tab --cache-mb 0.05 2>/dev/null &&
+        $B/ctrbox export-serving --model mem --out b.bundle >/dev/null &&
+        $B/ctrbox-table export mem --to npy npy 2>/dev/null && $B/ctrbox-table export mem --to hugectr hc 2>/dev/null &&
+        $B/ctrbox plan --model deepfm --dim 4 --hidden 16,16 --batch 256 --reps 1 --save-profile prof.json >/dev/null &&
+        printf 'model = lr\nformat = criteo\ntrain = data.tsv\nepochs = 1\nquiet = 1\n' > c.ini || return 1
+    cd ..
+}
+
+# "strict|file to damage|command that reads it" (run in the trial's copy). strict: the file has
+# checksums, so the command gives the undamaged output or exits 1; otherwise (text logs, npy, INI,
+# whose damage can be valid data) it must only end cleanly.
+corrupt_kinds=(
+    "0|log.tsv|$B/ctrbox-data inspect --format criteo log.tsv"
+    "1|log.tsv.gz|$B/ctrbox-data inspect --format criteo log.tsv.gz"
+    "1|log.tsv.zst|$B/ctrbox-data inspect --format criteo log.tsv.zst"
+    "0|hc/key|$B/ctrbox-table import --from hugectr hc imp --dim 4 --w 1 --opt adam"
+    "0|hc/emb_vector|$B/ctrbox-table import --from hugectr hc imp --dim 4 --w 1 --opt adam"
+    "1|data.cbx|$B/ctrbox predict --model mem --data data.cbx --out /dev/stdout"
+    "1|mem/model.ctrbox|$B/ctrbox predict --model mem --data data.tsv --out /dev/stdout"
+    "1|tier/model.ctrbox|$B/ctrbox predict --model tier --data data.tsv --out /dev/stdout"
+    "1|tab/table0.slots|$B/ctrbox predict --model tier --data data.tsv --out /dev/stdout"
+    "1|tab/table0.slots|$B/ctrbox-table export tab --to text /dev/stdout --force"
+    "1|tab/COMMIT.ctrbox|$B/ctrbox-table inspect tab"
+    "1|tab/index/*.sst|$B/ctrbox predict --model tier --data data.tsv --out /dev/stdout"
+    "1|tab/index/MANIFEST-*|$B/ctrbox predict --model tier --data data.tsv --out /dev/stdout"
+    "1|tab/index/CURRENT|$B/ctrbox-table inspect tab"
+    "1|tab/index/*.log|$B/ctrbox predict --model tier --data data.tsv --out /dev/stdout"
+    "1|tab/index/OPTIONS-*|$B/ctrbox-table inspect tab"
+    "1|b.bundle|$B/ctrbox predict --bundle b.bundle --data data.tsv --out /dev/stdout"
+    "0|npy/keys.npy|$B/ctrbox-table import --from npy npy imp --dim 4 --w 1 --opt adam"
+    "0|npy/values.npy|$B/ctrbox-table import --from npy npy imp --dim 4 --w 1 --opt adam"
+    "1|prof.json|$B/ctrbox plan --model deepfm --dim 4 --hidden 16,16 --batch 256 --profile prof.json"
+    "0|c.ini|$B/ctrbox train --config c.ini --out cfg"
+)
+
+damage() {   # damage file $1 at random: flip bytes, cut, zero a block, or append garbage
+    local f=$1 size=$(stat -c %s "$1") how=$((RANDOM % 4)) at
+    [ "$size" -gt 0 ] || how=3
+    at=$(( (RANDOM * 32768 + RANDOM) % (size > 0 ? size : 1) ))
+    case $how in
+        0) for i in $(seq $((1 + RANDOM % 4))); do
+               printf "\\x$(printf %02x $((RANDOM % 256)))" | dd of="$f" bs=1 seek=$(( (at + i * 997) % size )) conv=notrunc 2>/dev/null
+           done; echo "bytes flipped near $at" ;;
+        1) truncate -s "$at" "$f"; echo "cut to $at bytes" ;;
+        2) dd if=/dev/zero of="$f" bs=1 seek="$at" count=$((1 + RANDOM % 4096)) conv=notrunc 2>/dev/null; echo "zeroed at $at" ;;
+        3) head -c $((1 + RANDOM % 5000)) /dev/urandom >> "$f"; echo "garbage appended" ;;
+    esac
+}
+
+corrupt_trial() {
+    local s=$1 d="$W/corrupt.$1"
+    RANDOM=$s
+    local kind=${corrupt_kinds[RANDOM % ${#corrupt_kinds[@]}]}
+    local strict=${kind%%|*} rest=${kind#*|}
+    local pat=${rest%%|*} cmd=${rest#*|}
+    rm -rf "$d" && cp -a c0 "$d" && cd "$d" || return
+    # the undamaged result, in the copy (the tiered model names its folder by absolute path: the
+    # copy's model file is made to name the copy's folder by training it again here)
+    if [[ $pat == tier/* || $pat == tab/* ]]; then
+        rm -rf tier tab && $B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 16,16 --batch 256 --threads 1 \
+            --quiet --train ../tr.tsv --epochs 1 --out tier --pass-rows 4000 --table-dir tab --cache-mb 0.05 2>/dev/null || {
+            fail corrupt $s "setup"; cd "$W"; return; }
+    fi
+    rm -rf imp cfg
+    timeout 120 bash -c "$cmd" > want.out 2> want.err
+    local want_rc=$?
+    rm -rf imp cfg
+    local files=( $pat ) f how
+    f=${files[RANDOM % ${#files[@]}]}
+    [ -f "$f" ] || { cd "$W"; rm -rf "$d"; return; }
+    how=$(damage "$f")
+    timeout 120 bash -c "$cmd" > got.out 2> got.err
+    local rc=$?
+    if [ $rc -eq 0 ] && [ $want_rc -eq 0 ]; then
+        [ "$strict" = 0 ] || cmp -s want.out got.out || { fail corrupt $s "$f ($how): accepted with another result: $cmd"; cd "$W"; return; }
+    elif [ $rc -eq 1 ]; then
+        grep -q "ctrbox" got.err || { fail corrupt $s "$f ($how): exit 1 without a message: $cmd"; cd "$W"; return; }
+    elif [ $rc -ne $want_rc ]; then
+        fail corrupt $s "$f ($how): exit $rc: $(tail -c 300 got.err): $cmd"; cd "$W"; return
+    fi
+    say "corrupt $s: $f ($how): exit $rc (undamaged $want_rc)"
+    grep -q "AddressSanitizer\|runtime error\|Assertion\|terminate called" got.err &&
+        { fail corrupt $s "$f ($how): $(grep -m1 "AddressSanitizer\|runtime error\|Assertion\|terminate" got.err)"; cd "$W"; return; }
+    cd "$W" && rm -rf "$d"
+}
+
+# ---- disk ----
+disk_trial() {
+    local s=$1 d="$W/disk.$1"
+    RANDOM=$s
+    rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
+    local opts="--model $(pick deepfm fm lr) --format criteo --train ../tr.tsv --dim 4 --hidden 16,16 --batch 256 --threads 1"
+    opts+=" --epochs 2 --pass-rows $(pick 1500 3000 6000) --cache-mb $(pick 0.02 0.5) $(pick '' '--min-show 2')"
+    opts+=" $(pick '' '--shrink-threshold 0.5') $(pick '' '--table-per-field') --seed $((RANDOM % 100)) --quiet"
+    local mb=$((1 + RANDOM % 40))
+    $B/ctrbox train $opts --out ref --table-dir tref >/dev/null 2>&1 &&
+        $B/ctrbox predict --model ref --data ../va.tsv --out p_ref.txt 2>/dev/null || { fail disk $s "reference"; cd "$W"; return; }
+    local o
+    o=$(B=$B unshare -m bash -c "mount -t tmpfs -o size=${mb}m tmpfs /mnt || exit 99
+        timeout 300 $B/ctrbox train $opts --out /mnt/o --table-dir /mnt/td > full.log 2>&1; echo rc1=\$?
+        # other writers on the full disk: a model file, an export, a bundle
+        head -c \$((64 << 20)) /dev/zero > /mnt/fill 2>/dev/null
+        timeout 120 $B/ctrbox train --model lr --format criteo --train ../va.tsv --epochs 1 --quiet --out /mnt/m2 > w.log 2>&1; echo rc2=\$?
+        timeout 120 $B/ctrbox-table export ref --to text /mnt/e.tsv >> w.log 2>&1; echo rc3=\$?
+        timeout 120 $B/ctrbox export-serving --model ref --out /mnt/b.bundle >> w.log 2>&1; echo rc4=\$?
+        ls /mnt/m2/model.ctrbox /mnt/e.tsv /mnt/b.bundle /mnt/*.tmp.* /mnt/m2/*.tmp.* 2>/dev/null | sed 's/^/left: /'
+        rm -f /mnt/fill
+        mount -o remount,size=512m /mnt
+        timeout 300 $B/ctrbox train $opts --out /mnt/o --resume /mnt/td > resume.log 2>&1; echo rc5=\$?
+        $B/ctrbox predict --model /mnt/o --data ../va.tsv --out p_full.txt 2>/dev/null" 2>&1)
+    case "$o" in *rc1=0*|*rc1=1*) ;; *) fail disk $s "${mb} MB: the full run ended badly: $(tail -c 300 full.log) $o"; cd "$W"; return ;; esac
+    grep -q "Assertion\|terminate called\|CHECK failed" full.log w.log resume.log 2>/dev/null &&
+        { fail disk $s "${mb} MB: $(grep -h "Assertion\|terminate\|CHECK" full.log w.log resume.log | head -1)"; cd "$W"; return; }
+    [[ $o == *rc5=0* ]] || { fail disk $s "${mb} MB: resume failed: $(tail -c 300 resume.log)"; cd "$W"; return; }
+    local r
+    for r in rc2 rc3 rc4; do   # each either wrote its whole output or exited 1 and left none
+        [[ $o == *$r=0* || $o == *$r=1* ]] || { fail disk $s "${mb} MB: $r: $o"; cd "$W"; return; }
+    done
+    if [[ $o == *rc2=1* && $o == *"left: /mnt/m2/model.ctrbox"* ]] || [[ $o == *rc3=1* && $o == *"left: /mnt/e.tsv"* ]] ||
+       [[ $o == *rc4=1* && $o == *"left: /mnt/b.bundle"* ]] || [[ $o == *".tmp."* ]]; then
+        fail disk $s "${mb} MB: a failed write left output behind: $o"; cd "$W"; return
+    fi
+    cmp -s p_ref.txt p_full.txt || { fail disk $s "${mb} MB: the resumed model differs ($opts)"; cd "$W"; return; }
+    say "disk $s: ${mb} MB: $(echo $o | tr '\n' ' ')"
+    cd "$W" && rm -rf "$d"
+}
+
+# ---- memory ----
+memory_trial() {
+    local s=$1 d="$W/memory.$1"
+    RANDOM=$s
+    rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
+    [ -d "$W/m0" ] || { $B/ctrbox train --model deepfm --format criteo --train ../tr.tsv --dim 4 --hidden 16,16 --batch 256 \
+        --epochs 1 --pass-rows 3000 --table-dir "$W/m0t" --cache-mb 0.1 --quiet --out "$W/m0" 2>/dev/null; }
+    local mb=$((100 + RANDOM % 1400))
+    local cmd=$(pick \
+        "$B/ctrbox train --model $(pick lr deepfm dlrm) --format criteo --train ../tr.tsv --epochs 1 --threads $(pick 1 2) --quiet --out o" \
+        "$B/ctrbox train --model deepfm --format criteo --train ../tr.tsv --epochs 1 --pass-rows 3000 --table-dir t --cache-mb $(pick 1 50 400) --quiet --out o" \
+        "$B/ctrbox eval --model $W/m0 --data ../va.tsv" \
+        "$B/ctrbox predict --model $W/m0 --data ../va.tsv --out p.txt" \
+        "$B/ctrbox plan --model deepfm --batch 512 --reps 1" \
+        "$B/ctrbox-data convert --format criteo --in ../va.tsv --out v.cbx" \
+        "$B/ctrbox-table inspect $W/m0t" \
+        "$B/ctrbox export-serving --model $W/m0 --out b.bundle")
+    (ulimit -v $((mb * 1024)); timeout 300 bash -c "$cmd") > out.log 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ] && { [ $rc -ne 1 ] || ! grep -q "ctrbox" out.log; }; then
+        fail memory $s "${mb} MB: exit $rc: $(tail -c 300 out.log): $cmd"; cd "$W"; return
+    fi
+    grep -q "terminate called\|Assertion\|CHECK failed" out.log && { fail memory $s "${mb} MB: $(tail -c 300 out.log)"; cd "$W"; return; }
+    say "memory $s: ${mb} MB: exit $rc: $(tail -c 100 out.log | tr '\n' ' '): $cmd"
+    cd "$W" && rm -rf "$d"
+}
+
+for loop in $LOOPS; do
+    t0=$(date +%s)
+    case $loop in
+        corrupt) corrupt_setup || { echo "torture: corrupt setup failed"; exit 1; } ;;
+        disk) if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then echo "torture: disk needs root and unshare -m; skipped"; continue; fi ;;
+        kill|memory) ;;
+        *) echo "torture: unknown loop '$loop'"; exit 2 ;;
+    esac
+    for ((i = 0; i < COUNT; i++)); do
+        ${loop}_trial $((SEED + i))
+        ran[$loop]=$((${ran[$loop]:-0} + 1))
+    done
+    echo "torture: $loop: ${ran[$loop]} trials, ${failed[$loop]:-0} failed, $(($(date +%s) - t0)) s (seeds $SEED..$((SEED + COUNT - 1)))"
+done
+[ $fails -eq 0 ] && rm -rf "$W"
+echo "torture: $fails failure(s)"
+[ $fails -eq 0 ]
