@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../embedding/quant.h"
 #include "../embedding/tier.h"
@@ -592,7 +593,9 @@ static int cmd_export_serving(int argc, char **argv)
         }
     }
     if (!dir || !out) die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
-    if (!force && access(out, F_OK) == 0) die("%s exists; give --force to replace it", out);
+    struct stat st;   /* a file or folder that exists (a pipe or device is no output to keep) */
+    if (!force && stat(out, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        die("%s exists; give --force to replace it", out);
     char err[1024];
     model *m;
     model_meta meta;
@@ -601,7 +604,7 @@ static int cmd_export_serving(int argc, char **argv)
     if (meta.table_dir && (model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0 ||   /* streamed from it */
                            modelfile_check_tier(dir, &meta, tier, err, sizeof err) < 0))
         die("%s", err);
-    if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s: %s", out, err);
+    if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s", err);
     uint64_t rows = 0;
     for (int t = 0; t < model_n_tables(m); t++) rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));
     emb_tier_close(tier);

@@ -424,6 +424,11 @@ int bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *ti
         snprintf(err, errlen, "%s: cannot create: %s", path, strerror(-ret));
         return ret;
     }
+    if (!f.tmp) {   /* its checksum is computed by reading the bytes back */
+        durable_abort(&f);
+        snprintf(err, errlen, "%s: not a regular file: a bundle is written to a file, not to a pipe or a device", path);
+        return -EINVAL;
+    }
     model_meta mm = *meta;
     mm.table_dir = NULL;   /* the rows are in the bundle */
     json_t *j = meta_to_json(&mm);

@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,8 +178,17 @@ static void remove_stale_tmp(const char *path)
 
 int durable_open(durable_file *d, const char *path)
 {
-    remove_stale_tmp(path);
     memset(d, 0, sizeof *d);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        /* a pipe or a device (/dev/stdout): written as it is, a stream has no temporary name (and
+         * renaming one over /dev/stdout would replace the device by a file) */
+        d->f = fopen(path, "w");
+        if (!d->f) return -errno;
+        d->path = xstrdup(path);
+        return 0;
+    }
+    remove_stale_tmp(path);
     size_t n = strlen(path) + 32;
     d->path = xstrdup(path);
     d->tmp = xmalloc(n);
@@ -210,6 +220,12 @@ int durable_commit(durable_file *d)
 {
     int ret = 0;
     if (fflush(d->f) != 0 || ferror(d->f)) ret = -(errno ? errno : EIO);
+    if (!d->tmp) {   /* a stream */
+        if (fclose(d->f) != 0 && !ret) ret = -errno;
+        free(d->path);
+        memset(d, 0, sizeof *d);
+        return ret;
+    }
     if (!ret && fsync(fileno(d->f)) < 0) ret = -errno;
     if (fclose(d->f) != 0 && !ret) ret = -errno;
     d->f = NULL;

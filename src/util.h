@@ -5,7 +5,8 @@
  * xmalloc/xcalloc/xrealloc exit with a message when memory runs out (unrecoverable).
  * Expected failures are returned as negative errno-style codes by the modules themselves.
  * durable_*: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory; opening
- * deletes the temporary files of <path> that killed processes left.
+ * deletes the temporary files of <path> that killed processes left. A path that is a pipe or a
+ * device (/dev/stdout) is written directly (tmp is NULL).
  */
 #ifndef CTRBOX_UTIL_H
 #define CTRBOX_UTIL_H
@@ -50,7 +51,7 @@ double cpu_sec(void);
 typedef struct {
     FILE *f;
     char *path;     /* final name (owned) */
-    char *tmp;      /* temporary name (owned) */
+    char *tmp;      /* temporary name (owned), NULL when path is a stream */
 } durable_file;
 
 /* 0 or -errno. On success d->f is open for writing. */

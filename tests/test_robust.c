@@ -481,3 +481,19 @@ Test(robust, memory_limits_end_in_one_line)
         }
     cr_assert_gt(ok, 0, "nothing ran at any limit");
 }
+
+Test(robust, outputs_to_pipes_and_devices_are_streamed)
+{
+    make_data();
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out m%s", "");
+    /* a durable write renamed its temporary file over the output: a FIFO (or, as root,
+     * /dev/stdout) was replaced by a regular file */
+    char *o;
+    th_run(&o, "mkfifo pred.fifo && { timeout 60 cat pred.fifo > got.txt & } && " T "$B/ctrbox predict --model m "
+               "--data va.tsv --out pred.fifo; echo rc=$?; wait; test -p pred.fifo && echo still-a-fifo; wc -l < got.txt");
+    cr_assert(strstr(o, "rc=0") && strstr(o, "still-a-fifo") && strstr(o, "4000"), "%s", o);
+    free(o);
+    /* (not tried on /dev/stdout itself: a regression would replace the machine's) */
+    expect(1, "not a regular file", "mkfifo b.fifo && { timeout 60 cat b.fifo > /dev/null & } && " T
+                                    "$B/ctrbox export-serving --model m --out b.fifo%s", "");
+}

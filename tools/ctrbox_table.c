@@ -195,7 +195,9 @@ static long long catalog_pass(tsrc *s)
 /* An output that exists is replaced only with --force (exports, deltas, rows for serving). */
 static void refuse_existing(const char *path, int force)
 {
-    if (!force && access(path, F_OK) == 0) die("%s exists; give --force to replace it", path);
+    struct stat st;   /* a file or folder (a pipe or device is no output to keep) */
+    if (!force && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        die("%s exists; give --force to replace it", path);
 }
 
 /* ---- inspect ---- */
