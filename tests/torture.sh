@@ -85,10 +85,13 @@ kill_trial() {
     if ! cmp -s p_ref.txt p_res.txt || [ ! -s p_ref.txt ]; then
         fail kill $s "predictions differ after $kills kills ($opts)"; cd "$W"; return
     fi
-    # and the same model with every row in memory (the tier moves rows, never changes them)
-    timeout 300 $B/ctrbox train $opts --quiet --out mem >mem.log 2>&1 &&
-        $B/ctrbox predict --model mem --data ../va.tsv --out p_mem.txt 2>/dev/null
-    cmp -s p_ref.txt p_mem.txt || { fail kill $s "the tier's model differs from the in-memory one ($opts)"; cd "$W"; return; }
+    # and the same model with every row in memory (the tier moves rows, never changes them); with
+    # --valid the in-memory run keeps its best epoch, a tiered one its last commit: compared without
+    if [[ $opts != *--valid* ]]; then
+        timeout 300 $B/ctrbox train $opts --quiet --out mem >mem.log 2>&1 &&
+            $B/ctrbox predict --model mem --data ../va.tsv --out p_mem.txt 2>/dev/null
+        cmp -s p_ref.txt p_mem.txt || { fail kill $s "the tier's model differs from the in-memory one ($opts)"; cd "$W"; return; }
+    fi
     say "kill $s: $kills kills in a run of $run_ms ms, $tables table(s), same rows: $opts"
     cd "$W" && rm -rf "$d"
 }
