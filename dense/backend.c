@@ -5,11 +5,8 @@
 
 #include <cblas.h>
 #include <malloc.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "../src/util.h"
 #include "layers.h"
@@ -62,22 +59,16 @@ const dense_backend *dense_backend_find(const char *name)
 void dense_cpu_preflight(int threads)
 {
     if (threads > 0) openblas_set_num_threads(threads);
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    uint64_t limit, left = address_space_left(&limit);
+    if (left == UINT64_MAX) return;
     mallopt(M_ARENA_MAX, 2);   /* each arena reserves 64 MB of address space */
-    unsigned long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
-        fclose(f);
-    }
     int n = openblas_get_num_threads();
-    uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE), need = (uint64_t)n * (129u << 20) + (64u << 20);
-    if (used + need > rl.rlim_cur)
+    uint64_t need = (uint64_t)n * (129u << 20) + (64u << 20);
+    if (need > left)
         die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB for its "
             "%d thread(s): raise the limit, use fewer --threads, or bound memory with a cgroup instead "
-            "(systemd-run -p MemoryMax=...)", (unsigned long long)(rl.rlim_cur >> 20),
-            (unsigned long long)(rl.rlim_cur > used ? (rl.rlim_cur - used) >> 20 : 0), (unsigned long long)(need >> 20), n);
+            "(systemd-run -p MemoryMax=...)", (unsigned long long)(limit >> 20), (unsigned long long)(left >> 20),
+            (unsigned long long)(need >> 20), n);
     enum { N = 512 };   /* large enough that every thread takes part, and maps its buffer */
     float *a = xcalloc((size_t)N * N * 3, sizeof *a);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);

@@ -6,6 +6,7 @@
 #include "device.h"
 
 #include "backend_sim.h"
+#include "../src/util.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -56,6 +57,15 @@ static void gpu_load(void)
     if (access(path, R_OK) != 0) {
         if (env && *env) snprintf(gpu_desc, sizeof gpu_desc, "none (CTRBOX_CUDA_LIB=%.900s: no such file)", path);
         else snprintf(gpu_desc, sizeof gpu_desc, "none (the CUDA backend %.900s was not built: nvcc was not found)", path);
+        return;
+    }
+    /* CUDA's libraries map about 700 MB when loaded, and cuBLAS crashes in its initialiser when a
+     * mapping fails under an address-space limit: not loaded without room for them */
+    uint64_t limit, left = address_space_left(&limit);
+    if (left < ((uint64_t)1 << 30)) {
+        snprintf(gpu_desc, sizeof gpu_desc, "none (the address-space limit (ulimit -v) of %llu MB leaves %llu MB; "
+                 "the CUDA backend's libraries need about 1 GB: not loaded)", (unsigned long long)(limit >> 20),
+                 (unsigned long long)(left >> 20));
         return;
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -307,3 +307,21 @@ int folder_lock(const char *dir, const char *name, int shared)
     return fd;
 }
 
+
+uint64_t address_space_left(uint64_t *limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY) {
+        if (limit) *limit = UINT64_MAX;
+        return UINT64_MAX;
+    }
+    if (limit) *limit = rl.rlim_cur;
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+    return rl.rlim_cur > used ? rl.rlim_cur - used : 0;
+}

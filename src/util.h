@@ -61,6 +61,10 @@ int durable_commit(durable_file *d);
 /* Close and delete the temporary file (after an error). */
 void durable_abort(durable_file *d);
 
+/* Bytes of address space left under the address-space limit (ulimit -v, RLIMIT_AS), or UINT64_MAX
+ * without one; *limit (if not NULL) gets the limit. */
+uint64_t address_space_left(uint64_t *limit);
+
 /* Hold DIR/NAME's flock, exclusive (one writer) or shared, without waiting: the open descriptor,
  * which keeps the lock until closed (or the process ends), or -EBUSY when another process holds
  * it, or -errno. */

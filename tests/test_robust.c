@@ -468,8 +468,9 @@ Test(robust, memory_limits_end_in_one_line)
         "$B/ctrbox predict --model m --data va.tsv --out p.txt",
         "$B/ctrbox-data inspect --format criteo va.tsv",
         "$B/ctrbox-table inspect m",
+        "$B/ctrbox plan --model deepfm --batch 512 --reps 1",   /* cuBLAS crashed loading at 990 MB */
     };
-    int mbs[] = { 120, 250, 450, 600, 800 }, ok = 0;
+    int mbs[] = { 120, 250, 450, 600, 800, 990, 1300 }, ok = 0;
     for (size_t i = 0; i < sizeof mbs / sizeof *mbs; i++)
         for (size_t c = 0; c < sizeof cmds / sizeof *cmds; c++) {
             char *o;
