@@ -5,9 +5,10 @@
  * and its commit count; 'k' table key(8, big endian) -> {u64 slot, f32 show, f32 click, u32
  * last_pass}. DIR/COMMIT.ctrbox records the same id and count outside RocksDB, written after each
  * commit: at open the two must agree (or the file be one behind: a crash between the two), so an
- * index that lost commits (a damaged MANIFEST) is refused instead of silently rolling back. The free-slot bitmap of each table
- * is rebuilt from the index at open; a commit allocates slots in increasing order, so rows
- * rewritten every pass settle into long runs and write-back is mostly sequential.
+ * index that lost commits (a damaged MANIFEST) is refused instead of silently rolling back.
+ * The free-slot bitmap of each table is rebuilt from the index at open; a commit allocates slots in
+ * increasing order, so rows rewritten every pass settle into long runs and write-back is mostly
+ * sequential.
  */
 #define _GNU_SOURCE
 #include "tier.h"
