@@ -132,3 +132,12 @@ void th_write_zstd(const char *path, const void *data, size_t len)
     th_write(path, buf, n);
     free(buf);
 }
+
+void th_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
+    cr_assert(la > 0 && la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}

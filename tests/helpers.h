@@ -24,6 +24,8 @@ int th_run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* The real data folder, or NULL when ../shared/data is absent. */
 const char *th_shared_data(void);
 int th_file_exists(const char *path);
+/* Assert that files a and b of the temporary folder are non-empty and equal, byte for byte. */
+void th_same_file(const char *a, const char *b);
 /* gzip / zstd compress a buffer into a file. */
 void th_write_gzip(const char *path, const void *data, size_t len);
 void th_write_zstd(const char *path, const void *data, size_t len);

@@ -52,15 +52,6 @@ Test(robust, diverged_run_stops_and_saves_nothing)
     expect(1, "diverged", diverge, "--out p --pass-rows 5000 --table-dir tp --cache-mb 0.05");
 }
 
-static void same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
-    cr_assert(la > 0 && la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
-    free(x);
-    free(y);
-}
-
 Test(robust, eval_every_with_a_table_folder)
 {
     make_data();
@@ -76,7 +67,7 @@ Test(robust, eval_every_with_a_table_folder)
     expect(0, NULL, run, "--out plain --table-dir tplain");
     expect(0, NULL, "$B/ctrbox predict --model e0 --data va.tsv --out p_e0.txt%s", "");
     expect(0, NULL, "$B/ctrbox predict --model plain --data va.tsv --out p_plain.txt%s", "");
-    same_file("p_e0.txt", "p_plain.txt");
+    th_same_file("p_e0.txt", "p_plain.txt");
 }
 
 Test(robust, table_folder_without_pass_rows_is_refused)
@@ -112,7 +103,7 @@ static void kill_at_pass_and_resume(const char *opts, int k)
     free(o);
     expect(0, NULL, "$B/ctrbox predict --model ref --data va.tsv --out p_ref.txt%s", "");
     expect(0, NULL, "$B/ctrbox predict --model res --data va.tsv --out p_res.txt%s", "");
-    same_file("p_ref.txt", "p_res.txt");
+    th_same_file("p_ref.txt", "p_res.txt");
 }
 
 Test(robust, resume_with_admission_and_shrink)
@@ -148,7 +139,7 @@ Test(robust, disk_full_on_a_small_file_system)
         cr_assert(strstr(o, "rc1=1") || strstr(o, "rc1=0"), "%d MB: %s", sizes[i], o);
         cr_assert(!strstr(o, "Assertion") && !strstr(o, "CHECK failed"), "%d MB: %s", sizes[i], o);
         free(o);
-        same_file("p_ref.txt", "p_full.txt");
+        th_same_file("p_ref.txt", "p_full.txt");
     }
 }
 
@@ -173,7 +164,7 @@ Test(robust, a_damaged_index_is_refused_not_rolled_back)
             cr_assert(strstr(o, "td"), "the message names the folder: %s", o);
             refused++;
         } else {
-            same_file("p_ref.txt", "p_cut.txt");
+            th_same_file("p_ref.txt", "p_cut.txt");
         }
         free(o);
         rc = th_run(&o, TIERED " --epochs 1 --out m2 --resume td");
@@ -227,7 +218,7 @@ Test(robust, resume_checks_the_data_by_content_not_by_name)
     expect(0, NULL, run, "--train ./d/../d/tr.tsv --epochs 2 --out a --resume ta");
     expect(0, NULL, "$B/ctrbox predict --model ref --data va.tsv --out p_ref.txt && "
                     "$B/ctrbox predict --model a --data va.tsv --out p_a.txt%s", "");
-    same_file("p_ref.txt", "p_a.txt");
+    th_same_file("p_ref.txt", "p_a.txt");
     /* a file cut to 3,000 rows resumed "after pass 2", trained nothing and exited 0 */
     expect(0, NULL, run, "--train d/tr.tsv --epochs 1 --out b --table-dir tb");
     expect(0, NULL, "head -3000 tr.tsv > d/tr.tsv%s", "");
@@ -291,11 +282,11 @@ Test(robust, streams_and_cbx_inputs)
                       "--quiet%s", "");
     expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_text.txt%s", "");
     expect(0, NULL, "cat va.tsv | $B/ctrbox predict --model m --data /dev/stdin --out p_pipe.txt%s", "");
-    same_file("p_text.txt", "p_pipe.txt");
+    th_same_file("p_text.txt", "p_pipe.txt");
     /* a cbx file given to a model trained on text was parsed as text (100%% bad lines, or worse) */
     expect(0, NULL, "$B/ctrbox-data convert --format criteo --in va.tsv --out va.cbx%s", "");
     expect(0, NULL, "$B/ctrbox predict --model m --data va.cbx --out p_cbx.txt%s", "");
-    same_file("p_text.txt", "p_cbx.txt");
+    th_same_file("p_text.txt", "p_cbx.txt");
     expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.cbx --out m2 --epochs 1 "
                       "--quiet%s", "");
     expect(1, "a cbx file among criteo text inputs", "$B/ctrbox predict --model m --data va.tsv va.cbx --out x%s", "");
@@ -447,7 +438,7 @@ Test(robust, messages_say_what_is_wrong)
     expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_ref.txt && "
                     "for f in td/index/*.log; do head -c 5000 /dev/urandom >> $f; done%s", "");
     expect(0, NULL, T "$B/ctrbox predict --model m --data va.tsv --out p_log.txt%s", "");
-    same_file("p_ref.txt", "p_log.txt");
+    th_same_file("p_ref.txt", "p_log.txt");
     expect(0, NULL, TIERED " --epochs 2 --out m --resume td%s", "");
 }
 

@@ -41,15 +41,6 @@ static void predict(const char *model, const char *out)
     free(o);
 }
 
-static void same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = th_read(th_path(a), &la), *y = th_read(th_path(b), &lb);
-    cr_assert(la > 0 && la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
-    free(x);
-    free(y);
-}
-
 /* sum of a numeric field over the log's pass lines */
 static double log_sum(const char *dir, const char *field)
 {
@@ -95,8 +86,8 @@ Test(tier, same_model_in_memory_and_on_ssd)
         predict("mem", "p_mem.txt");
         predict("ssd1", "p_ssd1.txt");
         predict("ssd2", "p_ssd2.txt");
-        same_file("p_mem.txt", "p_ssd1.txt");
-        same_file("p_mem.txt", "p_ssd2.txt");
+        th_same_file("p_mem.txt", "p_ssd1.txt");
+        th_same_file("p_mem.txt", "p_ssd2.txt");
         /* the tier was used: rows evicted and read back from the SSD */
         cr_assert_gt(log_sum("ssd1", "evicted"), 0);
         cr_assert_gt(log_sum("ssd1", "rows_read"), 0);
@@ -131,7 +122,7 @@ Test(tier, kill_and_resume_gives_the_same_model)
     cr_assert_gt(kills, 0, "no run was killed: make the runs longer");
     run_ok(RUN " --out res --resume tres --cache-mb 0.05 %s", "");
     predict("res", "p_res.txt");
-    same_file("p_ref.txt", "p_res.txt");
+    th_same_file("p_ref.txt", "p_res.txt");
 }
 
 Test(tier, disk_full_stops_cleanly_and_resumes)
@@ -148,7 +139,7 @@ Test(tier, disk_full_stops_cleanly_and_resumes)
     free(o);
     run_ok(RUN " --out full --resume tfull --cache-mb 0.05 %s", "");
     predict("full", "p_full.txt");
-    same_file("p_ref.txt", "p_full.txt");
+    th_same_file("p_ref.txt", "p_full.txt");
 }
 
 Test(tier, read_only_folder_is_refused)
@@ -533,5 +524,5 @@ Test(tier, shrink_deletes_alike_in_memory_and_on_ssd)
     free(b);
     predict("m1", "p1.txt");
     predict("m2", "p2.txt");
-    same_file("p1.txt", "p2.txt");
+    th_same_file("p1.txt", "p2.txt");
 }
