@@ -7,7 +7,6 @@
 #include "train.h"
 #include "train_internal.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
