@@ -593,9 +593,7 @@ static int cmd_export_serving(int argc, char **argv)
         }
     }
     if (!dir || !out) die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
-    struct stat st;   /* a file or folder that exists (a pipe or device is no output to keep) */
-    if (!force && stat(out, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-        die("%s exists; give --force to replace it", out);
+    refuse_existing_output(out, force);
     char err[1024];
     model *m;
     model_meta meta;

@@ -325,3 +325,10 @@ uint64_t address_space_left(uint64_t *limit)
     uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
     return rl.rlim_cur > used ? rl.rlim_cur - used : 0;
 }
+
+void refuse_existing_output(const char *path, int force)
+{
+    struct stat st;
+    if (!force && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        die("%s exists; give --force to replace it", path);
+}

@@ -61,6 +61,10 @@ int durable_commit(durable_file *d);
 /* Close and delete the temporary file (after an error). */
 void durable_abort(durable_file *d);
 
+/* An output that exists as a file or folder is replaced only with --force: else die saying so
+ * (a pipe or a device is written to, nothing is kept there). */
+void refuse_existing_output(const char *path, int force);
+
 /* Bytes of address space left under the address-space limit (ulimit -v, RLIMIT_AS), or UINT64_MAX
  * without one; *limit (if not NULL) gets the limit. */
 uint64_t address_space_left(uint64_t *limit);

@@ -192,14 +192,6 @@ static long long catalog_pass(tsrc *s)
     return pass;
 }
 
-/* An output that exists is replaced only with --force (exports, deltas, rows for serving). */
-static void refuse_existing(const char *path, int force)
-{
-    struct stat st;   /* a file or folder (a pipe or device is no output to keep) */
-    if (!force && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-        die("%s exists; give --force to replace it", path);
-}
-
 /* ---- inspect ---- */
 
 enum { HBINS = 24, TOPK = 10 };
@@ -461,7 +453,7 @@ static int cmd_export(int argc, char **argv, int delta)
     uint64_t n = tsrc_rows(&s, tb);
     durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 }, fe = { 0 };
     if (fmt == FMT_TEXT) {
-        refuse_existing(out, force);
+        refuse_existing_output(out, force);
         int r = durable_open(&fa, out);
         if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
         x.a = fa.f;
@@ -470,7 +462,7 @@ static int cmd_export(int argc, char **argv, int delta)
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             char p[4200];
             snprintf(p, sizeof p, "%s/%s", out, names[i]);
-            refuse_existing(p, force);
+            refuse_existing_output(p, force);
         }
         if (mkdir(out, 0755) < 0 && errno != EEXIST) die("%s: cannot create folder: %s", out, strerror(errno));
         if (fmt == FMT_NPY) {
@@ -858,7 +850,7 @@ static int cmd_convert(int argc, char **argv)
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("convert: %s has %d table(s)", dir, s.n);
-    refuse_existing(out, force);
+    refuse_existing_output(out, force);
     durable_file df;
     int r = durable_open(&df, out);
     if (r < 0) die("%s: cannot create: %s", out, strerror(-r));
