@@ -17,7 +17,7 @@
 
 #include "../datasets/source.h"
 #include "../io/reader.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 static uint64_t file_bytes(char *const *paths, int n)
 {

@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 
 #define BATCH 64
 

@@ -16,8 +16,8 @@
 
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 
 static emb_table_config config(void)
 {

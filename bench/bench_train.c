@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../dense/layers.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 int main(int argc, char **argv)
 {

@@ -18,7 +18,7 @@
 #include <xxhash.h>
 
 #include "../io/stream.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "cbx.c writes little-endian integers with memcpy; add byte swaps for this host"

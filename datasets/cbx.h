@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "../io/parse.h"
-#include "block.h"
+#include "../io/block.h"
 
 #define CBX_VERSION 1u
 #define CBX_STATS_SLOTS 16

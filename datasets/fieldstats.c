@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 
 #define HLL_P 14
 #define HLL_M (1u << HLL_P)

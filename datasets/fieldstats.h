@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "block.h"
+#include "../io/block.h"
 
 typedef struct field_stats field_stats;
 

@@ -15,8 +15,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 
 #define N_INT 13
 #define N_CAT 26

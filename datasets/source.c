@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../io/stream.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 struct data_source {
     source_opts o;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "../io/parse.h"
-#include "block.h"
+#include "../io/block.h"
 #include "cbx.h"
 
 typedef struct {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "../io/util.h"
 #include "layers.h"
 
 static void *cpu_alloc(size_t bytes) { return xcalloc(bytes ? bytes : 1, 1); }

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "../io/util.h"
 #include "layers.h"
 
 typedef struct {

@@ -6,7 +6,7 @@
 #include "device.h"
 
 #include "backend_sim.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 #include <dlfcn.h>
 #include <limits.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "../io/util.h"
 
 /* The element-wise kernels are memory- and ALU-bound loops: compile them for the vector units the
  * CPU has (AVX-512, AVX2, or the SSE2 baseline), chosen once at load time. */

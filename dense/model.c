@@ -19,8 +19,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 #include "backend.h"
 
 #include <omp.h>

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../datasets/block.h"
+#include "../io/block.h"
 #include "../embedding/table.h"
 #include "optim.h"
 #include "plan.h"

@@ -1,5 +1,6 @@
 /*
- * optim.c: Adam, Adagrad and SGD as flat loops over the parameter block.
+ * optim.c: the dense optimizers' settings and their step over the parameter block (the flat
+ * loops are embedding/optim.c's, shared with the rows' optimizers).
  */
 #include "optim.h"
 
@@ -25,43 +26,6 @@ int dense_opt_from_name(const char *name)
 }
 const char *dense_opt_name(dense_opt_kind k) { return (unsigned)k < 3 ? names[k] : "?"; }
 int dense_opt_moments(dense_opt_kind k) { return k == DOPT_ADAM ? 2 : k == DOPT_ADAGRAD ? 1 : 0; }
-
-void optim_adam(float *p, float *m, float *v, const float *g, size_t n, float a, float e, float b1, float b2,
-                float l2)
-{
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] + l2 * p[i];
-        m[i] = b1 * m[i] + (1 - b1) * gi;
-        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-        p[i] -= a * m[i] / (sqrtf(v[i]) + e);
-    }
-}
-
-void optim_adagrad(float *p, float *acc, const float *g, size_t n, float lr, float eps, float l2)
-{
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] + l2 * p[i];
-        acc[i] += gi * gi;
-        p[i] -= lr * gi / (sqrtf(acc[i]) + eps);
-    }
-}
-
-void optim_sgd(float *p, const float *g, size_t n, float lr, float l2)
-{
-    for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + l2 * p[i]);
-}
-
-void optim_adam_terms(float lr, float eps, float b1, float b2, uint64_t step, float *a, float *e)
-{
-    static _Thread_local struct { uint64_t step; float b1, b2; double c1, c2; } bc;
-    if (bc.step != step || bc.b1 != b1 || bc.b2 != b2) {
-        bc.step = step, bc.b1 = b1, bc.b2 = b2;
-        bc.c1 = 1.0 - pow(b1, (double)step);
-        bc.c2 = 1.0 - pow(b2, (double)step);
-    }
-    *a = (float)(lr * sqrt(bc.c2) / bc.c1);
-    *e = eps * (float)sqrt(bc.c2);
-}
 
 void dense_opt_step_range(const dense_opt *o, float *p, const float *g, float *m, size_t n, size_t s, size_t len,
                           uint64_t step)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../src/util.h"
+#include "../io/util.h"
 
 static const char *kind_names[PL_KIND_COUNT] = { "pool", "wide", "fm", "ffm", "dot", "cross", "fc", "loss" };
 const char *plan_layer_kind_name(plan_layer_kind k) { return (unsigned)k < PL_KIND_COUNT ? kind_names[k] : "?"; }

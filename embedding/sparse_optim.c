@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../dense/optim.h"
+#include "optim.h"
 
 void sparse_opt_default(sparse_opt *o, sparse_opt_kind kind)
 {
@@ -34,7 +34,7 @@ int sparse_opt_from_name(const char *name)
 
 const char *sparse_opt_name(sparse_opt_kind k) { return (unsigned)k < 5 ? names[k] : "?"; }
 
-int sparse_optim_state_floats(sparse_opt_kind k, int V)
+int sparse_opt_state_floats(sparse_opt_kind k, int V)
 {
     switch (k) {
     case SOPT_SGD: return 0;
@@ -46,15 +46,15 @@ int sparse_optim_state_floats(sparse_opt_kind k, int V)
     return 0;
 }
 
-void sparse_optim_init_state(const sparse_opt *o, float *s, int V)
+void sparse_opt_init_state(const sparse_opt *o, float *s, int V)
 {
-    int n = sparse_optim_state_floats(o->kind, V);
+    int n = sparse_opt_state_floats(o->kind, V);
     for (int i = 0; i < n; i++) s[i] = 0;
     if (o->kind == SOPT_ADAGRAD || o->kind == SOPT_ROWWISE_ADAGRAD)
         for (int i = 0; i < n; i++) s[i] = o->init_acc;
 }
 
-void sparse_optim_update(const sparse_opt *o, float *v, float *s, const float *g, int V, uint64_t step)
+void sparse_opt_update(const sparse_opt *o, float *v, float *s, const float *g, int V, uint64_t step)
 {
     float l2 = o->l2, lr = o->lr;
     switch (o->kind) {

@@ -2,7 +2,7 @@
  * sparse_optim.h: optimizers applied inside one sparse row.
  *
  * A row's trainable values are v[0..V) (the first-order weight, if any, then the embedding);
- * its optimizer state s[] sits right after them in the same record (sparse_optim_state_floats
+ * its optimizer state s[] sits right after them in the same record (sparse_opt_state_floats
  * tells how many floats). L2 is applied to the rows a step touches (lazy, as in sparse trainers).
  */
 #ifndef CTRBOX_EMBEDDING_SPARSE_OPTIM_H
@@ -33,10 +33,10 @@ void sparse_opt_default(sparse_opt *o, sparse_opt_kind kind);
 int sparse_opt_from_name(const char *name);
 const char *sparse_opt_name(sparse_opt_kind k);
 /* Floats of state for V values. */
-int sparse_optim_state_floats(sparse_opt_kind k, int V);
+int sparse_opt_state_floats(sparse_opt_kind k, int V);
 /* Initial state of a new row. */
-void sparse_optim_init_state(const sparse_opt *o, float *s, int V);
+void sparse_opt_init_state(const sparse_opt *o, float *s, int V);
 /* One step on v (V) with gradient g (V) and state s; step counts from 1. */
-void sparse_optim_update(const sparse_opt *o, float *v, float *s, const float *g, int V, uint64_t step);
+void sparse_opt_update(const sparse_opt *o, float *v, float *s, const float *g, int V, uint64_t step);
 
 #endif

@@ -16,8 +16,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 
 typedef struct {
     uint64_t key;
@@ -66,7 +66,7 @@ emb_table *emb_table_create(const emb_table_config *c)
     emb_table *t = xcalloc(1, sizeof *t);
     t->c = *c;
     t->V = c->dim + (c->has_w ? 1 : 0);
-    t->S = sparse_optim_state_floats(c->opt.kind, t->V);
+    t->S = sparse_opt_state_floats(c->opt.kind, t->V);
     /* rounded to 8 bytes so every record's header is aligned */
     t->row_bytes = (sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float) + 7) & ~(size_t)7;
     t->idx_cap = 1024;
@@ -180,7 +180,7 @@ static void init_row(emb_table *t, uint32_t row, uint64_t key)
             v[off + d] = t->c.init_std * gauss(a, b);
         }
     }
-    sparse_optim_init_state(&t->c.opt, v + t->V, t->V);
+    sparse_opt_init_state(&t->c.opt, v + t->V, t->V);
 }
 
 uint32_t emb_table_get(emb_table *t, uint64_t key)
@@ -534,7 +534,7 @@ void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }
 void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 {
     float *v = emb_table_vals(t, row);
-    sparse_optim_update(&t->c.opt, v, v + t->V, g, t->V, step);
+    sparse_opt_update(&t->c.opt, v, v + t->V, g, t->V, step);
 }
 
 #define TABLE_MAGIC "CTRBXTBL"

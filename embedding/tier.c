@@ -28,8 +28,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../src/mix.h"
-#include "../src/util.h"
+#include "../io/mix.h"
+#include "../io/util.h"
 #include "table.h"
 
 #define SLOT_MAGIC "CTRBXSLT"

@@ -18,7 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../src/util.h"
+#include "util.h"
 
 typedef enum { ROLE_CAT = 0, ROLE_NUM, ROLE_LABEL, ROLE_SKIP } col_role;
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../datasets/block.h"
+#include "block.h"
 
 typedef enum { FMT_NONE = 0, FMT_CRITEO, FMT_LIBSVM, FMT_LIBFFM, FMT_CSV, FMT_CBX } data_format;
 

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 
 typedef struct {
     uint8_t *buf;

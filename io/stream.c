@@ -19,7 +19,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "reader.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>

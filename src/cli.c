@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "../io/util.h"
 
 const struct option cli_input_options[] = {
     { "format", required_argument, 0, CLI_OPT_FORMAT },

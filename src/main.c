@@ -27,7 +27,7 @@
 #include "metrics.h"
 #include "modelfile.h"
 #include "train.h"
-#include "util.h"
+#include "../io/util.h"
 
 static void usage(FILE *f)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "../io/util.h"
 
 typedef struct {
     double score;

@@ -15,7 +15,7 @@
 
 #include "../embedding/quant.h"
 #include "../embedding/tier.h"
-#include "util.h"
+#include "../io/util.h"
 
 #define MF_MAGIC "CTRBXMDL"
 #define MF_END "CTRBXEND"

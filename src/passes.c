@@ -29,9 +29,9 @@
 
 #include "../embedding/tier.h"
 #include "../io/stream.h"
-#include "mix.h"
+#include "../io/mix.h"
 #include "train_internal.h"
-#include "util.h"
+#include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
 #define CATALOG_VERSION 2u   /* 2: settings and data fingerprints apart */

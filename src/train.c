@@ -23,7 +23,7 @@
 #include "../dense/plan.h"
 #include "metrics.h"
 #include "modelfile.h"
-#include "util.h"
+#include "../io/util.h"
 
 int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
                   char *err, size_t errlen)

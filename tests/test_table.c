@@ -140,8 +140,8 @@ Test(table, sparse_optimizer_steps)
         o.l2 = 0.01f;
         float v[2], s[4];
         memcpy(v, v0, sizeof v);
-        sparse_optim_init_state(&o, s, 2);
-        sparse_optim_update(&o, v, s, g, 2, 1);
+        sparse_opt_init_state(&o, s, 2);
+        sparse_opt_update(&o, v, s, g, 2, 1);
         for (int i = 0; i < 2; i++) {
             double gi = g[i] + 0.01 * v0[i], want;
             switch (k) {

@@ -17,7 +17,7 @@
 
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
-#include "../src/mix.h"
+#include "../io/mix.h"
 #include "helpers.h"
 
 TestSuite(tier, .fini = th_cleanup);
@@ -397,7 +397,7 @@ Test(tier, slot_map_follows_the_index)
     emb_table_destroy(t);
 }
 
-static uint64_t unmix64(uint64_t x)   /* the inverse of mix64 (src/mix.h) */
+static uint64_t unmix64(uint64_t x)   /* the inverse of mix64 (io/mix.h) */
 {
     uint64_t inv[2] = { 0xc4ceb9fe1a85ec53ull, 0xff51afd7ed558ccdull };
     for (int i = 0; i < 2; i++) {

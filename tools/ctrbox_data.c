@@ -23,7 +23,7 @@
 #include "../datasets/source.h"
 #include "../io/stream.h"
 #include "../src/cli.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 static void usage(FILE *f)
 {

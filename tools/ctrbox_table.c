@@ -32,7 +32,7 @@
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../src/modelfile.h"
-#include "../src/util.h"
+#include "../io/util.h"
 
 static void usage(FILE *f)
 {
@@ -763,7 +763,7 @@ static int cmd_import(int argc, char **argv)
         size_t m = 0;
         while (m < CHUNK && reader_next(&r, (emb_row_head *)(recs + m * d.row_bytes))) {
             emb_row_head *e = (emb_row_head *)(recs + m * d.row_bytes);
-            if (!r.has_state) sparse_optim_init_state(&opt, (float *)(e + 1) + r.V, r.V);
+            if (!r.has_state) sparse_opt_init_state(&opt, (float *)(e + 1) + r.V, r.V);
             keys[m++] = e->key;
         }
         if (m == 0) break;

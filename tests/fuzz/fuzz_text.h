@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/block.h"
+#include "../../io/block.h"
 #include "../../io/parse.h"
 #include "../../io/stream.h"
 

@@ -8,7 +8,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(criteo libsvm libffm csv cbx)
-lib="src/util.c src/metrics.c io/reader.c io/stream.c io/parse.c datasets/block.c datasets/cbx.c"
+lib="io/util.c src/metrics.c io/reader.c io/stream.c io/parse.c io/block.c datasets/cbx.c"
 flags="-g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 libs="-luring -lxxhash -lzstd -lz -lm"
 mkdir -p build-fuzz

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "util.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
