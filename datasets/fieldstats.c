@@ -1,8 +1,7 @@
 /*
  * fieldstats.c: exact-then-HyperLogLog distinct counting per field.
  *
- * The set stores keys themselves (already XXH3 hashes); slot value 0 marks empty, so key 0 is
- * tracked by a flag. HyperLogLog: register index from the top 14 bits of a remixed key, rank
+ * The exact set is a key_map (io/keymap.h) until exact_limit keys. HyperLogLog: register index from the top 14 bits of a remixed key, rank
  * from the rest; estimate with the standard bias correction and linear counting for small sets.
  */
 #include "fieldstats.h"
@@ -11,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/keymap.h"
 #include "../io/mix.h"
 #include "../io/util.h"
 
@@ -18,9 +18,7 @@
 #define HLL_M (1u << HLL_P)
 
 typedef struct {
-    uint64_t *slots;        /* NULL once the field went approximate */
-    size_t cap, count;
-    int has_zero;
+    key_map set;            /* the distinct keys, until the field goes approximate */
     int approx;
     uint8_t *hll;           /* (HLL_M) */
     uint64_t rows_present, keys;
@@ -37,8 +35,7 @@ struct field_stats {
 static void field_init(field *f)
 {
     memset(f, 0, sizeof *f);
-    f->cap = 1024;
-    f->slots = xcalloc(f->cap, sizeof *f->slots);
+    key_map_init(&f->set, 1024);
     f->hll = xcalloc(HLL_M, 1);
 }
 
@@ -56,37 +53,11 @@ void field_stats_destroy(field_stats *fs)
 {
     if (!fs) return;
     for (uint32_t i = 0; i < fs->n; i++) {
-        free(fs->f[i].slots);
+        key_map_free(&fs->f[i].set);
         free(fs->f[i].hll);
     }
     free(fs->f);
     free(fs);
-}
-
-static void set_insert(field *f, uint64_t key);
-
-static void set_grow(field *f)
-{
-    uint64_t *old = f->slots;
-    size_t n = f->cap;
-    f->cap *= 2;
-    f->slots = xcalloc(f->cap, sizeof *f->slots);
-    f->count = 0;
-    for (size_t i = 0; i < n; i++)
-        if (old[i]) set_insert(f, old[i]);
-    free(old);
-}
-
-static void set_insert(field *f, uint64_t key)
-{
-    size_t mask = f->cap - 1, i = mix64(key) & mask;
-    while (f->slots[i]) {
-        if (f->slots[i] == key) return;
-        i = (i + 1) & mask;
-    }
-    f->slots[i] = key;
-    f->count++;
-    if (f->count * 4 > f->cap * 3) set_grow(f);
 }
 
 static void add_key(field_stats *fs, field *f, uint64_t key)
@@ -97,14 +68,9 @@ static void add_key(field_stats *fs, field *f, uint64_t key)
     uint8_t rank = rest ? (uint8_t)(__builtin_clzll(rest) + 1) : (uint8_t)(64 - HLL_P + 1);
     if (rank > f->hll[idx]) f->hll[idx] = rank;
     if (f->approx) return;
-    if (key == 0) {
-        f->has_zero = 1;
-    } else {
-        set_insert(f, key);
-    }
-    if (f->count + (size_t)f->has_zero > fs->exact_limit) {
-        free(f->slots);
-        f->slots = NULL;
+    key_set_add(&f->set, key);
+    if (f->set.n > fs->exact_limit) {
+        key_map_free(&f->set);
         f->approx = 1;
     }
 }
@@ -150,7 +116,7 @@ uint64_t field_stats_distinct(const field_stats *fs, uint32_t fi, int *approx)
     *approx = 0;
     if (fi >= fs->n) return 0;
     const field *f = &fs->f[fi];
-    if (!f->approx) return f->count + (uint64_t)f->has_zero;
+    if (!f->approx) return f->set.n;
     *approx = 1;
     return (uint64_t)llround(hll_estimate(f->hll));
 }

@@ -19,6 +19,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../io/keymap.h"
 #include "../io/mix.h"
 #include "../io/util.h"
 #include "backend.h"
@@ -140,13 +141,12 @@ typedef struct {
     float *hout;                      /* host copy of the output when the last layer is placed */
 } mlp;
 
-/* One thread's share of the distinct-key pass: a batch-local open-addressing table over its rows
- * (key index + 1 per slot, 0 = empty, power of two) and its keys in first-seen order. Part 0
- * writes its keys straight into the model's per-key arrays; the others keep their own. */
+/* One thread's share of the distinct-key pass: a batch-local map over its rows (key -> its index
+ * + 1) and its keys in first-seen order. Part 0 writes its keys straight into the model's per-key
+ * arrays; the others keep their own. */
 enum { DK_PARTS = 16 };
 typedef struct {
-    uint32_t *slot;
-    size_t cap;
+    key_map map;
     uint64_t *key;
     uint32_t *show, *click, *pos, *gid;   /* pos: the key's slot (to clear it); gid: its batch-wide index */
     uint16_t *field;
@@ -741,7 +741,7 @@ void model_destroy(model *m)
     free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
     for (int i = 0; i < DK_PARTS; i++) {
         dk_part *d = &m->part[i];
-        free(d->slot), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field), free(d->owner);
+        key_map_free(&d->map), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field), free(d->owner);
     }
     free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot);
     free(m);
@@ -806,12 +806,11 @@ static void ensure_unique(model *m, size_t nnz)
 /* Room for n keys in part d (its table at load 1/2 at most); own: it keeps arrays of its own. */
 static void dk_reserve(dk_part *d, size_t n, int own)
 {
-    if (n * 2 > d->cap) {
+    if (n * 2 > d->map.cap) {
         size_t cap = 1024;
         while (cap < n * 2) cap *= 2;
-        free(d->slot);
-        d->slot = xcalloc(cap, sizeof *d->slot);
-        d->cap = cap;
+        key_map_free(&d->map);
+        key_map_init(&d->map, cap);
     }
     if (n > d->cap_keys) {
         d->cap_keys = n * 2;
@@ -828,41 +827,29 @@ static void dk_reserve(dk_part *d, size_t n, int own)
 }
 
 /* The index of key in part d's keys, or -1. */
-static int64_t dk_find(const dk_part *d, uint64_t key)
-{
-    size_t mask = d->cap - 1, i = mix64(key) & mask;
-    for (uint32_t s; (s = d->slot[i]) != 0; i = (i + 1) & mask)
-        if (d->key[s - 1] == key) return s - 1;
-    return -1;
-}
+static int64_t dk_find(const dk_part *d, uint64_t key) { return (int64_t)key_map_get(&d->map, key) - 1; }
 
 /* Distinct keys of rows [ra, rb) into part d, in first-seen order; ent[k - k0] = their index. */
 static void dk_scan(dk_part *d, const sample_block *b, size_t ra, size_t rb, uint64_t k0, uint32_t *ent)
 {
-    size_t n = 0, mask = d->cap - 1;
+    size_t n = 0;
     for (size_t r = ra; r < rb; r++) {
         uint32_t click = b->label[r] > 0.5f;
         for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
             uint64_t key = b->key[k];
-            size_t i = mix64(key) & mask;
+            key_slot *s = key_map_slot(&d->map, key);
             uint32_t li;
-            for (;;) {
-                uint32_t s = d->slot[i];
-                if (s == 0) {
-                    li = (uint32_t)n++;
-                    d->slot[i] = li + 1;
-                    d->pos[li] = (uint32_t)i;
-                    d->key[li] = key;
-                    d->field[li] = b->field[k];
-                    d->show[li] = 0;
-                    d->click[li] = 0;
-                    break;
-                }
-                if (d->key[s - 1] == key) {
-                    li = s - 1;
-                    break;
-                }
-                i = (i + 1) & mask;
+            if (s->val) {
+                li = (uint32_t)s->val - 1;
+            } else {
+                li = (uint32_t)n++;
+                s->key = key;
+                s->val = (uint64_t)li + 1;
+                d->pos[li] = (uint32_t)(s - d->map.s);
+                d->key[li] = key;
+                d->field[li] = b->field[k];
+                d->show[li] = 0;
+                d->click[li] = 0;
             }
             d->show[li]++;
             d->click[li] += click;
@@ -924,7 +911,7 @@ static size_t distinct_keys(model *m, const sample_block *b, size_t r0, size_t r
                 }
             }
         }
-        for (size_t j = 0; j < d->n; j++) d->slot[d->pos[j]] = 0;   /* clear the slots used, for the next batch */
+        for (size_t j = 0; j < d->n; j++) d->map.s[d->pos[j]].val = 0;   /* clear the slots used, for the next batch */
         #pragma omp single
         {   /* number the keys each part sees first, in part order */
             size_t n = P[0].n;

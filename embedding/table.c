@@ -12,22 +12,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/mman.h>   /* madvise */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../io/mix.h"
+#include "../io/keymap.h"
 #include "../io/util.h"
 
-typedef struct {
-    uint64_t key;
-    uint64_t row1;          /* row + 1; 0 = empty */
-} slot;
-
+/* a key waiting for admission: its slot in the pending map, the value holding the two counters */
 typedef struct {
     uint64_t key;
     float show, click;
 } pending;
+_Static_assert(sizeof(pending) == sizeof(key_slot), "a pending entry is a key_slot");
 
 struct emb_table {
     emb_table_config c;
@@ -35,31 +32,9 @@ struct emb_table {
     size_t row_bytes;
     uint8_t *slab;
     size_t rows, cap_rows;
-    slot *idx;
-    size_t idx_cap;         /* power of two */
-    pending *pend;
-    size_t pend_n, pend_cap;
+    key_map idx;            /* key -> row + 1 */
+    key_map pend;           /* key -> pending counters (show, click as the value's two halves) */
 };
-
-/* Index arrays of 4 MB and more are mapped with their pages populated at once: here that takes
- * half the time of faulting them in one by one while the index is rebuilt (docs/performance.md),
- * and an index at load 1/4 to 1/2 touches every page of itself anyway. */
-#define IDX_MAPPED ((size_t)4 << 20)
-
-static slot *idx_alloc(size_t cap)
-{
-    size_t bytes = cap * sizeof(slot);
-    if (bytes < IDX_MAPPED) return xcalloc(cap, sizeof(slot));
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED) die("out of memory (mapping %zu bytes for a table index)", bytes);
-    return p;
-}
-
-static void idx_free(slot *idx, size_t cap)
-{
-    if (cap * sizeof(slot) < IDX_MAPPED) free(idx);
-    else munmap(idx, cap * sizeof(slot));
-}
 
 emb_table *emb_table_create(const emb_table_config *c)
 {
@@ -69,8 +44,7 @@ emb_table *emb_table_create(const emb_table_config *c)
     t->S = sparse_opt_state_floats(c->opt.kind, t->V);
     /* rounded to 8 bytes so every record's header is aligned */
     t->row_bytes = (sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float) + 7) & ~(size_t)7;
-    t->idx_cap = 1024;
-    t->idx = idx_alloc(t->idx_cap);
+    key_map_init(&t->idx, 1024);
     return t;
 }
 
@@ -78,8 +52,8 @@ void emb_table_destroy(emb_table *t)
 {
     if (!t) return;
     free(t->slab);
-    idx_free(t->idx, t->idx_cap);
-    free(t->pend);
+    key_map_free(&t->idx);
+    key_map_free(&t->pend);
     free(t);
 }
 
@@ -108,50 +82,7 @@ int64_t emb_table_first_nonfinite(const emb_table *t)
     return -1;
 }
 
-int64_t emb_table_find(const emb_table *t, uint64_t key)
-{
-    size_t mask = t->idx_cap - 1, i = mix64(key) & mask;
-    for (;;) {
-        const slot *s = &t->idx[i];
-        if (s->row1 == 0) return -1;
-        if (s->key == key) return (int64_t)(s->row1 - 1);
-        i = (i + 1) & mask;
-    }
-}
-
-static void idx_put(slot *idx, size_t cap, uint64_t key, uint64_t row1)
-{
-    size_t mask = cap - 1, i = mix64(key) & mask;
-    while (idx[i].row1) i = (i + 1) & mask;
-    idx[i].key = key;
-    idx[i].row1 = row1;
-}
-
-/* idx_put for puts of distinct keys on several threads at once: the first free slot of the probe
- * sequence is taken by setting its row1, so two threads never take the same one (only row1 is read
- * meanwhile). Which slot a key gets then depends on timing; which row it finds does not. */
-static void idx_put_shared(slot *idx, size_t cap, uint64_t key, uint64_t row1)
-{
-    size_t mask = cap - 1, i = mix64(key) & mask;
-    for (;; i = (i + 1) & mask) {
-        uint64_t empty = 0;
-        if (__atomic_load_n(&idx[i].row1, __ATOMIC_RELAXED) == 0 &&
-            __atomic_compare_exchange_n(&idx[i].row1, &empty, row1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            break;
-    }
-    idx[i].key = key;
-}
-
-static void idx_grow(emb_table *t)
-{
-    size_t cap = t->idx_cap * 2;
-    slot *n = idx_alloc(cap);
-    for (size_t i = 0; i < t->idx_cap; i++)
-        if (t->idx[i].row1) idx_put(n, cap, t->idx[i].key, t->idx[i].row1);
-    idx_free(t->idx, t->idx_cap);
-    t->idx = n;
-    t->idx_cap = cap;
-}
+int64_t emb_table_find(const emb_table *t, uint64_t key) { return (int64_t)key_map_get(&t->idx, key) - 1; }
 
 /* normal(0,1) from two hashes */
 static float gauss(uint64_t a, uint64_t b)
@@ -191,7 +122,7 @@ uint32_t emb_table_get(emb_table *t, uint64_t key)
 
 uint32_t emb_table_claim(emb_table *t)
 {
-    if ((t->rows + 1) * 2 > t->idx_cap) idx_grow(t);   /* claimed rows count: the index has room for them */
+    if ((t->rows + 1) * 2 > t->idx.cap) key_map_rehash(&t->idx, t->idx.cap * 2);   /* claimed rows count: the index has room for them */
     if (t->rows == t->cap_rows) {
         t->cap_rows = t->cap_rows ? t->cap_rows * 2 : 1024;
         t->slab = xrealloc(t->slab, t->cap_rows * t->row_bytes);
@@ -202,7 +133,7 @@ uint32_t emb_table_claim(emb_table *t)
 
 void emb_table_fill(emb_table *t, uint32_t row, uint64_t key)
 {
-    idx_put_shared(t->idx, t->idx_cap, key, (uint64_t)row + 1);
+    key_map_put_shared(&t->idx, key, (uint64_t)row + 1);
     init_row(t, row, key);
 }
 
@@ -226,39 +157,29 @@ uint64_t emb_table_default_key(uint16_t field)
 #define ADMITTED (-1.0f)
 static pending *pend_find(const emb_table *t, uint64_t key)
 {
-    if (!t->pend_cap) return NULL;
-    size_t mask = t->pend_cap - 1, i = mix64(key) & mask;
-    while (t->pend[i].key != 0 || t->pend[i].show != 0) {
-        if (t->pend[i].key == key) return &t->pend[i];
-        i = (i + 1) & mask;
-    }
-    return NULL;
+    if (!t->pend.cap) return NULL;
+    key_slot *k = key_map_slot(&t->pend, key);
+    return k->val ? (pending *)k : NULL;
 }
 
 static pending *pend_add(emb_table *t, uint64_t key)
 {
-    if ((t->pend_n + 1) * 2 > t->pend_cap) {   /* rebuilt without tombstones, at most a quarter full */
+    if (!t->pend.cap || (t->pend.n + 1) * 2 > t->pend.cap) {   /* rebuilt without tombstones, at most a quarter full */
         size_t live = 0, cap = 1024;
-        for (size_t i = 0; i < t->pend_cap; i++) live += t->pend[i].show > 0;
+        for (size_t i = 0; i < t->pend.cap; i++) live += ((pending *)&t->pend.s[i])->show > 0;
         while (cap < (live + 1) * 4) cap *= 2;
-        pending *n = xcalloc(cap, sizeof *n);
-        t->pend_n = live;
-        for (size_t i = 0; i < t->pend_cap; i++) {
-            pending *p = &t->pend[i];
-            if (!(p->show > 0)) continue;   /* empty, or a tombstone */
-            size_t j = mix64(p->key) & (cap - 1);
-            while (n[j].show != 0 || n[j].key != 0) j = (j + 1) & (cap - 1);
-            n[j] = *p;
-        }
-        free(t->pend);
+        key_map n;
+        key_map_init(&n, cap);
+        for (size_t i = 0; i < t->pend.cap; i++)
+            if (((pending *)&t->pend.s[i])->show > 0) key_map_put_new(&n, t->pend.s[i].key, t->pend.s[i].val);
+        key_map_free(&t->pend);
+        n.n = live;
         t->pend = n;
-        t->pend_cap = cap;
     }
-    size_t mask = t->pend_cap - 1, i = mix64(key) & mask;
-    while (t->pend[i].show != 0 || t->pend[i].key != 0) i = (i + 1) & mask;
-    t->pend[i].key = key;
-    t->pend_n++;
-    return &t->pend[i];
+    pending *p = (pending *)key_map_slot(&t->pend, key);   /* empty: its counters are 0 */
+    p->key = key;
+    t->pend.n++;
+    return p;
 }
 
 uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t shows, uint32_t clicks, uint32_t pass)
@@ -301,10 +222,7 @@ uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, 
     return emb_table_touch_n(t, key, field, 1, click ? 1 : 0, pass);
 }
 
-void emb_table_prefetch(const emb_table *t, uint64_t key)
-{
-    __builtin_prefetch(&t->idx[mix64(key) & (t->idx_cap - 1)]);
-}
+void emb_table_prefetch(const emb_table *t, uint64_t key) { key_map_prefetch(&t->idx, key); }
 
 void emb_table_prefetch_row(const emb_table *t, uint32_t row)
 {
@@ -374,44 +292,21 @@ uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)
 {
     const emb_row_head *src = rec;
     uint32_t row = emb_table_claim(t);   /* not initialised: the record overwrites every byte */
-    idx_put(t->idx, t->idx_cap, src->key, (uint64_t)row + 1);
+    key_map_put_new(&t->idx, src->key, (uint64_t)row + 1);
     memcpy(emb_table_head(t, row), rec, t->row_bytes);
     emb_table_head(t, row)->mark = 0;
     emb_table_head(t, row)->aux = aux;
     return row;
 }
 
-/* the index slot holding key (which must be present) */
-static size_t idx_slot_of(const emb_table *t, uint64_t key)
-{
-    size_t mask = t->idx_cap - 1, i = mix64(key) & mask;
-    while (t->idx[i].key != key || t->idx[i].row1 == 0) i = (i + 1) & mask;
-    return i;
-}
-
 void emb_table_remove(emb_table *t, uint32_t row)
 {
     CHECK(row < t->rows);
-    uint64_t key = emb_table_head(t, row)->key;
-    /* backward-shift deletion keeps linear probing without tombstones */
-    size_t mask = t->idx_cap - 1, i = idx_slot_of(t, key), j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (t->idx[j].row1 == 0) break;
-        size_t home = mix64(t->idx[j].key) & mask;
-        /* j's entry may move to i if its home is not in (i, j] (cyclically) */
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!stays) {
-            t->idx[i] = t->idx[j];
-            i = j;
-        }
-    }
-    t->idx[i].row1 = 0;
-    t->idx[i].key = 0;
+    key_map_del(&t->idx, emb_table_head(t, row)->key);
     uint32_t last = (uint32_t)(t->rows - 1);
     if (row != last) {
         memcpy(emb_table_head(t, row), emb_table_head(t, last), t->row_bytes);
-        t->idx[idx_slot_of(t, emb_table_head(t, row)->key)].row1 = (uint64_t)row + 1;
+        key_map_slot(&t->idx, emb_table_head(t, row)->key)->val = (uint64_t)row + 1;
     }
     t->rows--;
 }
@@ -427,8 +322,8 @@ size_t emb_table_keep_marked(emb_table *t)
     }
     size_t removed = t->rows - w;
     t->rows = w;
-    memset(t->idx, 0, t->idx_cap * sizeof *t->idx);
-    for (size_t r = 0; r < w; r++) idx_put(t->idx, t->idx_cap, emb_table_head(t, (uint32_t)r)->key, (uint64_t)r + 1);
+    key_map_clear(&t->idx);
+    for (size_t r = 0; r < w; r++) key_map_put_new(&t->idx, emb_table_head(t, (uint32_t)r)->key, (uint64_t)r + 1);
     return removed;
 }
 
@@ -437,12 +332,12 @@ size_t emb_table_keep_marked(emb_table *t)
 static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st)
 {
     uint64_t np = 0;
-    for (size_t i = 0; i < t->pend_cap; i++)
-        if (t->pend[i].show > 0) np++;
+    for (size_t i = 0; i < t->pend.cap; i++)
+        if (((const pending *)&t->pend.s[i])->show > 0) np++;
     XXH64_update(st, &np, sizeof np);
     int ok = fwrite(&np, sizeof np, 1, f) == 1;
-    for (size_t i = 0; ok && i < t->pend_cap; i++) {
-        const pending *p = &t->pend[i];
+    for (size_t i = 0; ok && i < t->pend.cap; i++) {
+        const pending *p = (const pending *)&t->pend.s[i];
         if (!(p->show > 0)) continue;
         XXH64_update(st, p, sizeof *p);
         ok = fwrite(p, sizeof *p, 1, f) == 1;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>   /* abort */
 
 #define CHECK(x)                                                                    \
     do {                                                                            \

@@ -28,6 +28,7 @@
 #include <xxhash.h>
 
 #include "../embedding/tier.h"
+#include "../io/keymap.h"
 #include "../io/stream.h"
 #include "../io/mix.h"
 #include "train_internal.h"
@@ -36,64 +37,11 @@
 #define CATALOG_MAGIC "CTRBXCAT"
 #define CATALOG_VERSION 2u   /* 2: settings and data fingerprints apart */
 
-/* ---- key sets ---- */
-
-typedef struct {
-    uint64_t *k;
-    size_t n, cap;
-} keyvec;
-
-static void kv_push(keyvec *v, uint64_t k)
-{
-    if (v->n == v->cap) {
-        v->cap = v->cap ? v->cap * 2 : 1024;
-        v->k = xrealloc(v->k, v->cap * sizeof *v->k);
-    }
-    v->k[v->n++] = k;
-}
-
-/* distinct keys: open addressing over key + 1 (0 empty; key UINT64_MAX kept aside) */
-typedef struct {
-    uint64_t *s;
-    size_t cap, n;
-    int has_max;
-} keyset;
-
-static int ks_add(keyset *h, uint64_t key)
-{
-    if (key == UINT64_MAX) {
-        if (h->has_max) return 0;
-        return h->has_max = 1;
-    }
-    if ((h->n + 1) * 2 > h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 4096;
-        uint64_t *n = xcalloc(cap, sizeof *n);
-        for (size_t i = 0; i < h->cap; i++)
-            if (h->s[i]) {
-                size_t j = mix64(h->s[i]) & (cap - 1);
-                while (n[j]) j = (j + 1) & (cap - 1);
-                n[j] = h->s[i];
-            }
-        free(h->s);
-        h->s = n;
-        h->cap = cap;
-    }
-    uint64_t v = key + 1;
-    size_t i = mix64(v) & (h->cap - 1);
-    while (h->s[i]) {
-        if (h->s[i] == v) return 0;
-        i = (i + 1) & (h->cap - 1);
-    }
-    h->s[i] = v;
-    h->n++;
-    return 1;
-}
-
 /* ---- passes and the reader thread ---- */
 
 typedef struct {
     sample_block rows;
-    keyvec *keys;        /* per table: the pass's distinct keys */
+    key_vec *keys;        /* per table: the pass's distinct keys */
     uint64_t index;      /* 1-based pass number within the epoch */
     uint64_t digest;     /* block_digest of its rows */
 } pass_data;
@@ -125,26 +73,23 @@ typedef struct {
 static void collect_keys_of(model *m, uint32_t n_fields, pass_data *p, int n_tables)
 {
     const model_config *c = model_config_of(m);
-    keyset *sets = xcalloc((size_t)n_tables, sizeof *sets);
+    key_map *sets = xcalloc((size_t)n_tables, sizeof *sets);
     p->keys = xcalloc((size_t)n_tables, sizeof *p->keys);
     const sample_block *b = &p->rows;
     for (uint64_t k = 0; k < b->row_ptr[b->rows]; k++) {
         int tb = model_field_table(m, b->field[k]);
-        if (tb >= 0 && ks_add(&sets[tb], b->key[k])) kv_push(&p->keys[tb], b->key[k]);
+        if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) key_vec_push(&p->keys[tb], b->key[k]);
     }
     /* with admission, pending keys train their field's default row: it belongs to every pass */
     if (c->min_show > 1)
         for (uint32_t f = 0; f < n_fields; f++) {
             int tb = model_field_table(m, (uint16_t)f);
             uint64_t dk = emb_table_default_key((uint16_t)f);
-            if (tb >= 0 && ks_add(&sets[tb], dk)) kv_push(&p->keys[tb], dk);
+            if (tb >= 0 && key_set_add(&sets[tb], dk)) key_vec_push(&p->keys[tb], dk);
         }
     for (int i = 0; i < n_tables; i++) {
-        free(sets[i].s);
-        if (p->keys[i].cap > p->keys[i].n && p->keys[i].n) {   /* kept for three passes: no headroom */
-            p->keys[i].k = xrealloc(p->keys[i].k, p->keys[i].n * sizeof *p->keys[i].k);
-            p->keys[i].cap = p->keys[i].n;
-        }
+        key_map_free(&sets[i]);
+        key_vec_fit(&p->keys[i]);   /* kept for three passes: no headroom */
     }
     free(sets);
 }
@@ -270,7 +215,7 @@ static pass_data *reader_pop(reader *r)
 /* ---- the fetch thread ---- */
 
 typedef struct {
-    keyvec *miss;        /* per table: keys to read */
+    key_vec *miss;        /* per table: keys to read */
     emb_tier_packed *rec;   /* per table: the records of those found, packed */
     uint64_t **aux;      /* per table: slot + 1, 0 if not on the SSD */
 } fetch_job;
@@ -377,7 +322,7 @@ typedef struct pass_state {
     uint64_t pass_in_epoch;   /* passes of the current epoch committed */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
-    keyvec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
+    key_vec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
     uint64_t *defaults;       /* the fields' default-row keys, sorted */
     uint32_t n_defaults;
 } pass_state;
@@ -411,7 +356,7 @@ static uint64_t tables_bytes(trainer *t)
 }
 
 /* Keys of p (per table) not in memory; counts memory hits. */
-static fetch_job *missing_keys(trainer *t, keyvec *keys)
+static fetch_job *missing_keys(trainer *t, key_vec *keys)
 {
     pass_state *ps = t->ps;
     fetch_job *j = xcalloc(1, sizeof *j);
@@ -425,7 +370,7 @@ static fetch_job *missing_keys(trainer *t, keyvec *keys)
         #pragma omp parallel for schedule(static, 4096)
         for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
         for (size_t i = 0; i < nk; i++)
-            if (absent[i]) kv_push(&j->miss[tb], keys[tb].k[i]);
+            if (absent[i]) key_vec_push(&j->miss[tb], keys[tb].k[i]);
         free(absent);
         size_t n = j->miss[tb].n ? j->miss[tb].n : 1;
         j->aux[tb] = xcalloc(n, sizeof **j->aux);
@@ -526,7 +471,7 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
         pass_data p = { .rows = *b };
         collect_keys_of(m, meta->schema.n_fields, &p, n);
         for (int tb = 0; tb < n && ret == 0; tb++) {
-            keyvec *kv = &p.keys[tb];
+            key_vec *kv = &p.keys[tb];
             size_t rb = emb_table_row_bytes(model_table(m, tb));
             uint8_t *rec = xmalloc((kv->n ? kv->n : 1) * rb);
             uint64_t *aux = xcalloc(kv->n ? kv->n : 1, sizeof *aux);
@@ -593,7 +538,7 @@ static void select_smallest(victim *v, size_t n, size_t k)
 /* Drop unpinned rows (not among keys) until the rows, with the `coming` bytes of rows the pass
  * will add (its new keys), fit the budget: least frequently shown first (show decayed to now,
  * then older last pass), or least recently used (older last pass). */
-static void evict(trainer *t, keyvec *keys, uint64_t coming)
+static void evict(trainer *t, key_vec *keys, uint64_t coming)
 {
     pass_state *ps = t->ps;
     uint64_t used = tables_bytes(t) + coming;
@@ -736,7 +681,7 @@ static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *
     for (uint64_t i = 0; i < h->n_digests; i++) {
         uint64_t d;
         memcpy(&d, blob + 12 + sizeof *h + i * 8, 8);
-        kv_push(&t->ps->digests, d);
+        key_vec_push(&t->ps->digests, d);
     }
     FILE *f = fmemopen((void *)(blob + 12 + sizeof *h + h->n_digests * 8), body - h->n_digests * 8, "rb");
     int ret = model_load_dense(t->m, f, err, errlen);
@@ -1106,7 +1051,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
         double t_train = now_sec() - t0;
         if (ret == 0) {
             ps->pass_in_epoch = cur->index;
-            if (cur->index > ps->digests.n) kv_push(&ps->digests, cur->digest);   /* the first epoch */
+            if (cur->index > ps->digests.n) key_vec_push(&ps->digests, cur->digest);   /* the first epoch */
             ps->epoch_done = 0;
             if (commit(t, 1, NULL, 0) < 0) ret = -1;
         }

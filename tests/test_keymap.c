@@ -1,0 +1,80 @@
+/*
+ * test_keymap.c: io/keymap.h against a plain array of the same entries: puts, deletions (the
+ * backward shift), sets with keys 0 and UINT64_MAX, rehashing, and puts from several threads.
+ */
+#include <criterion/criterion.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "../io/keymap.h"
+
+TestSuite(keymap);
+
+/* keys that collide on purpose: few distinct home slots in a small map */
+static uint64_t key_of(uint64_t i, int clustered) { return clustered ? i * 1024 : splitmix64(&i); }
+
+Test(keymap, puts_and_deletes_match_an_array)
+{
+    for (int clustered = 0; clustered < 2; clustered++) {
+        enum { N = 3000 };
+        uint64_t keys[N], vals[N];
+        int live[N] = { 0 };
+        key_map m;
+        key_map_init(&m, 8192);
+        uint64_t s = 7;
+        for (int i = 0; i < N; i++) {
+            keys[i] = key_of((uint64_t)i, clustered);
+            vals[i] = splitmix64(&s) | 1;
+        }
+        for (int round = 0; round < 20000; round++) {
+            int i = (int)(splitmix64(&s) % N);
+            if (live[i]) key_map_del(&m, keys[i]);
+            else key_map_put_new(&m, keys[i], vals[i]);
+            live[i] = !live[i];
+            if (round % 997 == 0)
+                for (int j = 0; j < N; j++)
+                    cr_assert_eq(key_map_get(&m, keys[j]), live[j] ? vals[j] : 0, "round %d key %d", round, j);
+        }
+        key_map_rehash(&m, 16384);
+        for (int j = 0; j < N; j++) cr_assert_eq(key_map_get(&m, keys[j]), live[j] ? vals[j] : 0);
+        key_map_free(&m);
+    }
+}
+
+Test(keymap, sets_hold_every_key)
+{
+    key_map m = { 0 };
+    uint64_t special[] = { 0, UINT64_MAX, 1 };
+    for (int i = 0; i < 3; i++) cr_assert_eq(key_set_add(&m, special[i]), 1);
+    for (int i = 0; i < 3; i++) cr_assert_eq(key_set_add(&m, special[i]), 0);
+    for (uint64_t i = 2; i < 100000; i++) cr_assert_eq(key_set_add(&m, i), 1);
+    cr_assert_eq(m.n, 100001);
+    cr_assert_leq(m.n * 2, m.cap, "load at most 1/2");
+    for (uint64_t i = 0; i < 100000; i++) cr_assert_eq(key_map_get(&m, i), 1);
+    cr_assert_eq(key_map_get(&m, UINT64_MAX), 1);
+    cr_assert_eq(key_map_get(&m, 100000), 0);
+    key_map_free(&m);
+}
+
+Test(keymap, shared_puts_from_threads)
+{
+    enum { N = 200000 };
+    key_map m;
+    key_map_init(&m, 1 << 19);
+    #pragma omp parallel for num_threads(4)
+    for (uint64_t i = 0; i < N; i++) key_map_put_shared(&m, key_of(i, 1), i + 1);
+    for (uint64_t i = 0; i < N; i++) cr_assert_eq(key_map_get(&m, key_of(i, 1)), i + 1);
+    key_map_free(&m);
+}
+
+Test(keymap, vectors_grow_and_fit)
+{
+    key_vec v = { 0 };
+    for (uint64_t i = 0; i < 5000; i++) key_vec_push(&v, i * 3);
+    key_vec_fit(&v);
+    cr_assert_eq(v.n, 5000);
+    cr_assert_eq(v.cap, 5000);
+    for (uint64_t i = 0; i < 5000; i++) cr_assert_eq(v.k[i], i * 3);
+    key_vec_free(&v);
+    cr_assert_null(v.k);
+}
