@@ -4,10 +4,11 @@
  * Parameters are registered first (pointer-to-view and size), then one block each is allocated
  * for parameters, gradients and moments and the views are set. Activation buffers are sized for
  * the configured batch. Batch flow:
- *   gather  entry k -> table row -> unique slot u (row header `mark` = u + 1 during the batch);
- *           Uw (U) first-order weights, Ue (U, E) embeddings of the unique rows
- *   forward/backward over the dense layers, ending in dUw, dUe
- *   update  optimizer inside each unique row; dense optimizer over the block
+ *   gather   embedding/batch.h: entry k -> unique row u; Uw (U) first-order weights, Ue the
+ *            embeddings of the unique rows
+ *   forward/backward over the dense layers, ending in dUw, dUe (the batch's gradient arrays)
+ *   scatter  embedding/batch.h: the optimizer inside each unique row; then the dense optimizer
+ *            over the block
  */
 #include "model.h"
 
@@ -19,12 +20,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../io/keymap.h"
 #include "../io/mix.h"
 #include "../io/util.h"
 #include "backend.h"
-
-#include <omp.h>
 
 static const char *kind_names[MODEL_COUNT] = { "lr", "fm", "ffm", "dnn", "widedeep", "deepfm", "dcnv2", "dlrm" };
 
@@ -141,19 +139,6 @@ typedef struct {
     float *hout;                      /* host copy of the output when the last layer is placed */
 } mlp;
 
-/* One thread's share of the distinct-key pass: a batch-local map over its rows (key -> its index
- * + 1) and its keys in first-seen order. Part 0 writes its keys straight into the model's per-key
- * arrays; the others keep their own. */
-enum { DK_PARTS = 16 };
-typedef struct {
-    key_map map;
-    uint64_t *key;
-    uint32_t *show, *click, *pos, *gid;   /* pos: the key's slot (to clear it); gid: its batch-wide index */
-    uint16_t *field;
-    int32_t *owner;       /* the earlier part holding the key, or -1 */
-    size_t n, cap_keys;
-} dk_part;
-
 struct model {
     model_config c;
     const dense_backend *be;   /* every layer runs through it */
@@ -184,21 +169,8 @@ struct model {
     float *x0, *dx0full;                     /* (B, X0) concat of pooled and dense */
     int X0;
     float *fm_out, *dfm, *deep_out, *cat, *dcat, *dots, *ddots, *inter, *dinter, *hl, *dhl;
-    /* unique rows of the batch */
-    uint32_t *uidx, *urow;
-    uint16_t *utab;       /* table of each unique row */
-    size_t *uoff;         /* offset of each unique row's vector in Ue / dUe */
-    size_t cap_k, cap_u, U;
-    float *Uw, *Ue, *dUw, *dUe;
-    int zero_slot;        /* inference: slot of the zero row for unknown keys */
+    emb_batch *rows;      /* the batch's rows of the tables: gathered, and updated after backward */
     uint64_t *lrp;        /* (B + 1) the batch's row_ptr, starting at 0 */
-    /* the batch's distinct keys, per key in first-seen order */
-    uint64_t *lkey;
-    uint32_t *lshow, *lclick, *lu, *ent;   /* per key: occurrences, clicks, unique slot; per entry: key index */
-    uint16_t *lfield;
-    int64_t *lfound;      /* per key: its row found in the table, or -1 */
-    size_t lkeys_cap;
-    dk_part part[DK_PARTS]; /* one per thread of the distinct-key pass */
     float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
     int n_placed;         /* MLP layers placed on a device (model_place) */
     int host_edited;      /* model_dense handed out the host blocks: upload them before the next step */
@@ -634,6 +606,10 @@ model *model_create(const model_config *c, const data_schema *schema)
         m->W += m->sdim[sl];
     }
     free(tdim);
+    int *ftab = xmalloc((schema->n_fields ? schema->n_fields : 1) * sizeof *ftab);
+    for (uint32_t f = 0; f < schema->n_fields; f++) ftab[f] = m->slot[f] < 0 ? -1 : m->stab[m->slot[f]];
+    m->rows = emb_batch_create(m->tab, m->n_tables, ftab, schema->n_fields, m->has_w);
+    free(ftab);
 
     int B = m->B, D = c->dim;
     reserve(m, &m->bias, &m->dbias, 1, 0, 0);
@@ -728,7 +704,8 @@ void model_destroy(model *m)
 {
     if (!m) return;
     for (int t = 0; t < m->n_tables; t++) emb_table_destroy(m->tab[t]);
-    free(m->tab), free(m->tE), free(m->stab), free(m->soff), free(m->sdim), free(m->utab), free(m->uoff);
+    emb_batch_destroy(m->rows);
+    free(m->tab), free(m->tE), free(m->stab), free(m->soff), free(m->sdim);
     mlp_free(&m->deep), mlp_free(&m->top), mlp_free(&m->bottom);
     for (int i = 0; i <= MODEL_MAX_LAYERS; i++) free(m->xl[i]);
     for (int i = 0; i < MODEL_MAX_LAYERS; i++) free(m->ct[i]);
@@ -736,13 +713,7 @@ void model_destroy(model *m)
     free(m->inter), free(m->dinter), free(m->dots), free(m->ddots);
     free(m->logit), free(m->dlogit), free(m->label), free(m->dense), free(m->pooled), free(m->dpooled);
     free(m->fm_out), free(m->dfm), free(m->x0), free(m->dx0full), free(m->hl), free(m->dhl), free(m->cat), free(m->dcat);
-    free(m->uidx), free(m->urow), free(m->Uw), free(m->Ue), free(m->dUw), free(m->dUe);
     free(m->lrp), free(m->dbot);
-    free(m->lkey), free(m->lshow), free(m->lclick), free(m->lu), free(m->ent), free(m->lfield), free(m->lfound);
-    for (int i = 0; i < DK_PARTS; i++) {
-        dk_part *d = &m->part[i];
-        key_map_free(&d->map), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field), free(d->owner);
-    }
     free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot);
     free(m);
 }
@@ -782,273 +753,6 @@ void model_scale_lr(model *m, float factor)
     for (int t = 0; t < m->n_tables; t++) emb_table_set_lr(m->tab[t], m->c.sopt.lr);
 }
 
-/* ---- gather: entries -> unique rows ---- */
-static void ensure_unique(model *m, size_t nnz)
-{
-    if (nnz + 1 > m->cap_k) {
-        m->cap_k = (nnz + 1) * 2;
-        m->uidx = xrealloc(m->uidx, m->cap_k * sizeof *m->uidx);
-    }
-    if (nnz + 1 > m->cap_u) {
-        m->cap_u = (nnz + 1) * 2;
-        m->urow = xrealloc(m->urow, m->cap_u * sizeof *m->urow);
-        m->utab = xrealloc(m->utab, m->cap_u * sizeof *m->utab);
-        m->uoff = xrealloc(m->uoff, (m->cap_u + 1) * sizeof *m->uoff);
-        m->Uw = xrealloc(m->Uw, m->cap_u * sizeof *m->Uw);
-        m->dUw = xrealloc(m->dUw, m->cap_u * sizeof *m->dUw);
-        if (m->E) {
-            m->Ue = xrealloc(m->Ue, m->cap_u * (size_t)m->E * sizeof *m->Ue);
-            m->dUe = xrealloc(m->dUe, m->cap_u * (size_t)m->E * sizeof *m->dUe);
-        }
-    }
-}
-
-/* Room for n keys in part d (its table at load 1/2 at most); own: it keeps arrays of its own. */
-static void dk_reserve(dk_part *d, size_t n, int own)
-{
-    if (n * 2 > d->map.cap) {
-        size_t cap = 1024;
-        while (cap < n * 2) cap *= 2;
-        key_map_free(&d->map);
-        key_map_init(&d->map, cap);
-    }
-    if (n > d->cap_keys) {
-        d->cap_keys = n * 2;
-        d->pos = xrealloc(d->pos, d->cap_keys * sizeof *d->pos);
-        if (own) {
-            d->key = xrealloc(d->key, d->cap_keys * sizeof *d->key);
-            d->show = xrealloc(d->show, d->cap_keys * sizeof *d->show);
-            d->click = xrealloc(d->click, d->cap_keys * sizeof *d->click);
-            d->gid = xrealloc(d->gid, d->cap_keys * sizeof *d->gid);
-            d->field = xrealloc(d->field, d->cap_keys * sizeof *d->field);
-            d->owner = xrealloc(d->owner, d->cap_keys * sizeof *d->owner);
-        }
-    }
-}
-
-/* The index of key in part d's keys, or -1. */
-static int64_t dk_find(const dk_part *d, uint64_t key) { return (int64_t)key_map_get(&d->map, key) - 1; }
-
-/* Distinct keys of rows [ra, rb) into part d, in first-seen order; ent[k - k0] = their index. */
-static void dk_scan(dk_part *d, const sample_block *b, size_t ra, size_t rb, uint64_t k0, uint32_t *ent)
-{
-    size_t n = 0;
-    for (size_t r = ra; r < rb; r++) {
-        uint32_t click = b->label[r] > 0.5f;
-        for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
-            uint64_t key = b->key[k];
-            key_slot *s = key_map_slot(&d->map, key);
-            uint32_t li;
-            if (s->val) {
-                li = (uint32_t)s->val - 1;
-            } else {
-                li = (uint32_t)n++;
-                s->key = key;
-                s->val = (uint64_t)li + 1;
-                d->pos[li] = (uint32_t)(s - d->map.s);
-                d->key[li] = key;
-                d->field[li] = b->field[k];
-                d->show[li] = 0;
-                d->click[li] = 0;
-            }
-            d->show[li]++;
-            d->click[li] += click;
-            ent[k - k0] = li;
-        }
-    }
-    d->n = n;
-}
-
-/* Distinct keys of rows [r0, r1) in first-seen order: lkey/lfield/lshow/lclick per key, ent[k - k0]
- * = key index. Returns the number of keys. The rows are split between threads in order; each
- * finds the distinct keys of its share in a table small enough to stay in cache. Part t's keys
- * that an earlier part also holds take that part's index; the rest are numbered after all earlier
- * parts' keys, so the order is first-seen over the batch, as one thread would find it. */
-static size_t distinct_keys(model *m, const sample_block *b, size_t r0, size_t r1)
-{
-    uint64_t k0 = b->row_ptr[r0];
-    size_t nnz = (size_t)(b->row_ptr[r1] - k0);
-    if (nnz > m->lkeys_cap) {
-        m->lkeys_cap = nnz * 2;
-        m->lkey = xrealloc(m->lkey, m->lkeys_cap * sizeof *m->lkey);
-        m->lshow = xrealloc(m->lshow, m->lkeys_cap * sizeof *m->lshow);
-        m->lclick = xrealloc(m->lclick, m->lkeys_cap * sizeof *m->lclick);
-        m->lu = xrealloc(m->lu, m->lkeys_cap * sizeof *m->lu);
-        m->ent = xrealloc(m->ent, m->lkeys_cap * sizeof *m->ent);
-        m->lfield = xrealloc(m->lfield, m->lkeys_cap * sizeof *m->lfield);
-        m->lfound = xrealloc(m->lfound, m->lkeys_cap * sizeof *m->lfound);
-    }
-    enum { MIN_PART = 16384 };   /* entries per part below which a thread is not worth waking */
-    int want = omp_get_max_threads();
-    if (want > DK_PARTS) want = DK_PARTS;
-    if ((size_t)want > nnz / MIN_PART) want = nnz / MIN_PART > 1 ? (int)(nnz / MIN_PART) : 1;
-    dk_part *P = m->part;
-    size_t total = 0;
-    #pragma omp parallel num_threads(want)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t ra = r0 + (r1 - r0) * (size_t)t / (size_t)nt, rb = r0 + (r1 - r0) * (size_t)(t + 1) / (size_t)nt;
-        dk_part *d = &P[t];
-        dk_reserve(d, (size_t)(b->row_ptr[rb] - b->row_ptr[ra]), t > 0);
-        if (t == 0) {   /* part 0's keys keep their indices: it writes the batch's arrays */
-            d->key = m->lkey, d->show = m->lshow, d->click = m->lclick, d->field = m->lfield;
-        }
-        dk_scan(d, b, ra, rb, k0, m->ent);
-        #pragma omp barrier
-        /* the earliest part holding each key of parts 1.. (the tables are only read now) */
-        for (int u = 1; u < nt; u++) {
-            dk_part *e = &P[u];
-            #pragma omp for schedule(static)
-            for (size_t j = 0; j < e->n; j++) {
-                e->owner[j] = -1;
-                for (int s = 0; s < u; s++) {
-                    int64_t i = dk_find(&P[s], e->key[j]);
-                    if (i >= 0) {
-                        e->owner[j] = s;
-                        e->gid[j] = (uint32_t)i;   /* the index within part s, made batch-wide below */
-                        break;
-                    }
-                }
-            }
-        }
-        for (size_t j = 0; j < d->n; j++) d->map.s[d->pos[j]].val = 0;   /* clear the slots used, for the next batch */
-        #pragma omp single
-        {   /* number the keys each part sees first, in part order */
-            size_t n = P[0].n;
-            for (int u = 1; u < nt; u++) {
-                dk_part *e = &P[u];
-                for (size_t j = 0; j < e->n; j++) {
-                    if (e->owner[j] >= 0) continue;
-                    e->gid[j] = (uint32_t)n;
-                    m->lkey[n] = e->key[j];
-                    m->lfield[n] = e->field[j];
-                    m->lshow[n] = e->show[j];
-                    m->lclick[n] = e->click[j];
-                    n++;
-                }
-            }
-            total = n;
-        }
-        /* the other keys add their counts to their first part's; then the entries take batch-wide
-         * indices (a key's owner part was numbered above, and its index there is a first sight) */
-        for (int u = 1; u < nt; u++) {
-            dk_part *e = &P[u];
-            #pragma omp for schedule(static)
-            for (size_t j = 0; j < e->n; j++) {
-                if (e->owner[j] < 0) continue;
-                uint32_t g = e->owner[j] == 0 ? e->gid[j] : P[e->owner[j]].gid[e->gid[j]];
-                m->lshow[g] += e->show[j];
-                m->lclick[g] += e->click[j];
-                e->gid[j] = g;
-            }
-        }
-        for (int u = 1; u < nt; u++) {
-            size_t ua = r0 + (r1 - r0) * (size_t)u / (size_t)nt, ub = r0 + (r1 - r0) * (size_t)(u + 1) / (size_t)nt;
-            const uint32_t *gid = P[u].gid;
-            #pragma omp for schedule(static)
-            for (uint64_t k = b->row_ptr[ua]; k < b->row_ptr[ub]; k++) m->ent[k - k0] = gid[m->ent[k - k0]];
-        }
-        if (t == 0) d->key = NULL, d->show = d->click = NULL, d->field = NULL;   /* they were the model's */
-    }
-    return total;
-}
-
-/* Unique slot for row `row` of table t (de-duplicated by the row's mark), its values copied in. */
-static uint32_t unique_row(model *m, int t, int64_t row)
-{
-    if (row < 0) {   /* inference, unknown key: a zero vector */
-        if (m->zero_slot < 0) {
-            m->zero_slot = (int)m->U;
-            m->urow[m->U] = UINT32_MAX;
-            m->utab[m->U] = 0;
-            m->uoff[m->U + 1] = m->uoff[m->U] + (size_t)m->E;
-            m->Uw[m->U] = 0;
-            if (m->E) memset(m->Ue + m->uoff[m->U], 0, (size_t)m->E * sizeof(float));
-            m->U++;
-        }
-        return (uint32_t)m->zero_slot;
-    }
-    emb_row_head *h = emb_table_head(m->tab[t], (uint32_t)row);
-    if (h->mark == 0) {   /* several keys can share a row (a field's default row) */
-        h->mark = (uint32_t)m->U + 1;
-        m->urow[m->U] = (uint32_t)row;
-        m->utab[m->U] = (uint16_t)t;
-        m->uoff[m->U + 1] = m->uoff[m->U] + (size_t)m->tE[t];
-        const float *v = emb_table_vals(m->tab[t], (uint32_t)row);
-        if (m->has_w) m->Uw[m->U] = v[0];
-        if (m->tE[t]) memcpy(m->Ue + m->uoff[m->U], v + m->has_w, (size_t)m->tE[t] * sizeof(float));
-        m->U++;
-    }
-    return h->mark - 1;
-}
-
-/* mode 0: train (touch: count shows, create rows), 1: train without counting (gradient checks),
- * 2: inference (unknown keys read a zero slot) */
-static void gather(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass, int mode)
-{
-    uint64_t k0 = b->row_ptr[r0], k1 = b->row_ptr[r1];
-    size_t nnz = (size_t)(k1 - k0);
-    ensure_unique(m, nnz);
-    m->U = 0;
-    m->uoff[0] = 0;
-    m->zero_slot = -1;
-    size_t nk = distinct_keys(m, b, r0, r1);
-    /* Look every key up in its field's table in parallel (the tables are only read), prefetching
-     * index slots ahead; then create, count and de-duplicate in key order. */
-    enum { AHEAD = 8 };
-    const int64_t CLAIMED = (int64_t)1 << 32;   /* in lfound: a row claimed for a new key, to fill */
-    #pragma omp parallel for schedule(static, 256)
-    for (size_t j = 0; j < nk; j++) {
-        if (j + AHEAD < nk) emb_table_prefetch(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], m->lkey[j + AHEAD]);
-        m->lfound[j] = emb_table_find(m->tab[m->stab[m->slot[m->lfield[j]]]], m->lkey[j]);
-    }
-    if (mode != 2 && m->c.min_show <= 1) {
-        /* every key has a row of its own, so distinct keys are distinct rows: create the missing
-         * rows in key order, lay out the vectors, then count and gather all rows in parallel */
-        for (size_t j = 0; j < nk; j++) {
-            int t = m->stab[m->slot[m->lfield[j]]];
-            if (m->lfound[j] < 0) m->lfound[j] = CLAIMED | emb_table_claim(m->tab[t]);   /* distinct: still absent */
-            m->utab[j] = (uint16_t)t;
-            m->uoff[j + 1] = m->uoff[j] + (size_t)m->tE[t];
-        }
-        #pragma omp parallel for schedule(static, 256)
-        for (size_t j = 0; j < nk; j++) {
-            emb_table *tb = m->tab[m->utab[j]];
-            uint32_t row = (uint32_t)m->lfound[j];
-            if (j + AHEAD < nk) {   /* the row, and for a new key the index slot it will take */
-                emb_table_prefetch_row(m->tab[m->utab[j + AHEAD]], (uint32_t)m->lfound[j + AHEAD]);
-                if (m->lfound[j + AHEAD] & CLAIMED) emb_table_prefetch(m->tab[m->utab[j + AHEAD]], m->lkey[j + AHEAD]);
-            }
-            if (m->lfound[j] & CLAIMED) emb_table_fill(tb, row, m->lkey[j]);
-            if (mode == 0) {
-                emb_row_count(emb_table_config_of(tb), emb_table_head(tb, row), (float)m->lshow[j], (float)m->lclick[j], pass);
-            }
-            m->urow[j] = row;
-            const float *v = emb_table_vals(tb, row);
-            if (m->has_w) m->Uw[j] = v[0];
-            int E = m->tE[m->utab[j]];
-            if (E) memcpy(m->Ue + m->uoff[j], v + m->has_w, (size_t)E * sizeof(float));
-        }
-        m->U = nk;
-        for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->ent[k];
-        return;
-    }
-    for (size_t j = 0; j < nk; j++) {
-        int t = m->stab[m->slot[m->lfield[j]]];
-        emb_table *tb = m->tab[t];
-        if (j + AHEAD < nk && m->lfound[j + AHEAD] >= 0)
-            emb_table_prefetch_row(m->tab[m->stab[m->slot[m->lfield[j + AHEAD]]]], (uint32_t)m->lfound[j + AHEAD]);
-        int64_t row, f = m->lfound[j];
-        if (mode == 0) row = emb_table_touch_found(tb, m->lkey[j], f, m->lfield[j], m->lshow[j], m->lclick[j], pass);
-        else if (mode == 1) row = f >= 0 ? f : emb_table_get(tb, m->lkey[j]);
-        else row = f >= 0 ? f : emb_table_lookup(tb, m->lkey[j], m->lfield[j]);
-        m->lu[j] = unique_row(m, t, row);
-    }
-    for (size_t k = 0; k < nnz; k++) m->uidx[k] = m->lu[m->ent[k]];
-    for (size_t u = 0; u < m->U; u++)
-        if (m->urow[u] != UINT32_MAX) emb_table_head(m->tab[m->utab[u]], m->urow[u])->mark = 0;
-}
-
 /* ---- forward / backward ---- */
 static void forward(model *m, const sample_block *b, size_t r0, int B, int train)
 {
@@ -1059,6 +763,8 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
     const uint16_t *field = b->field + k0;
     const float *val = b->val + k0;
     int D = m->c.dim, ND = m->ND, F = m->F;
+    const uint32_t *uidx = emb_batch_uidx(m->rows);
+    const float *Uw = emb_batch_w(m->rows);
     if (ND) memcpy(m->dense, b->dense + r0 * (size_t)ND, (size_t)B * ND * sizeof(float));
     for (int i = 0; i < B; i++) m->logit[i] = m->bias[0];
     if (m->has_w) {
@@ -1066,14 +772,14 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
         for (int i = 0; i < B; i++) {
             float s = 0;
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
-                if (m->slot[field[k]] >= 0) s += val[k] * m->Uw[m->uidx[k]];
+                if (m->slot[field[k]] >= 0) s += val[k] * Uw[uidx[k]];
             if (ND)
                 for (int j = 0; j < ND; j++) s += m->dense[(size_t)i * ND + j] * m->wd[j];
             m->logit[i] += s;
         }
     }
     if (m->E)
-        m->be->pool_forward(m->pooled, m->Ue, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+        m->be->pool_forward(m->pooled, emb_batch_e(m->rows), emb_batch_uoff(m->rows), uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                            B, F, m->W);
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
@@ -1142,13 +848,17 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
     const float *val = b->val + k0;
     int D = m->c.dim, ND = m->ND, F = m->F;
     const float *g = m->dlogit;
+    const uint32_t *uidx = emb_batch_uidx(m->rows);
+    const size_t *uoff = emb_batch_uoff(m->rows);
+    float *dUw = emb_batch_dw(m->rows), *dUe = emb_batch_de(m->rows);
+    size_t U = emb_batch_unique(m->rows);
     for (int i = 0; i < B; i++) m->dbias[0] += g[i];
-    memset(m->dUw, 0, m->U * sizeof(float));
-    if (m->E) memset(m->dUe, 0, m->uoff[m->U] * sizeof(float));
+    memset(dUw, 0, U * sizeof(float));
+    if (m->E) memset(dUe, 0, uoff[U] * sizeof(float));
     if (m->has_w) {
         for (int i = 0; i < B; i++) {
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
-                if (m->slot[field[k]] >= 0) m->dUw[m->uidx[k]] += val[k] * g[i];
+                if (m->slot[field[k]] >= 0) dUw[uidx[k]] += val[k] * g[i];
             for (int j = 0; j < ND; j++) m->dwd[j] += m->dense[(size_t)i * ND + j] * g[i];
         }
     }
@@ -1236,7 +946,7 @@ static void backward(model *m, const sample_block *b, size_t r0, int B)
             for (int j = 0; j < m->W; j++) dst[j] += src[j];
         }
     }
-    m->be->pool_backward(m->dUe, m->dpooled, m->uoff, m->uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+    m->be->pool_backward(dUe, m->dpooled, uoff, uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                         B, F, m->W);
 }
 
@@ -1264,19 +974,11 @@ static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t 
 
 double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1)
 {
-    gather(m, b, r0, r1, 0, 1);
+    emb_batch_gather(m->rows, b, r0, r1, 0, EMB_GATHER_NO_COUNT);
     double loss = loss_and_grads(m, b, r0, r1, 1);
     placed_sync_host(m);   /* the gradients are read from the host block */
     m->host_edited = m->n_placed > 0;
     return loss;
-}
-
-/* The gradient of unique row u's values into g (has_w + its table's embedding width). */
-static void unique_grad(const model *m, size_t u, float *g)
-{
-    if (m->has_w) g[0] = m->dUw[u];
-    size_t E = m->uoff[u + 1] - m->uoff[u];
-    if (E) memcpy(g + m->has_w, m->dUe + m->uoff[u], E * sizeof(float));
 }
 
 /* The dense optimizer step: placed layers on their device, the rest of the block on the host. */
@@ -1303,48 +1005,10 @@ static void dense_step(model *m)
 
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
 {
-    gather(m, b, r0, r1, pass, 0);
+    emb_batch_gather(m->rows, b, r0, r1, pass, EMB_GATHER_TRAIN);
     double loss = loss_and_grads(m, b, r0, r1, 1);
     m->step++;
-    int Vmax = m->has_w + m->E;
-    if (m->c.emb_l2_all > 0) {
-        /* FuxiCTR's embedding regularizer (l2/2 * ||E||^2 over the whole table every step): every
-         * row gets l2 * v, plus its data gradient if the batch touched it (found by its mark) */
-        float *g = xmalloc((size_t)Vmax * sizeof *g), *d = xmalloc((size_t)Vmax * sizeof *d);
-        for (size_t u = 0; u < m->U; u++)
-            if (m->urow[u] != UINT32_MAX) emb_table_head(m->tab[m->utab[u]], m->urow[u])->mark = (uint32_t)u + 1;
-        for (int t = 0; t < m->n_tables; t++) {
-            emb_table *tb = m->tab[t];
-            int V = emb_table_values(tb);
-            size_t n = emb_table_rows(tb);
-            for (size_t r = 0; r < n; r++) {
-                emb_row_head *h = emb_table_head(tb, (uint32_t)r);
-                const float *v = emb_table_vals(tb, (uint32_t)r);
-                for (int i = 0; i < V; i++) g[i] = m->c.emb_l2_all * v[i];
-                if (h->mark) {
-                    unique_grad(m, h->mark - 1, d);
-                    h->mark = 0;
-                    for (int i = 0; i < V; i++) g[i] += d[i];
-                }
-                emb_table_update(tb, (uint32_t)r, g, m->step);
-            }
-        }
-        free(g), free(d);
-    } else {
-        /* each unique row is updated once, so rows can be updated in parallel: same result */
-        #pragma omp parallel
-        {
-            float *gt = xmalloc((size_t)Vmax * sizeof *gt);
-            #pragma omp for schedule(static)
-            for (size_t u = 0; u < m->U; u++) {
-                if (u + 8 < m->U && m->urow[u + 8] != UINT32_MAX) emb_table_prefetch_row(m->tab[m->utab[u + 8]], m->urow[u + 8]);
-                if (m->urow[u] == UINT32_MAX) continue;
-                unique_grad(m, u, gt);
-                emb_table_update(m->tab[m->utab[u]], m->urow[u], gt, m->step);
-            }
-            free(gt);
-        }
-    }
+    emb_batch_scatter(m->rows, m->step, m->c.emb_l2_all);
     dense_step(m);
     return loss;
 }
@@ -1355,7 +1019,7 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
     while (done < r1) {
         size_t end = done + (size_t)m->B < r1 ? done + (size_t)m->B : r1;
         int B = (int)(end - done);
-        gather(m, b, done, end, 0, 2);
+        emb_batch_gather(m->rows, b, done, end, 0, EMB_GATHER_INFER);
         placed_take_host_edits(m);
         forward(m, b, done, B, 0);
         for (int i = 0; i < B; i++) prob[done - r0 + (size_t)i] = 1.0 / (1.0 + exp(-(double)m->logit[i]));
@@ -1372,15 +1036,7 @@ void model_dense(model *m, float **params, float **grads, size_t *n)
     *n = m->n_params;
 }
 
-int model_row_grad(const model *m, int table, uint32_t row, float *g)
-{
-    for (size_t u = 0; u < m->U; u++)
-        if (m->urow[u] == row && m->utab[u] == table) {
-            unique_grad(m, u, g);
-            return 0;
-        }
-    return -1;
-}
+int model_row_grad(const model *m, int table, uint32_t row, float *g) { return emb_batch_row_grad(m->rows, table, row, g); }
 
 #define DENSE_MAGIC "CTRBXDNS"
 #define DENSE_VERSION 1u

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "../io/block.h"
+#include "../embedding/batch.h"
 #include "../embedding/table.h"
 #include "optim.h"
 #include "plan.h"
