@@ -722,6 +722,7 @@ const model_config *model_config_of(const model *m) { return &m->c; }
 int model_n_tables(const model *m) { return m->n_tables; }
 int model_field_table(const model *m, uint16_t field) { return m->slot[field] < 0 ? -1 : m->stab[m->slot[field]]; }
 emb_table *model_table(model *m, int i) { return i >= 0 && i < m->n_tables ? m->tab[i] : NULL; }
+emb_table *const *model_tables(const model *m) { return m->tab; }
 uint64_t model_step(const model *m) { return m->step; }
 
 static int floats_finite(const float *v, size_t n)

@@ -75,6 +75,8 @@ const model_config *model_config_of(const model *m);
 /* The sparse tables: one shared by all fields, or several (table_per_field, field_dims). */
 int model_n_tables(const model *m);
 emb_table *model_table(model *m, int i);
+/* All of them, (model_n_tables) borrowed for the model's life. */
+emb_table *const *model_tables(const model *m);
 /* The table a field's keys live in; -1 for a numeric field. */
 int model_field_table(const model *m, uint16_t field);
 

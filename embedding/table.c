@@ -311,12 +311,12 @@ void emb_table_remove(emb_table *t, uint32_t row)
     t->rows--;
 }
 
-size_t emb_table_keep_marked(emb_table *t)
+size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
 {
     size_t w = 0;
     for (size_t r = 0; r < t->rows; r++) {
         emb_row_head *h = emb_table_head(t, (uint32_t)r);
-        if (!h->mark) continue;
+        if (!keep[r]) continue;
         if (w != r) memcpy(emb_table_head(t, (uint32_t)w), h, t->row_bytes);
         w++;
     }

@@ -34,7 +34,7 @@ typedef struct {
     uint64_t key;
     float show, click;
     uint32_t last_pass;
-    uint32_t mark;         /* scratch for batch de-duplication (not persisted) */
+    uint32_t mark;         /* embedding/batch.c's scratch during a gather or scatter, else 0 (not persisted) */
     uint64_t aux;          /* the SSD tier's slot + 1 of this row's committed copy, 0 if none (not persisted) */
 } emb_row_head;
 
@@ -111,9 +111,9 @@ int emb_is_default_key(const uint64_t *sorted, uint32_t n_fields, uint64_t key);
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
-/* Remove every row whose head's mark is 0 (kept rows keep their order; row numbers change);
+/* Remove every row r with keep[r] == 0 (kept rows keep their order; row numbers change);
  * returns how many went. One pass over the rows and the index: for dropping most of a table. */
-size_t emb_table_keep_marked(emb_table *t);
+size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep);
 /* Give the memory of the slab's unused tail (rows removed since it grew) back to the system. */
 void emb_table_trim(emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */

@@ -13,6 +13,8 @@
  *
  * Without a table folder (--pass-rows alone) the same loop runs with every row in memory: the
  * reference the tiered runs must reproduce exactly.
+ * This file orchestrates (threads, commits, the catalog); where rows live, the fetches, the
+ * install and the eviction are embedding/cache.h's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +29,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../embedding/cache.h"
 #include "../embedding/tier.h"
 #include "../io/keymap.h"
 #include "../io/stream.h"
@@ -50,13 +53,14 @@ static void pass_free(pass_data *p, int n_tables)
 {
     if (!p) return;
     block_free(&p->rows);
-    for (int i = 0; p->keys && i < n_tables; i++) free(p->keys[i].k);
+    for (int i = 0; p->keys && i < n_tables; i++) key_vec_free(&p->keys[i]);
     free(p->keys);
     free(p);
 }
 
 typedef struct {
     trainer *t;
+    const emb_cache *cache;   /* lists a pass's keys (and is only read) */
     int n_tables;
     uint64_t skip;       /* passes of the epoch already committed (resume) */
     const uint64_t *known;  /* the digests of the first epoch's passes seen so far (a copy) */
@@ -70,33 +74,10 @@ typedef struct {
     char errmsg[1024];
 } reader;
 
-static void collect_keys_of(model *m, uint32_t n_fields, pass_data *p, int n_tables)
+static void collect_keys(const emb_cache *c, pass_data *p, int n_tables)
 {
-    const model_config *c = model_config_of(m);
-    key_map *sets = xcalloc((size_t)n_tables, sizeof *sets);
     p->keys = xcalloc((size_t)n_tables, sizeof *p->keys);
-    const sample_block *b = &p->rows;
-    for (uint64_t k = 0; k < b->row_ptr[b->rows]; k++) {
-        int tb = model_field_table(m, b->field[k]);
-        if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) key_vec_push(&p->keys[tb], b->key[k]);
-    }
-    /* with admission, pending keys train their field's default row: it belongs to every pass */
-    if (c->min_show > 1)
-        for (uint32_t f = 0; f < n_fields; f++) {
-            int tb = model_field_table(m, (uint16_t)f);
-            uint64_t dk = emb_table_default_key((uint16_t)f);
-            if (tb >= 0 && key_set_add(&sets[tb], dk)) key_vec_push(&p->keys[tb], dk);
-        }
-    for (int i = 0; i < n_tables; i++) {
-        key_map_free(&sets[i]);
-        key_vec_fit(&p->keys[i]);   /* kept for three passes: no headroom */
-    }
-    free(sets);
-}
-
-static void collect_keys(trainer *t, pass_data *p, int n_tables)
-{
-    collect_keys_of(t->m, t->meta.schema.n_fields, p, n_tables);
+    emb_cache_keys(c, &p->rows, p->keys);
 }
 
 /* A pass's rows against the first epoch's pass of that number (every epoch reads the same rows in
@@ -155,7 +136,7 @@ static void *reader_main(void *arg)
             continue;
         }
         block_shrink_to_fit(&cur->rows);
-        collect_keys(t, cur, r->n_tables);
+        collect_keys(r->cache, cur, r->n_tables);
         pthread_mutex_lock(&r->mu);
         while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
         int stop = r->stop;
@@ -170,7 +151,7 @@ static void *reader_main(void *arg)
         ret = check_pass(r, cur, err, sizeof err);
         if (ret == 0 && index > r->skip) {
             block_shrink_to_fit(&cur->rows);
-            collect_keys(t, cur, r->n_tables);
+            collect_keys(r->cache, cur, r->n_tables);
             pthread_mutex_lock(&r->mu);
             while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
             if (!r->stop) {
@@ -215,35 +196,16 @@ static pass_data *reader_pop(reader *r)
 /* ---- the fetch thread ---- */
 
 typedef struct {
-    key_vec *miss;        /* per table: keys to read */
-    emb_tier_packed *rec;   /* per table: the records of those found, packed */
-    uint64_t **aux;      /* per table: slot + 1, 0 if not on the SSD */
-} fetch_job;
-
-typedef struct {
     emb_tier *tier;
     struct pass_state *ps;
     double commit_wait_s;     /* the last job's wait for the commit before it */
-    int n_tables;
-    const size_t *row_bytes;
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    fetch_job *job;
+    emb_fetch *job;
     int busy, quit, err;
     char errmsg[1024];
 } fetcher;
-
-static int fetch_run(emb_tier *tier, int n_tables, fetch_job *j, char *err, size_t errlen)
-{
-    for (int tb = 0; tb < n_tables; tb++) {
-        if (!j->miss[tb].n) continue;
-        sort_u64(j->miss[tb].k, j->miss[tb].n);   /* in key order: lookups in a row share the index's blocks */
-        if (emb_tier_fetch_packed(tier, tb, j->miss[tb].k, j->miss[tb].n, &j->rec[tb], j->aux[tb], err, errlen) < 0)
-            return -1;
-    }
-    return 0;
-}
 
 static int writer_wait(struct pass_state *ps);
 
@@ -255,7 +217,7 @@ static void *fetcher_main(void *arg)
     for (;;) {
         while (!f->busy && !f->quit) pthread_cond_wait(&f->cv, &f->mu);
         if (f->quit) break;
-        fetch_job *j = f->job;
+        emb_fetch *j = f->job;
         pthread_mutex_unlock(&f->mu);
         char err[1024];
         /* the commit in flight first: rows dropped since may be among this job's keys */
@@ -263,7 +225,7 @@ static void *fetcher_main(void *arg)
         int bad = writer_wait(f->ps) < 0;
         f->commit_wait_s = now_sec() - t0;
         if (bad) snprintf(err, sizeof err, "the commit failed (reported above)");
-        else bad = fetch_run(f->tier, f->n_tables, j, err, sizeof err) < 0;
+        else bad = emb_fetch_run(f->tier, j, err, sizeof err) < 0;
         pthread_mutex_lock(&f->mu);
         if (bad && !f->err) {
             f->err = 1;
@@ -274,18 +236,6 @@ static void *fetcher_main(void *arg)
     }
     pthread_mutex_unlock(&f->mu);
     return NULL;
-}
-
-static void fetch_job_free(fetch_job *j, int n_tables)
-{
-    if (!j) return;
-    for (int i = 0; i < n_tables; i++) {
-        free(j->miss[i].k);
-        emb_tier_packed_free(&j->rec[i]);
-        free(j->aux[i]);
-    }
-    free(j->miss), free(j->rec), free(j->aux);
-    free(j);
 }
 
 /* ---- the pass state ---- */
@@ -307,14 +257,14 @@ typedef struct {
 
 typedef struct pass_state {
     emb_tier *tier;
+    emb_cache *cache;         /* the rows in memory (all of them without a tier) */
     int n_tables;
-    size_t *row_bytes;
     fetcher fx;
     writer wr;
-    uint64_t budget;          /* bytes of rows in memory (with a tier) */
     int warned_over;          /* a pass's own rows exceeded the budget (said once) */
     /* statistics of the current pass */
-    uint64_t keys, mem_hits, ssd_hits, new_keys, evicted, rows_read, bytes_read, rows_written, bytes_written;
+    emb_cache_stats cs;
+    uint64_t rows_read, bytes_read, rows_written, bytes_written;
     uint64_t reads, map_hits;
     double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
     emb_tier_stats st0;
@@ -345,55 +295,7 @@ static uint64_t peak_rss_bytes(void)
     return (uint64_t)ru.ru_maxrss * 1024;
 }
 
-static uint64_t tables_bytes(trainer *t)
-{
-    uint64_t b = 0;
-    for (int i = 0; i < model_n_tables(t->m); i++) {
-        emb_table *tb = model_table(t->m, i);
-        b += emb_table_rows(tb) * emb_table_row_bytes(tb);
-    }
-    return b;
-}
-
-/* Keys of p (per table) not in memory; counts memory hits. */
-static fetch_job *missing_keys(trainer *t, key_vec *keys)
-{
-    pass_state *ps = t->ps;
-    fetch_job *j = xcalloc(1, sizeof *j);
-    j->miss = xcalloc((size_t)ps->n_tables, sizeof *j->miss);
-    j->rec = xcalloc((size_t)ps->n_tables, sizeof *j->rec);
-    j->aux = xcalloc((size_t)ps->n_tables, sizeof *j->aux);
-    for (int tb = 0; tb < ps->n_tables; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        size_t nk = keys[tb].n;
-        uint8_t *absent = xmalloc(nk ? nk : 1);
-        #pragma omp parallel for schedule(static, 4096)
-        for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
-        for (size_t i = 0; i < nk; i++)
-            if (absent[i]) key_vec_push(&j->miss[tb], keys[tb].k[i]);
-        free(absent);
-        size_t n = j->miss[tb].n ? j->miss[tb].n : 1;
-        j->aux[tb] = xcalloc(n, sizeof **j->aux);
-    }
-    return j;
-}
-
-/* The fetched rows into memory (keys already resident are kept: only clean copies are fetched,
- * so the resident row is the same or newer). */
-static void install(trainer *t, fetch_job *j)
-{
-    pass_state *ps = t->ps;
-    for (int tb = 0; tb < ps->n_tables; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        for (size_t i = 0; i < j->miss[tb].n; i++) {
-            if (!j->aux[tb][i]) continue;
-            if (emb_table_find(e, j->miss[tb].k[i]) >= 0) continue;
-            emb_table_insert_record(e, emb_tier_packed_rec(&j->rec[tb], i, ps->row_bytes[tb]), j->aux[tb][i]);
-        }
-    }
-}
-
-static void fetch_start(pass_state *ps, fetch_job *j)
+static void fetch_start(pass_state *ps, emb_fetch *j)
 {
     pthread_mutex_lock(&ps->fx.mu);
     ps->fx.job = j;
@@ -422,16 +324,23 @@ int passes_pull_for_eval(trainer *t, const sample_block *b)
     if (!ps || !ps->tier) return 0;
     if (writer_wait(ps) < 0) return -1;
     pass_data p = { .rows = *b };
-    collect_keys(t, &p, ps->n_tables);
-    fetch_job *j = missing_keys(t, p.keys);
+    collect_keys(ps->cache, &p, ps->n_tables);
     char err[1024];
-    int ret = fetch_run(ps->tier, ps->n_tables, j, err, sizeof err);
+    int ret = emb_cache_pull(ps->cache, ps->tier, p.keys, err, sizeof err);
     if (ret < 0) fprintf(stderr, "\nctrbox: %s\n", err);
-    else install(t, j);
-    fetch_job_free(j, ps->n_tables);
-    for (int i = 0; i < ps->n_tables; i++) free(p.keys[i].k);
+    for (int i = 0; i < ps->n_tables; i++) key_vec_free(&p.keys[i]);
     free(p.keys);
     return ret;
+}
+
+/* The rows in memory of m's tables, in front of the tier (budget: bytes of rows). */
+static emb_cache *cache_of(model *m, uint32_t n_fields, uint64_t budget, int lfu)
+{
+    int *ftab = xmalloc((n_fields ? n_fields : 1) * sizeof *ftab);
+    for (uint32_t f = 0; f < n_fields; f++) ftab[f] = model_field_table(m, (uint16_t)f);
+    emb_cache *c = emb_cache_create(model_tables(m), model_n_tables(m), ftab, n_fields, budget, lfu);
+    free(ftab);
+    return c;
 }
 
 /* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..." */
@@ -468,22 +377,13 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
         ret = -1;
     }
     if (ret == 0) {
-        pass_data p = { .rows = *b };
-        collect_keys_of(m, meta->schema.n_fields, &p, n);
-        for (int tb = 0; tb < n && ret == 0; tb++) {
-            key_vec *kv = &p.keys[tb];
-            size_t rb = emb_table_row_bytes(model_table(m, tb));
-            uint8_t *rec = xmalloc((kv->n ? kv->n : 1) * rb);
-            uint64_t *aux = xcalloc(kv->n ? kv->n : 1, sizeof *aux);
-            ret = emb_tier_fetch(tier, tb, kv->k, kv->n, rec, aux, err, errlen);
-            emb_table *e = model_table(m, tb);
-            for (size_t i = 0; ret == 0 && i < kv->n; i++)
-                if (aux[i] && emb_table_find(e, kv->k[i]) < 0) emb_table_insert_record(e, rec + i * rb, aux[i]);
-            free(rec);
-            free(aux);
-            free(kv->k);
-        }
-        free(p.keys);
+        emb_cache *c = cache_of(m, meta->schema.n_fields, UINT64_MAX, 1);
+        key_vec *keys = xcalloc((size_t)n, sizeof *keys);
+        emb_cache_keys(c, b, keys);
+        ret = emb_cache_pull(c, tier, keys, err, errlen);
+        for (int tb = 0; tb < n; tb++) key_vec_free(&keys[tb]);
+        free(keys);
+        emb_cache_destroy(c);
         emb_tier_close(tier);
     }
     return ret;
@@ -491,120 +391,21 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 
 /* ---- eviction ---- */
 
-typedef struct {
-    double pri;
-    uint64_t tie;
-    uint64_t key;
-    int tb;
-} victim;
-
-static int cmp_victim(const void *x, const void *y)
-{
-    const victim *a = x, *b = y;
-    if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
-    return (a->tie > b->tie) - (a->tie < b->tie);
-}
-
-/* Reorder v so that its k smallest (cmp_victim) come first: quickselect with a three-way
- * partition around a median-of-three pivot (average linear time). */
-static void select_smallest(victim *v, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n;
-    while (hi - lo > 1 && k > lo && k < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const victim *a = &v[lo], *b = &v[mid], *c = &v[hi - 1];
-        victim p = cmp_victim(a, b) < 0 ? (cmp_victim(b, c) < 0 ? *b : cmp_victim(a, c) < 0 ? *c : *a)
-                                        : (cmp_victim(a, c) < 0 ? *a : cmp_victim(b, c) < 0 ? *c : *b);
-        size_t lt = lo, i = lo, gt = hi;   /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
-        while (i < gt) {
-            int r = cmp_victim(&v[i], &p);
-            victim t;
-            if (r < 0) {
-                t = v[lt], v[lt] = v[i], v[i] = t;
-                lt++, i++;
-            } else if (r > 0) {
-                gt--;
-                t = v[gt], v[gt] = v[i], v[i] = t;
-            } else {
-                i++;
-            }
-        }
-        if (k <= lt) hi = lt;
-        else if (k <= gt) return;
-        else lo = gt;
-    }
-}
-
-/* Drop unpinned rows (not among keys) until the rows, with the `coming` bytes of rows the pass
- * will add (its new keys), fit the budget: least frequently shown first (show decayed to now,
- * then older last pass), or least recently used (older last pass). */
+/* Drop rows down to the budget, the pass's own pinned; say once when they alone exceed it. */
 static void evict(trainer *t, key_vec *keys, uint64_t coming)
 {
     pass_state *ps = t->ps;
-    uint64_t used = tables_bytes(t) + coming;
-    if (used <= ps->budget) return;
-    for (int tb = 0; tb < ps->n_tables; tb++) {   /* pin the pass's rows (distinct keys: distinct rows) */
-        emb_table *e = model_table(t->m, tb);
-        #pragma omp parallel for schedule(static, 4096)
-        for (size_t i = 0; i < keys[tb].n; i++) {
-            int64_t r = emb_table_find(e, keys[tb].k[i]);
-            if (r >= 0) emb_table_head(e, (uint32_t)r)->mark = 1;
-        }
-    }
-    /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
-    uint64_t unpinned = 0;
-    for (int tb = 0; tb < ps->n_tables; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        for (size_t r = 0; r < emb_table_rows(e); r++)
-            unpinned += emb_table_head(e, (uint32_t)r)->mark ? 0 : ps->row_bytes[tb];
-    }
-    int drop_all = used - unpinned >= ps->budget;
-    if (used - unpinned > ps->budget && !ps->warned_over) {   /* said once: the pass size sets it */
+    uint64_t over = emb_cache_evict(ps->cache, keys, coming, t->pass, &ps->cs);
+    if (over && !ps->warned_over) {   /* said once: the pass size sets it */
+        uint64_t budget;
+        size_t index;
+        emb_cache_split_budget(t->o->cache_mb, &budget, &index);
         fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (its keys, and the rows its new "
                 "keys add), over the %.1f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
                 "(a smaller --pass-rows stays within it)\n", t->o->quiet || !isatty(2) ? "" : "\n", t->pass,
-                (double)(used - unpinned) / 1048576.0, (double)ps->budget / 1048576.0);
+                (double)(budget + over) / 1048576.0, (double)budget / 1048576.0);
         ps->warned_over = 1;
     }
-    size_t n = 0, cap = 0;
-    victim *v = NULL;
-    for (int tb = 0; tb < ps->n_tables && !drop_all; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        const emb_table_config *c = emb_table_config_of(e);
-        for (size_t r = 0; r < emb_table_rows(e); r++) {
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (h->mark) continue;
-            if (n == cap) v = xrealloc(v, (cap = cap ? cap * 2 : 4096) * sizeof *v);
-            float show, click;
-            emb_row_counters_at(c, h, t->pass, &show, &click);
-            double pri = t->o->cache_lfu ? (double)show : (double)h->last_pass;
-            v[n++] = (victim){ pri, t->o->cache_lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                               h->key, tb };
-        }
-    }
-    /* only the rows to drop need ordering: select them (average linear time), then sort those */
-    size_t want = (size_t)((used - ps->budget + ps->row_bytes[0] - 1) / ps->row_bytes[0]);
-    for (int tb = 1; tb < ps->n_tables; tb++)
-        if (ps->row_bytes[tb] < ps->row_bytes[0]) want = (size_t)((used - ps->budget) / ps->row_bytes[tb]) + 1;
-    if (want > n) want = n;
-    for (int tb = 0; tb < ps->n_tables && drop_all; tb++) ps->evicted += emb_table_keep_marked(model_table(t->m, tb));
-    select_smallest(v, n, want);
-    if (want) qsort(v, want, sizeof *v, cmp_victim);
-    for (size_t i = 0; i < want && used > ps->budget; i++) {
-        emb_table *e = model_table(t->m, v[i].tb);
-        int64_t r = emb_table_find(e, v[i].key);
-        CHECK(r >= 0);
-        emb_table_remove(e, (uint32_t)r);
-        used -= ps->row_bytes[v[i].tb];
-        ps->evicted++;
-    }
-    free(v);
-    for (int tb = 0; tb < ps->n_tables; tb++) {   /* unpin: only pinned rows carry a mark */
-        emb_table *e = model_table(t->m, tb);
-        for (size_t r = 0; r < emb_table_rows(e); r++) emb_table_head(e, (uint32_t)r)->mark = 0;
-        emb_table_trim(e);
-    }
-    malloc_trim(0);   /* the freed pass buffers of every thread's arena go back too */
 }
 
 /* ---- the catalog: where the run stands, committed with each pass ---- */
@@ -811,16 +612,8 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
     if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
     double t0 = now_sec();
     /* count first: the batch's index entries are sized exactly; and nothing diverged is committed */
-    size_t dirty = 0, bad = !model_dense_finite(t->m);
-    for (int tb = 0; with_rows && tb < ps->n_tables; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        for (size_t r = 0; r < emb_table_rows(e); r++) {
-            const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (h->last_pass != t->pass) continue;
-            dirty++;
-            bad += !emb_row_finite(e, h);
-        }
-    }
+    size_t bad = 0, dirty = with_rows ? emb_cache_dirty(ps->cache, t->pass, &bad) : 0;
+    bad += !model_dense_finite(t->m);
     if (bad) {
         fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
                 "committed (the table folder keeps pass %u); lower --lr or --sparse-lr\n",
@@ -828,18 +621,10 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
         return -1;
     }
     emb_tier_batch *b = emb_tier_begin(ps->tier);
-    if (with_rows) emb_tier_reserve(b, dirty);
-    if (with_rows)
-        for (int tb = 0; tb < ps->n_tables; tb++) {
-            emb_table *e = model_table(t->m, tb);
-            for (size_t r = 0; r < emb_table_rows(e); r++) {
-                emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                if (h->last_pass != t->pass) continue;
-                emb_tier_put(b, tb, h);
-                ps->rows_written++;
-                ps->bytes_written += (ps->row_bytes[tb] + 8 + 511) / 512 * 512;
-            }
-        }
+    if (with_rows) {
+        emb_tier_reserve(b, dirty);
+        ps->rows_written += emb_cache_put_dirty(ps->cache, b, t->pass, &ps->bytes_written);
+    }
     if (shrunk && shrink(t, b, shrunk) < 0) {
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
@@ -877,9 +662,9 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
     pass_state *ps = t->ps;
     uint64_t rr = ps->rows_read, br = ps->bytes_read;
     uint64_t rw = ps->rows_written, bw = ps->bytes_written;   /* this pass's commit */
-    double k = ps->keys ? (double)ps->keys : 1;
-    uint64_t resident = 0;
-    for (int i = 0; i < ps->n_tables; i++) resident += emb_table_rows(model_table(t->m, i));
+    const emb_cache_stats *cs = &ps->cs;
+    double k = cs->keys ? (double)cs->keys : 1;
+    uint64_t resident = emb_cache_rows(ps->cache);
     if (t->log) {
         fprintf(t->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
@@ -889,11 +674,11 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
-                t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)ps->keys,
-                (double)ps->mem_hits / k, (double)ps->ssd_hits / k, (double)ps->new_keys / k, (unsigned long long)rr,
+                t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)cs->keys,
+                (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
-                (unsigned long long)bw, (unsigned long long)ps->evicted,
-                (unsigned long long)resident, (unsigned long long)tables_bytes(t), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
+                (unsigned long long)bw, (unsigned long long)cs->evicted,
+                (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(t->log);
     }
@@ -903,8 +688,8 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
         char *line;
         if (asprintf(&line, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote "
                      "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", t->pass, p->rows.rows,
-                     (unsigned long long)ps->keys, 100.0 * (double)ps->mem_hits / k, 100.0 * (double)ps->ssd_hits / k,
-                     100.0 * (double)ps->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
+                     (unsigned long long)cs->keys, 100.0 * (double)cs->mem_hits / k, 100.0 * (double)cs->ssd_hits / k,
+                     100.0 * (double)cs->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
                      (double)rss_bytes() / 1048576.0) < 0)
             die("out of memory");
         writer *w = &ps->wr;
@@ -920,7 +705,8 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
         }
         pthread_mutex_unlock(&w->mu);
     }
-    ps->keys = ps->mem_hits = ps->ssd_hits = ps->new_keys = ps->evicted = ps->rows_read = ps->bytes_read = 0;
+    memset(&ps->cs, 0, sizeof ps->cs);
+    ps->rows_read = ps->bytes_read = 0;
     ps->reads = ps->map_hits = 0;
     ps->rows_written = ps->bytes_written = 0;
     ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
@@ -982,7 +768,7 @@ static int data_fingerprint(trainer *t, uint64_t *out, char *err, size_t errlen)
 static int epoch_passes(trainer *t, uint64_t skip)
 {
     pass_state *ps = t->ps;
-    reader r = { .t = t, .n_tables = ps->n_tables, .skip = skip, .n_known = ps->digests.n, .whole = t->epoch > 1 };
+    reader r = { .t = t, .cache = ps->cache, .n_tables = ps->n_tables, .skip = skip, .n_known = ps->digests.n, .whole = t->epoch > 1 };
     r.known = xmalloc((r.n_known ? r.n_known : 1) * sizeof *r.known);
     if (r.n_known) memcpy((uint64_t *)r.known, ps->digests.k, r.n_known * sizeof *r.known);
     pthread_mutex_init(&r.mu, NULL);
@@ -990,14 +776,14 @@ static int epoch_passes(trainer *t, uint64_t skip)
     pthread_create(&r.th, NULL, reader_main, &r);
     int ret = 0;
     pass_data *cur = reader_pop(&r), *nxt = NULL;
-    fetch_job *job = NULL;
+    emb_fetch *job = NULL;
     if (cur && ps->tier) {
-        job = missing_keys(t, cur->keys);
+        job = emb_cache_missing(ps->cache, cur->keys);
         fetch_start(ps, job);
     }
     while (cur && ret == 0) {
         t->pass++;
-        for (int tb = 0; tb < ps->n_tables; tb++) ps->keys += cur->keys[tb].n;
+        for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
         if (ps->tier) {
             /* Rows can be dropped before the last commit is durable (it holds copies of them);
              * the fetch for the next pass, issued below, waits for that commit in the fetch
@@ -1006,13 +792,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
                 ret = -1;
                 break;
             }
-            for (int tb = 0; tb < ps->n_tables; tb++) {
-                ps->mem_hits += cur->keys[tb].n - job->miss[tb].n;
-                for (size_t i = 0; i < job->miss[tb].n; i++) {
-                    if (job->aux[tb][i]) ps->ssd_hits++;
-                    else ps->new_keys++;
-                }
-            }
+            emb_cache_count(cur->keys, job, &ps->cs);
             emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
             ps->rows_read = st.rows_read - ps->st0.rows_read;
             ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
@@ -1020,19 +800,10 @@ static int epoch_passes(trainer *t, uint64_t skip)
             ps->map_hits = st.map_hits - ps->st0.map_hits;
             ps->st0 = st;
             double b0 = now_sec();
-            /* the pass's new keys: rows it will add while it trains (not those the last pass
-             * created since the misses were listed: they are resident now) */
-            uint64_t coming = 0;
-            for (int tb = 0; tb < ps->n_tables; tb++) {
-                const emb_table *e = model_table(t->m, tb);
-                uint64_t n_new = 0;
-                #pragma omp parallel for schedule(static, 4096) reduction(+ : n_new)
-                for (size_t i = 0; i < job->miss[tb].n; i++)
-                    n_new += !job->aux[tb][i] && emb_table_find(e, job->miss[tb].k[i]) < 0;   /* the table is only read */
-                coming += n_new * ps->row_bytes[tb];
-            }
-            install(t, job);
-            fetch_job_free(job, ps->n_tables);
+            /* the pass's new keys: rows it will add while it trains */
+            uint64_t coming = emb_cache_coming(ps->cache, job);
+            emb_cache_install(ps->cache, job);
+            emb_fetch_free(job);
             job = NULL;
             evict(t, cur->keys, coming);
             ps->boundary_s += now_sec() - b0;
@@ -1042,7 +813,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
         ps->read_wait_s += now_sec() - w0;
         if (nxt && ps->tier) {
             double b0 = now_sec();
-            job = missing_keys(t, nxt->keys);
+            job = emb_cache_missing(ps->cache, nxt->keys);
             fetch_start(ps, job);
             ps->boundary_s += now_sec() - b0;
         }
@@ -1065,7 +836,7 @@ static int epoch_passes(trainer *t, uint64_t skip)
     }
     if (job) {   /* stopped with a fetch in flight */
         fetch_wait(ps);
-        fetch_job_free(job, ps->n_tables);
+        emb_fetch_free(job);
     }
     pass_free(cur, ps->n_tables);
     pthread_mutex_lock(&r.mu);
@@ -1092,15 +863,11 @@ int train_passes(trainer *t)
     mallopt(M_ARENA_MAX, 2);   /* fewer per-thread arenas holding freed memory */
     pass_state ps = { 0 };
     ps.n_tables = model_n_tables(t->m);
-    ps.row_bytes = xcalloc((size_t)ps.n_tables, sizeof *ps.row_bytes);
-    for (int i = 0; i < ps.n_tables; i++) ps.row_bytes[i] = emb_table_row_bytes(model_table(t->m, i));
-    /* --cache-mb covers the rows kept in memory and the index's memory (a quarter of it, between
-     * 1 and 256 MB: the tier's slot map and RocksDB's block cache) */
-    uint64_t budget = (uint64_t)(o->cache_mb * 1048576.0);
-    uint64_t index_cache = budget / 4;
-    if (index_cache > (256u << 20)) index_cache = 256u << 20;
-    if (index_cache < (1u << 20)) index_cache = 1u << 20;
-    ps.budget = budget > index_cache ? budget - index_cache : 0;
+    /* --cache-mb covers the rows kept in memory and the index's memory */
+    uint64_t budget;
+    size_t index_cache;
+    emb_cache_split_budget(o->cache_mb, &budget, &index_cache);
+    ps.cache = cache_of(t->m, t->meta.schema.n_fields, o->table_dir ? budget : UINT64_MAX, o->cache_lfu);
     t->ps = &ps;
     ps.settings = settings_fingerprint(t);
     ps.defaults = emb_default_keys(t->meta.schema.n_fields);
@@ -1160,8 +927,6 @@ int train_passes(trainer *t)
         t->tiered = 1;
         ps.fx.tier = ps.tier;
         ps.fx.ps = &ps;
-        ps.fx.n_tables = ps.n_tables;
-        ps.fx.row_bytes = ps.row_bytes;
         pthread_mutex_init(&ps.fx.mu, NULL);
         pthread_cond_init(&ps.fx.cv, NULL);
         pthread_create(&ps.fx.th, NULL, fetcher_main, &ps.fx);
@@ -1245,7 +1010,7 @@ out:
         }
         emb_tier_close(ps.tier);
     }
-    free(ps.row_bytes);
+    emb_cache_destroy(ps.cache);
     free(ps.defaults);
     free(ps.digests.k);
     t->ps = NULL;

@@ -1,0 +1,332 @@
+/*
+ * cache.c: the rows in CPU memory under a byte budget (cache.h): fetches from the tier, the
+ * install and the eviction at pass boundaries, and the dirty rows a commit writes.
+ */
+#define _GNU_SOURCE
+#include "cache.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/mix.h"
+#include "../io/util.h"
+
+struct emb_cache {
+    emb_table *const *tab;   /* (n_tables) borrowed */
+    int n_tables;
+    size_t *row_bytes;       /* (n_tables) */
+    int *ftab;               /* (n_fields) field -> table, -1 numeric */
+    uint32_t n_fields;
+    int admission;           /* min_show > 1: the fields' default rows belong to every pass */
+    uint64_t budget;
+    int lfu;
+};
+
+void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index)
+{
+    uint64_t budget = (uint64_t)(cache_mb * 1048576.0);
+    uint64_t ix = budget / 4;
+    if (ix > (256u << 20)) ix = 256u << 20;
+    if (ix < (1u << 20)) ix = 1u << 20;
+    *index = (size_t)ix;
+    *rows = budget > ix ? budget - ix : 0;
+}
+
+emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *field_table, uint32_t n_fields,
+                            uint64_t budget, int lfu)
+{
+    emb_cache *c = xcalloc(1, sizeof *c);
+    c->tab = tabs;
+    c->n_tables = n_tables;
+    c->row_bytes = xcalloc((size_t)n_tables, sizeof *c->row_bytes);
+    for (int i = 0; i < n_tables; i++) {
+        c->row_bytes[i] = emb_table_row_bytes(tabs[i]);
+        c->admission |= emb_table_config_of(tabs[i])->min_show > 1;
+    }
+    c->ftab = xmalloc((n_fields ? n_fields : 1) * sizeof *c->ftab);
+    memcpy(c->ftab, field_table, n_fields * sizeof *c->ftab);
+    c->n_fields = n_fields;
+    c->budget = budget;
+    c->lfu = lfu;
+    return c;
+}
+
+void emb_cache_destroy(emb_cache *c)
+{
+    if (!c) return;
+    free(c->row_bytes);
+    free(c->ftab);
+    free(c);
+}
+
+uint64_t emb_cache_bytes(const emb_cache *c)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < c->n_tables; i++) b += emb_table_rows(c->tab[i]) * c->row_bytes[i];
+    return b;
+}
+
+uint64_t emb_cache_rows(const emb_cache *c)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < c->n_tables; i++) n += emb_table_rows(c->tab[i]);
+    return n;
+}
+
+void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out)
+{
+    key_map *sets = xcalloc((size_t)c->n_tables, sizeof *sets);
+    memset(out, 0, (size_t)c->n_tables * sizeof *out);
+    for (uint64_t k = 0; k < b->row_ptr[b->rows]; k++) {
+        int tb = c->ftab[b->field[k]];
+        if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) key_vec_push(&out[tb], b->key[k]);
+    }
+    /* with admission, pending keys train their field's default row: it belongs to every pass */
+    if (c->admission)
+        for (uint32_t f = 0; f < c->n_fields; f++) {
+            int tb = c->ftab[f];
+            uint64_t dk = emb_table_default_key((uint16_t)f);
+            if (tb >= 0 && key_set_add(&sets[tb], dk)) key_vec_push(&out[tb], dk);
+        }
+    for (int i = 0; i < c->n_tables; i++) {
+        key_map_free(&sets[i]);
+        key_vec_fit(&out[i]);   /* kept for three passes: no headroom */
+    }
+    free(sets);
+}
+
+emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys)
+{
+    emb_fetch *f = xcalloc(1, sizeof *f);
+    f->n_tables = c->n_tables;
+    f->miss = xcalloc((size_t)c->n_tables, sizeof *f->miss);
+    f->rec = xcalloc((size_t)c->n_tables, sizeof *f->rec);
+    f->aux = xcalloc((size_t)c->n_tables, sizeof *f->aux);
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        const emb_table *e = c->tab[tb];
+        size_t nk = keys[tb].n;
+        uint8_t *absent = xmalloc(nk ? nk : 1);
+        #pragma omp parallel for schedule(static, 4096)
+        for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
+        for (size_t i = 0; i < nk; i++)
+            if (absent[i]) key_vec_push(&f->miss[tb], keys[tb].k[i]);
+        free(absent);
+        f->aux[tb] = xcalloc(f->miss[tb].n ? f->miss[tb].n : 1, sizeof **f->aux);
+    }
+    return f;
+}
+
+int emb_fetch_run(emb_tier *tier, emb_fetch *f, char *err, size_t errlen)
+{
+    for (int tb = 0; tb < f->n_tables; tb++) {
+        if (!f->miss[tb].n) continue;
+        sort_u64(f->miss[tb].k, f->miss[tb].n);   /* in key order: lookups in a row share the index's blocks */
+        if (emb_tier_fetch_packed(tier, tb, f->miss[tb].k, f->miss[tb].n, &f->rec[tb], f->aux[tb], err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void emb_fetch_free(emb_fetch *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n_tables; i++) {
+        key_vec_free(&f->miss[i]);
+        emb_tier_packed_free(&f->rec[i]);
+        free(f->aux[i]);
+    }
+    free(f->miss), free(f->rec), free(f->aux);
+    free(f);
+}
+
+void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *st)
+{
+    for (int tb = 0; tb < f->n_tables; tb++) {
+        st->mem_hits += keys[tb].n - f->miss[tb].n;
+        for (size_t i = 0; i < f->miss[tb].n; i++) {
+            if (f->aux[tb][i]) st->ssd_hits++;
+            else st->new_keys++;
+        }
+    }
+}
+
+uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
+{
+    /* not those created since the misses were listed: they are resident now */
+    uint64_t coming = 0;
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        const emb_table *e = c->tab[tb];
+        uint64_t n_new = 0;
+        #pragma omp parallel for schedule(static, 4096) reduction(+ : n_new)
+        for (size_t i = 0; i < f->miss[tb].n; i++)
+            n_new += !f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;   /* the table is only read */
+        coming += n_new * c->row_bytes[tb];
+    }
+    return coming;
+}
+
+void emb_cache_install(emb_cache *c, const emb_fetch *f)
+{
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        emb_table *e = c->tab[tb];
+        for (size_t i = 0; i < f->miss[tb].n; i++) {
+            if (!f->aux[tb][i]) continue;
+            if (emb_table_find(e, f->miss[tb].k[i]) >= 0) continue;
+            emb_table_insert_record(e, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]), f->aux[tb][i]);
+        }
+    }
+}
+
+int emb_cache_pull(emb_cache *c, emb_tier *tier, const key_vec *keys, char *err, size_t errlen)
+{
+    emb_fetch *f = emb_cache_missing(c, keys);
+    int ret = emb_fetch_run(tier, f, err, errlen);
+    if (ret == 0) emb_cache_install(c, f);
+    emb_fetch_free(f);
+    return ret;
+}
+
+/* ---- eviction ---- */
+
+typedef struct {
+    double pri;
+    uint64_t tie;
+    uint64_t key;
+    int tb;
+} victim;
+
+static int cmp_victim(const void *x, const void *y)
+{
+    const victim *a = x, *b = y;
+    if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
+    return (a->tie > b->tie) - (a->tie < b->tie);
+}
+
+/* Reorder v so that its k smallest (cmp_victim) come first: quickselect with a three-way
+ * partition around a median-of-three pivot (average linear time). */
+static void select_smallest(victim *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1 && k > lo && k < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const victim *a = &v[lo], *b = &v[mid], *c = &v[hi - 1];
+        victim p = cmp_victim(a, b) < 0 ? (cmp_victim(b, c) < 0 ? *b : cmp_victim(a, c) < 0 ? *c : *a)
+                                        : (cmp_victim(a, c) < 0 ? *a : cmp_victim(b, c) < 0 ? *c : *b);
+        size_t lt = lo, i = lo, gt = hi;   /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
+        while (i < gt) {
+            int r = cmp_victim(&v[i], &p);
+            victim t;
+            if (r < 0) {
+                t = v[lt], v[lt] = v[i], v[i] = t;
+                lt++, i++;
+            } else if (r > 0) {
+                gt--;
+                t = v[gt], v[gt] = v[i], v[i] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k <= lt) hi = lt;
+        else if (k <= gt) return;
+        else lo = gt;
+    }
+}
+
+uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, uint32_t pass, emb_cache_stats *st)
+{
+    uint64_t used = emb_cache_bytes(c) + coming;
+    if (used <= c->budget) return 0;
+    /* the pins: one byte per row, valid until the first row is removed */
+    uint8_t **pin = xcalloc((size_t)c->n_tables, sizeof *pin);
+    uint64_t unpinned = 0;
+    for (int tb = 0; tb < c->n_tables; tb++) {   /* distinct keys: distinct rows */
+        emb_table *e = c->tab[tb];
+        size_t rows = emb_table_rows(e);
+        pin[tb] = xcalloc(rows ? rows : 1, 1);
+        uint8_t *p = pin[tb];
+        #pragma omp parallel for schedule(static, 4096)
+        for (size_t i = 0; i < pinned[tb].n; i++) {
+            int64_t r = emb_table_find(e, pinned[tb].k[i]);
+            if (r >= 0) p[r] = 1;
+        }
+        for (size_t r = 0; r < rows; r++) unpinned += p[r] ? 0 : c->row_bytes[tb];
+    }
+    uint64_t over = used - unpinned > c->budget ? used - unpinned - c->budget : 0;
+    /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
+    int drop_all = used - unpinned >= c->budget;
+    size_t n = 0, cap = 0;
+    victim *v = NULL;
+    for (int tb = 0; tb < c->n_tables && !drop_all; tb++) {
+        emb_table *e = c->tab[tb];
+        const emb_table_config *cfg = emb_table_config_of(e);
+        for (size_t r = 0; r < emb_table_rows(e); r++) {
+            if (pin[tb][r]) continue;
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (n == cap) v = xrealloc(v, (cap = cap ? cap * 2 : 4096) * sizeof *v);
+            float show, click;
+            emb_row_counters_at(cfg, h, pass, &show, &click);
+            double pri = c->lfu ? (double)show : (double)h->last_pass;
+            v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                               h->key, tb };
+        }
+    }
+    /* only the rows to drop need ordering: select them (average linear time), then sort those */
+    size_t want = (size_t)((used - c->budget + c->row_bytes[0] - 1) / c->row_bytes[0]);
+    for (int tb = 1; tb < c->n_tables; tb++)
+        if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / c->row_bytes[tb]) + 1;
+    if (want > n) want = n;
+    for (int tb = 0; tb < c->n_tables && drop_all; tb++) st->evicted += emb_table_keep_rows(c->tab[tb], pin[tb]);
+    select_smallest(v, n, want);
+    if (want) qsort(v, want, sizeof *v, cmp_victim);
+    for (size_t i = 0; i < want && used > c->budget; i++) {
+        emb_table *e = c->tab[v[i].tb];
+        int64_t r = emb_table_find(e, v[i].key);
+        CHECK(r >= 0);
+        emb_table_remove(e, (uint32_t)r);
+        used -= c->row_bytes[v[i].tb];
+        st->evicted++;
+    }
+    free(v);
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        free(pin[tb]);
+        emb_table_trim(c->tab[tb]);
+    }
+    free(pin);
+    malloc_trim(0);   /* the freed pass buffers of every thread's arena go back too */
+    return over;
+}
+
+/* ---- the rows a commit writes ---- */
+
+size_t emb_cache_dirty(const emb_cache *c, uint32_t pass, size_t *nonfinite)
+{
+    size_t dirty = 0;
+    *nonfinite = 0;
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        emb_table *e = c->tab[tb];
+        for (size_t r = 0; r < emb_table_rows(e); r++) {
+            const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (h->last_pass != pass) continue;
+            dirty++;
+            *nonfinite += !emb_row_finite(e, h);
+        }
+    }
+    return dirty;
+}
+
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint32_t pass, uint64_t *bytes)
+{
+    size_t n = 0;
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        emb_table *e = c->tab[tb];
+        for (size_t r = 0; r < emb_table_rows(e); r++) {
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (h->last_pass != pass) continue;
+            emb_tier_put(b, tb, h);
+            n++;
+            *bytes += (c->row_bytes[tb] + 8 + 511) / 512 * 512;
+        }
+    }
+    return n;
+}

@@ -1,0 +1,92 @@
+/*
+ * cache.h: the rows of the sparse tables kept in CPU memory under a byte budget, in front of the
+ * SSD tier (tier.h).
+ *
+ * Where a row lives: a pass's keys are listed first (emb_cache_keys); those not in memory are
+ * read from the tier into a fetch (emb_cache_missing, then emb_fetch_run, on another thread:
+ * it reads only the tier), whose rows are installed at the pass boundary (emb_cache_install),
+ * before the rows the budget cannot keep are dropped (emb_cache_evict). A dropped row is never
+ * lost: every row the last pass changed is in the commit the tier made of that pass, and a row
+ * changed by no pass since is as the tier holds it. So eviction only drops, and happens only at
+ * boundaries, with the pass's own rows pinned (the cache's pins, not the rows' headers).
+ * Eviction order: least frequently shown first (show decayed to the pass; ties: older last pass)
+ * or least recently used (older last pass); ties broken by a hash of the key, so the same data
+ * evicts the same rows.
+ * The cache borrows the tables (the model owns them) and owns the fetches it hands out until
+ * emb_fetch_free.
+ */
+#ifndef CTRBOX_EMBEDDING_CACHE_H
+#define CTRBOX_EMBEDDING_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../io/block.h"
+#include "../io/keymap.h"
+#include "table.h"
+#include "tier.h"
+
+typedef struct emb_cache emb_cache;
+
+/* A pass's counts (added to by the functions that take one). */
+typedef struct {
+    uint64_t keys;        /* distinct keys of the pass (the caller counts them) */
+    uint64_t mem_hits;    /* found in memory */
+    uint64_t ssd_hits;    /* read from the tier */
+    uint64_t new_keys;    /* in neither: new rows */
+    uint64_t evicted;     /* rows dropped */
+} emb_cache_stats;
+
+/* Rows missing from memory, and what the tier holds of them. */
+typedef struct {
+    int n_tables;
+    key_vec *miss;            /* (n_tables) the keys to read */
+    emb_tier_packed *rec;     /* (n_tables) the records of those found, packed */
+    uint64_t **aux;           /* (n_tables) per key: the tier's slot + 1, 0 if it is not there */
+} emb_fetch;
+
+/* --cache-mb's bytes split between the rows (*rows) and the tier's index (*index: a quarter, within
+ * 1 to 256 MB: its slot map and RocksDB's block cache). */
+void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index);
+
+/* tabs (n_tables, borrowed); field_table (n_fields): each field's table, -1 for numeric fields;
+ * budget: bytes of rows; lfu: 1 frequency-aware eviction, 0 LRU. */
+emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *field_table, uint32_t n_fields,
+                            uint64_t budget, int lfu);
+void emb_cache_destroy(emb_cache *c);
+
+/* Bytes of the rows in memory. */
+uint64_t emb_cache_bytes(const emb_cache *c);
+uint64_t emb_cache_rows(const emb_cache *c);
+
+/* The distinct keys of block b per table, in first-seen order (out: n_tables vectors, caller
+ * frees each with key_vec_free); with admission the fields' default rows count as keys of every
+ * block (pending keys train them). */
+void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out);
+
+/* The keys of `keys` (per table) not in memory: a fetch to run (caller frees with emb_fetch_free). */
+emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys);
+/* Read the fetch's rows from the tier (sorts its keys): 0, or -1 with err. Touches no row in memory. */
+int emb_fetch_run(emb_tier *tier, emb_fetch *f, char *err, size_t errlen);
+void emb_fetch_free(emb_fetch *f);
+/* Count the pass's keys (of `keys`, which f was made from): in memory, read from the tier, new. */
+void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *st);
+/* Bytes of the rows the fetch's new keys will add (those still absent). */
+uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f);
+/* Install the fetched rows (a key already in memory keeps its row: it is the same or newer). */
+void emb_cache_install(emb_cache *c, const emb_fetch *f);
+/* Missing, run and install at once (before an evaluation): 0, or -1 with err. */
+int emb_cache_pull(emb_cache *c, emb_tier *tier, const key_vec *keys, char *err, size_t errlen);
+
+/* Drop unpinned rows until the rows in memory and `coming` bytes fit the budget; the rows of
+ * `pinned` (per table) stay. `pass` ages the counters. Returns the bytes the pinned rows and
+ * coming take beyond the budget (0 when they fit): memory then exceeds the budget by that much. */
+uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, uint32_t pass, emb_cache_stats *st);
+
+/* The rows pass `pass` changed (last seen in it): their count, and how many hold NaN or inf. */
+size_t emb_cache_dirty(const emb_cache *c, uint32_t pass, size_t *nonfinite);
+/* Put them into a commit; returns their count, and adds the bytes the tier writes for them to
+ * *bytes (each record with its key, in whole 512-byte blocks). */
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint32_t pass, uint64_t *bytes);
+
+#endif

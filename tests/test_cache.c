@@ -1,0 +1,137 @@
+/*
+ * test_cache.c: the rows in memory under a byte budget (embedding/cache.h), over both policies and
+ * budgets from "everything unpinned goes" to "nothing needs to go": pinned rows always stay, the
+ * rows fit the budget whenever the pinned ones do, the rows dropped are exactly the lowest in the
+ * policy's order, and the dirty rows of a pass are those it touched.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../embedding/cache.h"
+
+TestSuite(cache);
+
+enum { ROWS = 2000, PINNED = 300 };
+
+/* A table of ROWS keys 1..ROWS: key k shown k % 97 times, last in pass 1 + k % 13. */
+static emb_table *make_table(void)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.1f, 0, 42, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_ADAGRAD);
+    emb_table *t = emb_table_create(&c);
+    for (uint64_t k = 1; k <= ROWS; k++) {
+        uint32_t r = emb_table_get(t, k);
+        emb_row_count(&c, emb_table_head(t, r), (float)(k % 97), 0, 1 + (uint32_t)(k % 13));
+    }
+    return t;
+}
+
+/* the policy's priority (lower goes first), ties by key order as the cache breaks them is not
+ * needed: the test only checks that every dropped row ranks no higher than every kept one */
+static double pri(const emb_row_head *h, int lfu) { return lfu ? h->show : h->last_pass; }
+
+Test(cache, pins_budget_and_order)
+{
+    int ftab[1] = { 0 };
+    for (int lfu = 0; lfu < 2; lfu++)
+        for (int kept = 0; kept <= ROWS; kept += 250) {
+            emb_table *t = make_table();
+            size_t rb = emb_table_row_bytes(t);
+            uint64_t budget = (uint64_t)kept * rb;
+            emb_cache *c = emb_cache_create(&t, 1, ftab, 1, budget, lfu);
+            key_vec pin = { 0 };
+            for (uint64_t k = 1; k <= PINNED; k++) key_vec_push(&pin, k * 5);
+            emb_cache_stats st = { 0 };
+            double max_dropped = -1;
+            uint8_t present[ROWS + 1];
+            uint64_t over = emb_cache_evict(c, &pin, 0, 20, &st);
+            for (uint64_t k = 1; k <= ROWS; k++) present[k] = emb_table_find(t, k) >= 0;
+            /* the rows of the dropped keys, by their priority: rebuild them from a fresh table */
+            emb_table *ref = make_table();
+            double min_kept = 1e30;
+            for (uint64_t k = 1; k <= ROWS; k++) {
+                const emb_row_head *h = emb_table_head(ref, (uint32_t)emb_table_find(ref, k));
+                int pinned = k % 5 == 0 && k / 5 <= PINNED;
+                if (pinned) {
+                    cr_assert(present[k], "pinned key %llu was dropped (lfu %d, budget %d rows)", (unsigned long long)k, lfu, kept);
+                    continue;
+                }
+                if (present[k]) min_kept = pri(h, lfu) < min_kept ? pri(h, lfu) : min_kept;
+                else max_dropped = pri(h, lfu) > max_dropped ? pri(h, lfu) : max_dropped;
+            }
+            cr_assert_eq(st.evicted, ROWS - emb_table_rows(t));
+            if (kept >= PINNED) {
+                cr_assert_eq(over, 0);
+                cr_assert_leq(emb_cache_bytes(c), budget, "lfu %d, budget %d rows", lfu, kept);
+                cr_assert_geq(emb_table_rows(t), (size_t)kept - 1, "no more dropped than needed");
+            } else {
+                cr_assert_eq(over, (uint64_t)(PINNED - kept) * rb);
+                cr_assert_eq(emb_table_rows(t), PINNED, "everything unpinned goes");
+            }
+            if (max_dropped >= 0 && min_kept < 1e30) cr_assert_leq(max_dropped, min_kept, "the policy's order (lfu %d)", lfu);
+            key_vec_free(&pin);
+            emb_cache_destroy(c);
+            emb_table_destroy(t);
+            emb_table_destroy(ref);
+        }
+}
+
+Test(cache, dirty_rows_are_the_pass_s)
+{
+    int ftab[1] = { 0 };
+    emb_table *t = make_table();
+    emb_cache *c = emb_cache_create(&t, 1, ftab, 1, UINT64_MAX, 1);
+    size_t bad, n = emb_cache_dirty(c, 5, &bad);
+    size_t want = 0;
+    for (uint64_t k = 1; k <= ROWS; k++) want += 1 + k % 13 == 5;
+    cr_assert_eq(n, want);
+    cr_assert_eq(bad, 0);
+    emb_table_vals(t, (uint32_t)emb_table_find(t, 4))[1] = 1.0f / 0.0f;   /* key 4: last pass 5 */
+    n = emb_cache_dirty(c, 5, &bad);
+    cr_assert_eq(bad, 1);
+    emb_cache_destroy(c);
+    emb_table_destroy(t);
+}
+
+Test(cache, keys_of_a_block_per_table)
+{
+    emb_table *t = make_table();
+    emb_table_config c2 = { 4, 1, { 0 }, 0.1f, 0, 42, 0, 0 };
+    sparse_opt_default(&c2.opt, SOPT_SGD);
+    emb_table *t2 = emb_table_create(&c2);
+    emb_table *tabs[2] = { t, t2 };
+    int ftab[3] = { 0, -1, 1 };
+    emb_cache *c = emb_cache_create(tabs, 2, ftab, 3, UINT64_MAX, 1);
+    sample_block b;
+    block_init(&b, 0);
+    uint64_t keys[] = { 7, 9, 7, 3, 9, 7 };
+    uint16_t fields[] = { 0, 2, 0, 0, 2, 2 };
+    for (int r = 0; r < 3; r++) {
+        block_reserve(&b, 1, 2);
+        if (r == 0) b.row_ptr[0] = 0;
+        for (int j = 0; j < 2; j++) {
+            b.key[b.nnz] = keys[r * 2 + j];
+            b.field[b.nnz] = fields[r * 2 + j];
+            b.val[b.nnz] = 1;
+            b.nnz++;
+        }
+        b.label[b.rows] = 0;
+        b.rows++;
+        b.row_ptr[b.rows] = b.nnz;
+    }
+    key_vec out[2];
+    emb_cache_keys(c, &b, out);
+    cr_assert_eq(out[0].n, 2);
+    cr_assert_eq(out[0].k[0], 7);
+    cr_assert_eq(out[0].k[1], 3);
+    cr_assert_eq(out[1].n, 2);
+    cr_assert_eq(out[1].k[0], 9);
+    cr_assert_eq(out[1].k[1], 7);
+    key_vec_free(&out[0]);
+    key_vec_free(&out[1]);
+    block_free(&b);
+    emb_cache_destroy(c);
+    emb_table_destroy(t);
+    emb_table_destroy(t2);
+}
