@@ -236,7 +236,7 @@ int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field)
     return emb_table_find(t, emb_table_default_key(field));
 }
 
-static float decay_factor(float decay, uint32_t last_pass, uint32_t pass)
+float emb_decay_factor(float decay, uint32_t last_pass, uint32_t pass)
 {
     return decay > 0 && decay < 1 && pass > last_pass ? powf(decay, (float)(pass - last_pass)) : 1;
 }
@@ -244,7 +244,7 @@ static float decay_factor(float decay, uint32_t last_pass, uint32_t pass)
 void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, float clicks, uint32_t pass)
 {
     if (c->decay > 0 && c->decay < 1 && pass > h->last_pass && (h->show != 0 || h->click != 0)) {
-        float f = decay_factor(c->decay, h->last_pass, pass);
+        float f = emb_decay_factor(c->decay, h->last_pass, pass);
         h->show *= f;
         h->click *= f;
     }
@@ -255,37 +255,9 @@ void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, floa
 
 void emb_row_counters_at(const emb_table_config *c, const emb_row_head *h, uint32_t pass, float *show, float *click)
 {
-    float f = decay_factor(c->decay, h->last_pass, pass);
+    float f = emb_decay_factor(c->decay, h->last_pass, pass);
     *show = h->show * f;
     *click = h->click * f;
-}
-
-int emb_shrink_doomed(const emb_shrink_rule *r, float decay, float show, float click, uint32_t last_pass, uint32_t pass)
-{
-    if (r->unseen && pass > last_pass && pass - last_pass > r->unseen) return 1;
-    if (r->threshold < 0) return 0;
-    float f = decay_factor(decay, last_pass, pass);
-    double sh = show * f, cl = click * f;
-    return (sh - cl) * r->nonclk + cl * r->clk < r->threshold;
-}
-
-static int cmp_u64(const void *x, const void *y)
-{
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return (a > b) - (a < b);
-}
-
-uint64_t *emb_default_keys(uint32_t n_fields)
-{
-    uint64_t *k = xcalloc((size_t)n_fields + 1, sizeof *k);
-    for (uint32_t f = 0; f < n_fields; f++) k[f] = emb_table_default_key((uint16_t)f);
-    qsort(k, n_fields, sizeof *k, cmp_u64);
-    return k;
-}
-
-int emb_is_default_key(const uint64_t *sorted, uint32_t n_fields, uint64_t key)
-{
-    return bsearch(&key, sorted, n_fields, sizeof key, cmp_u64) != NULL;
 }
 
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)

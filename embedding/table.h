@@ -92,19 +92,9 @@ int64_t emb_table_lookup(const emb_table *t, uint64_t key, uint16_t field);
 /* The key of field f's shared default row. */
 uint64_t emb_table_default_key(uint16_t field);
 
-/* The CTR accessor's delete rule: a key goes when it was unseen for more than `unseen` passes
- * (0: off) or when its score (show - click) * nonclk + click * clk, counters decayed to `pass`
- * by `decay` (0 or 1: none), is below `threshold` (< 0: off). */
-typedef struct {
-    double threshold;
-    uint32_t unseen;
-    double nonclk, clk;
-} emb_shrink_rule;
-int emb_shrink_doomed(const emb_shrink_rule *r, float decay, float show, float click, uint32_t last_pass, uint32_t pass);
-
-/* The default-row keys of fields 0..n_fields-1, sorted (caller frees), and membership in them. */
-uint64_t *emb_default_keys(uint32_t n_fields);
-int emb_is_default_key(const uint64_t *sorted, uint32_t n_fields, uint64_t key);
+/* The factor counters decay by from last_pass to pass: decay^(pass - last_pass) (1 when decay is
+ * 0 or 1, or pass is not later). */
+float emb_decay_factor(float decay, uint32_t last_pass, uint32_t pass);
 
 /* Insert a whole record (a row read back from the SSD tier) for a key known to be absent; the
  * record's mark and aux are replaced by 0 and `aux`. */

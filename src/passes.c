@@ -30,6 +30,7 @@
 #include <xxhash.h>
 
 #include "../embedding/cache.h"
+#include "../embedding/shrink.h"
 #include "../embedding/tier.h"
 #include "../io/keymap.h"
 #include "../io/stream.h"
@@ -273,8 +274,6 @@ typedef struct pass_state {
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
     key_vec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
-    uint64_t *defaults;       /* the fields' default-row keys, sorted */
-    uint32_t n_defaults;
 } pass_state;
 
 static uint64_t rss_bytes(void)
@@ -491,35 +490,7 @@ static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *
     return ret < 0 ? -1 : 0;
 }
 
-/* ---- shrink: delete keys by the CTR accessor's rules (all tiers) ---- */
-
-typedef struct {
-    trainer *t;
-    int tb;
-    emb_tier_batch *batch;
-    uint64_t deleted;
-} shrink_ctx;
-
-static emb_shrink_rule shrink_rule(const train_opts *o)
-{
-    return (emb_shrink_rule){ o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff };
-}
-
-static int shrink_tier_key(void *p, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
-{
-    shrink_ctx *s = p;
-    emb_table *e = model_table(s->t->m, s->tb);
-    if (emb_table_find(e, key) >= 0) return 0;   /* resident: judged by its newer copy */
-    const emb_table_config *c = emb_table_config_of(e);
-    pass_state *ps = s->t->ps;
-    if (c->min_show > 1 && emb_is_default_key(ps->defaults, ps->n_defaults, key)) return 0;
-    emb_shrink_rule rule = shrink_rule(s->t->o);
-    if (emb_shrink_doomed(&rule, c->decay, show, click, last_pass, s->t->pass)) {
-        emb_tier_del(s->batch, s->tb, key, slot + 1);
-        s->deleted++;
-    }
-    return 0;
-}
+/* ---- shrink: delete keys by the CTR accessor's rules (all tiers; embedding/shrink.h) ---- */
 
 static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
 {
@@ -527,27 +498,17 @@ static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
     const train_opts *o = t->o;
     *deleted = 0;
     if (o->shrink_threshold < 0 && !o->shrink_unseen) return 0;
-    emb_shrink_rule rule = shrink_rule(o);
+    const model_config *c = model_config_of(t->m);
+    emb_shrink_opts so = { { o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff }, c->decay, t->pass,
+                           c->min_show > 1 ? t->meta.schema.n_fields : 0, 0 };
     for (int tb = 0; tb < ps->n_tables; tb++) {
-        emb_table *e = model_table(t->m, tb);
-        const emb_table_config *c = emb_table_config_of(e);
-        if (ps->tier) {
-            shrink_ctx s = { t, tb, batch, 0 };
-            char err[1024];
-            if (emb_tier_scan(ps->tier, tb, shrink_tier_key, &s, err, sizeof err) < 0) {
-                fprintf(stderr, "\nctrbox: %s\n", err);
-                return -1;
-            }
-            *deleted += s.deleted;
+        emb_shrink_result r = { 0 };
+        char err[1024];
+        if (emb_shrink_table(model_table(t->m, tb), ps->tier, tb, &batch, &so, &r, err, sizeof err) < 0) {
+            fprintf(stderr, "\nctrbox: %s\n", err);
+            return -1;
         }
-        for (size_t r = emb_table_rows(e); r-- > 0;) {
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (c->min_show > 1 && emb_is_default_key(ps->defaults, ps->n_defaults, h->key)) continue;   /* shared default rows stay */
-            if (!emb_shrink_doomed(&rule, c->decay, h->show, h->click, h->last_pass, t->pass)) continue;
-            if (batch) emb_tier_del(batch, tb, h->key, h->aux);
-            emb_table_remove(e, (uint32_t)r);
-            (*deleted)++;
-        }
+        *deleted += r.deleted;
     }
     return 0;
 }
@@ -870,8 +831,6 @@ int train_passes(trainer *t)
     ps.cache = cache_of(t->m, t->meta.schema.n_fields, o->table_dir ? budget : UINT64_MAX, o->cache_lfu);
     t->ps = &ps;
     ps.settings = settings_fingerprint(t);
-    ps.defaults = emb_default_keys(t->meta.schema.n_fields);
-    ps.n_defaults = t->meta.schema.n_fields;
     char err[1024];
     int ret = 0, start_epoch = 1;
     uint64_t skip = 0;
@@ -1011,7 +970,6 @@ out:
         emb_tier_close(ps.tier);
     }
     emb_cache_destroy(ps.cache);
-    free(ps.defaults);
     free(ps.digests.k);
     t->ps = NULL;
     return ret;

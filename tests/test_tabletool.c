@@ -58,6 +58,41 @@ Test(tabletool, inspect_a_table_folder_and_a_model)
     free(o);
 }
 
+/* One shrink (embedding/shrink.h): the trainer at its epoch end and ctrbox-table shrink after a run
+ * without shrink delete the same keys, from a table folder and from a model file, and both spare
+ * the fields' default rows of admission (a threshold no key reaches leaves only those). */
+Test(tabletool, trainer_and_tool_shrink_the_same_keys)
+{
+    free(run_ok("$B/ctrbox-data gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv"));
+    const char *run = "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 --pass-rows 1500 --dim 4 "
+                      "--hidden 8 --batch 256 --lr 0.01 --threads 1 --quiet --min-show 3 --decay 0.9";
+    const char *rules[][2] = { { "--shrink-threshold 0.4 --shrink-unseen 3", "--threshold 0.4 --unseen 3" },
+                               { "--shrink-threshold 1e9", "--threshold 1e9" } };
+    for (int tiered = 0; tiered < 2; tiered++)
+        for (int i = 0; i < 2; i++) {
+            char cmd[2048];
+            const char *where = tiered ? "--table-dir tA --cache-mb 1.2" : "";
+            free(run_ok("rm -rf mA mB tA tB a.txt b.txt"));
+            snprintf(cmd, sizeof cmd, "%s %s %s --out mA 2>/dev/null", run, rules[i][0], where);
+            free(run_ok(cmd));
+            snprintf(cmd, sizeof cmd, "%s %s --out mB 2>/dev/null && $B/ctrbox-table shrink %s %s --decay 0.9", run,
+                     tiered ? "--table-dir tB --cache-mb 1.2" : "", tiered ? "tB" : "mB", rules[i][1]);
+            char *o = run_ok(cmd);
+            unsigned long long del = 0, kept = 0;
+            cr_assert(strstr(o, "keys deleted") && sscanf(strstr(o, "pass 8: "), "pass 8: %llu keys deleted, %llu kept", &del,
+                                                          &kept) == 2, "%s", o);
+            cr_assert_gt(del, 0, "%s", o);
+            free(o);
+            snprintf(cmd, sizeof cmd, "$B/ctrbox-table export %s --to text a.txt --with-optimizer >/dev/null 2>&1 && "
+                     "$B/ctrbox-table export %s --to text b.txt --with-optimizer >/dev/null 2>&1 && sort a.txt > as.txt && "
+                     "sort b.txt > bs.txt && wc -l < as.txt", tiered ? "tA" : "mA", tiered ? "tB" : "mB");
+            o = run_ok(cmd);
+            cr_assert_gt(atoi(o), 0, "the default rows stay (%s): %s", rules[i][1], o);
+            free(o);
+            same("as.txt", "bs.txt");
+        }
+}
+
 Test(tabletool, round_trips_are_exact)
 {
     trained_folder();

@@ -29,6 +29,7 @@
 #include <xxhash.h>
 
 #include "../embedding/quant.h"
+#include "../embedding/shrink.h"
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../src/modelfile.h"
@@ -984,40 +985,14 @@ static int cmd_merge(int argc, char **argv)
     return 0;
 }
 
-/* ---- shrink: the CTR accessor's delete rules, offline ---- */
+/* ---- shrink: the CTR accessor's delete rules, offline (embedding/shrink.h, as the trainer) ---- */
 
 typedef struct {
-    emb_tier_batch *b;
-    int tb;
-    emb_shrink_rule rule;
-    float decay;
-    long long pass;
-    uint64_t deleted, kept;
+    emb_shrink_opts o;
+    long long pass;            /* --pass, or -1: the last committed pass (the newest a row saw) */
+    emb_shrink_result r;
     emb_tier *tier;
-    uint64_t pending;
-    const uint64_t *defaults;   /* the fields' shared default rows (admission), which stay; or NULL */
-    uint32_t n_defaults;
-    int failed;
-    char err[1024];
 } shrinker;
-
-static int shrink_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
-{
-    shrinker *s = ctx;
-    if (s->defaults && emb_is_default_key(s->defaults, s->n_defaults, key)) return 0;
-    if (emb_shrink_doomed(&s->rule, s->decay, show, click, last_pass, (uint32_t)s->pass)) {
-        emb_tier_del(s->b, s->tb, key, slot + 1);
-        s->deleted++;
-        if (++s->pending == (1u << 20)) {   /* bounded memory: a commit every 2^20 deletions */
-            if (emb_tier_commit(s->b, NULL, 0, s->err, sizeof s->err) < 0) return s->failed = 1;
-            s->b = emb_tier_begin(s->tier);
-            s->pending = 0;
-        }
-    } else {
-        s->kept++;
-    }
-    return 0;
-}
 
 static void shrink_folder(const char *dir, shrinker *sk);
 static void shrink_resolve_pass(const char *dir, shrinker *sk);
@@ -1033,6 +1008,7 @@ static int shrink_model_file(const char *dir, shrinker *sk)
     int lock = folder_lock(dir, MODEL_LOCK, 0);
     if (lock < 0) die("%s: %s", dir, lock == -EBUSY ? "a trainer is writing this model folder" : strerror(-lock));
     if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
+    sk->o.spare_fields = meta.cfg.min_show > 1 ? meta.schema.n_fields : 0;
     if (meta.table_dir) {
         /* the model file says first that this shrink is under way (with its settings): should it
          * be interrupted, the model is refused until the same shrink runs again and finishes */
@@ -1042,7 +1018,7 @@ static int shrink_model_file(const char *dir, shrinker *sk)
         shrink_resolve_pass(meta.table_dir, sk);
         char rule[256];
         snprintf(rule, sizeof rule, "threshold %g, unseen %u, nonclk-coeff %g, clk-coeff %g, decay %g, pass %lld",
-                 sk->rule.threshold, sk->rule.unseen, sk->rule.nonclk, sk->rule.clk, (double)sk->decay, sk->pass);
+                 sk->o.rule.threshold, sk->o.rule.unseen, sk->o.rule.nonclk, sk->o.rule.clk, (double)sk->o.decay, sk->pass);
         if (meta.table_shrink && strcmp(meta.table_shrink, rule))
             die("shrink: %s: an interrupted shrink with other settings (%s) must be finished first", dir, meta.table_shrink);
         if (!meta.table_shrink) {
@@ -1050,11 +1026,7 @@ static int shrink_model_file(const char *dir, shrinker *sk)
             meta.table_shrink = xstrdup(rule);
             if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
         }
-        uint64_t *dflt = meta.cfg.min_show > 1 ? emb_default_keys(meta.schema.n_fields) : NULL;
-        sk->defaults = dflt;
-        sk->n_defaults = meta.schema.n_fields;
         shrink_folder(meta.table_dir, sk);
-        free(dflt);
         meta.table_commits = emb_tier_commits(s.tier);
         free(meta.table_shrink);
         meta.table_shrink = NULL;
@@ -1071,25 +1043,12 @@ static int shrink_model_file(const char *dir, shrinker *sk)
                 if (emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass > sk->pass)
                     sk->pass = emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass;
     }
-    uint64_t *dflt = emb_default_keys(meta.schema.n_fields);
-    for (int tb = 0; tb < model_n_tables(m); tb++) {
-        emb_table *e = model_table(m, tb);
-        for (size_t r = emb_table_rows(e); r-- > 0;) {
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            /* the fields' shared default rows stay */
-            if (meta.cfg.min_show > 1 && emb_is_default_key(dflt, meta.schema.n_fields, h->key)) continue;
-            if (emb_shrink_doomed(&sk->rule, sk->decay, h->show, h->click, h->last_pass, (uint32_t)sk->pass)) {
-                emb_table_remove(e, (uint32_t)r);
-                sk->deleted++;
-            } else {
-                sk->kept++;
-            }
-        }
-    }
-    free(dflt);
+    sk->o.pass = (uint32_t)sk->pass;
+    for (int tb = 0; tb < model_n_tables(m); tb++)
+        if (emb_shrink_table(model_table(m, tb), NULL, tb, NULL, &sk->o, &sk->r, err, sizeof err) < 0) die("%s", err);
     if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
-    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->deleted,
-           (unsigned long long)sk->kept);
+    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->r.deleted,
+           (unsigned long long)sk->r.kept);
     model_meta_free(&meta);
     model_destroy(m);
     return 0;
@@ -1110,19 +1069,19 @@ static int cmd_shrink(int argc, char **argv)
         { "nonclk-coeff", required_argument, 0, 'n' }, { "clk-coeff", required_argument, 0, 'c' },
         { "decay", required_argument, 0, 'd' }, { "pass", required_argument, 0, 'p' }, { 0, 0, 0, 0 },
     };
-    shrinker sk = { .rule = { -1, 0, 0.1, 1 }, .pass = -1 };
+    shrinker sk = { .o = { .rule = { -1, 0, 0.1, 1 }, .commit_every = 1u << 20 }, .pass = -1 };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 't') sk.rule.threshold = num("threshold", optarg);
-        else if (c == 'u') sk.rule.unseen = (uint32_t)num("unseen", optarg);
-        else if (c == 'n') sk.rule.nonclk = num("nonclk-coeff", optarg);
-        else if (c == 'c') sk.rule.clk = num("clk-coeff", optarg);
-        else if (c == 'd') sk.decay = (float)num("decay", optarg);
+        if (c == 't') sk.o.rule.threshold = num("threshold", optarg);
+        else if (c == 'u') sk.o.rule.unseen = (uint32_t)num("unseen", optarg);
+        else if (c == 'n') sk.o.rule.nonclk = num("nonclk-coeff", optarg);
+        else if (c == 'c') sk.o.rule.clk = num("clk-coeff", optarg);
+        else if (c == 'd') sk.o.decay = (float)num("decay", optarg);
         else if (c == 'p') sk.pass = (long long)num("pass", optarg);
         else die("shrink: see ctrbox-table --help");
     }
     if (argc - optind != 1) die("shrink: want DIR [--threshold S] [--unseen N] ...");
-    if (sk.rule.threshold < 0 && !sk.rule.unseen) die("shrink: give --threshold S and/or --unseen N");
+    if (sk.o.rule.threshold < 0 && !sk.o.rule.unseen) die("shrink: give --threshold S and/or --unseen N");
     const char *dir = argv[optind];
     char err[1024];
     char mf[4200];
@@ -1131,6 +1090,7 @@ static int cmd_shrink(int argc, char **argv)
     tsrc s = { 0 };
     if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
     sk.tier = s.tier;
+    sk.o.spare_fields = 65536;   /* a bare folder does not say its fields or whether it used admission */
     shrink_folder(dir, &sk);
     tsrc_close(&s);
     return 0;
@@ -1142,7 +1102,7 @@ static void shrink_resolve_pass(const char *dir, shrinker *sk)
     if (sk->pass < 0) {
         tsrc s = { .tier = sk->tier };
         sk->pass = catalog_pass(&s);
-        if (sk->pass < 0 && (sk->rule.unseen || sk->decay > 0)) die("shrink: %s has no committed pass; give --pass P", dir);
+        if (sk->pass < 0 && (sk->o.rule.unseen || sk->o.decay > 0)) die("shrink: %s has no committed pass; give --pass P", dir);
         if (sk->pass < 0) sk->pass = 0;
     }
 }
@@ -1152,19 +1112,18 @@ static void shrink_folder(const char *dir, shrinker *sk)
 {
     char err[1024];
     shrink_resolve_pass(dir, sk);
+    sk->o.pass = (uint32_t)sk->pass;
     /* commits of up to 2^20 deletions (each atomic; the iterator reads a snapshot): after a crash
      * part of the keys are gone, and running shrink again with the same --pass finishes the job */
-    sk->b = emb_tier_begin(sk->tier);
-    for (int tb = 0; tb < emb_tier_tables(sk->tier); tb++) {
-        sk->tb = tb;
-        if (emb_tier_scan(sk->tier, tb, shrink_key, sk, err, sizeof err) < 0 || sk->failed) {
-            if (!sk->failed) emb_tier_abort(sk->b);
-            die("%s", sk->failed ? sk->err : err);
+    emb_tier_batch *b = emb_tier_begin(sk->tier);
+    for (int tb = 0; tb < emb_tier_tables(sk->tier); tb++)
+        if (emb_shrink_table(NULL, sk->tier, tb, &b, &sk->o, &sk->r, err, sizeof err) < 0) {
+            if (b) emb_tier_abort(b);
+            die("%s", err);
         }
-    }
-    if (emb_tier_commit(sk->b, NULL, 0, err, sizeof err) < 0) die("%s", err);
-    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->deleted,
-           (unsigned long long)sk->kept);
+    if (emb_tier_commit(b, NULL, 0, err, sizeof err) < 0) die("%s", err);
+    printf("shrink %s at pass %lld: %llu keys deleted, %llu kept\n", dir, sk->pass, (unsigned long long)sk->r.deleted,
+           (unsigned long long)sk->r.kept);
 }
 
 int main(int argc, char **argv)
