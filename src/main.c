@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "metrics.h"
 #include "modelfile.h"
+#include "passes.h"
 #include "train.h"
 #include "../io/util.h"
 

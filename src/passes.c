@@ -1,20 +1,22 @@
 /*
- * passes.c: training in passes over the tiers of the sparse tables (AIBox).
+ * passes.c: training in passes over the tiers of the sparse tables (AIBox); the API is passes.h.
  *
  * A pass is --pass-rows rows. Three stages overlap: a reader thread parses pass k+2 and
  * collects its distinct keys per table; a fetch thread reads from the SSD tier the rows pass k+1
- * needs that are not in memory; the main thread trains pass k, then commits it. At the boundary
- * before pass k trains, the main thread installs k's fetched rows, evicts unpinned rows down to
- * the cache budget (k's rows are pinned), and hands k+1's missing keys to the fetch thread.
- * Eviction happens only at boundaries, so a key of k+1 found in memory there stays there until k+1
- * trains (it sees k's update); a key missing there is not touched by k, so the tier's copy, from
- * the last commit, is current. Rows go to the SSD only in commits (all rows pass k touched, with
- * the catalog: dense state, pending keys and the position in the data), so evicting is dropping.
+ * needs that are not in memory; the main thread trains pass k (the trainer, between passes_next
+ * and passes_done), then commits it (passes_done hands the commit to a writer thread). At the
+ * boundary before pass k trains (passes_next), the main thread installs k's fetched rows, evicts
+ * unpinned rows down to the cache budget (k's rows are pinned), and hands k+1's missing keys to
+ * the fetch thread. Eviction happens only at boundaries, so a key of k+1 found in memory there
+ * stays there until k+1 trains (it sees k's update); a key missing there is not touched by k, so
+ * the tier's copy, from the last commit, is current. Rows go to the SSD only in commits (all rows
+ * pass k touched, with the catalog: dense state, pending keys and the position in the data), so
+ * evicting is dropping.
  *
  * Without a table folder (--pass-rows alone) the same loop runs with every row in memory: the
- * reference the tiered runs must reproduce exactly.
- * This file orchestrates (threads, commits, the catalog); where rows live, the fetches, the
- * install and the eviction are embedding/cache.h's.
+ * reference the tiered runs must reproduce exactly; without --pass-rows an epoch is one pass the
+ * trainer streams. This file orchestrates (threads, commits, the catalog); where rows live, the
+ * fetches, the install and the eviction are embedding/cache.h's. It never calls the trainer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,7 +37,7 @@
 #include "../io/keymap.h"
 #include "../io/stream.h"
 #include "../io/mix.h"
-#include "train_internal.h"
+#include "passes.h"
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
@@ -60,7 +62,8 @@ static void pass_free(pass_data *p, int n_tables)
 }
 
 typedef struct {
-    trainer *t;
+    const train_opts *o;
+    uint32_t n_dense;
     const emb_cache *cache;   /* lists a pass's keys (and is only read) */
     int n_tables;
     uint64_t skip;       /* passes of the epoch already committed (resume) */
@@ -96,14 +99,13 @@ static void *reader_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-read");   /* names for top, perf and /proc */
     reader *r = arg;
-    trainer *t = r->t;
-    const train_opts *o = t->o;
+    const train_opts *o = r->o;
     CHECK(o->pass_rows > 0);   /* a pass of 0 rows would never end an epoch */
     data_source *s;
     char err[1024];
     int ret = source_open(&s, o->train, o->n_train, &o->in, err, sizeof err);
     sample_block b;
-    block_init(&b, t->meta.schema.n_dense);
+    block_init(&b, r->n_dense);
     pass_data *cur = NULL;
     uint64_t index = 0;
     size_t off = 0;   /* rows of b already taken */
@@ -122,7 +124,7 @@ static void *reader_main(void *arg)
             pthread_mutex_unlock(&r->mu);
             if (stop) break;
             cur = xcalloc(1, sizeof *cur);
-            block_init(&cur->rows, t->meta.schema.n_dense);
+            block_init(&cur->rows, r->n_dense);
         }
         size_t take = b.rows - off;
         if (take > o->pass_rows - cur->rows.rows) take = (size_t)(o->pass_rows - cur->rows.rows);
@@ -198,7 +200,7 @@ static pass_data *reader_pop(reader *r)
 
 typedef struct {
     emb_tier *tier;
-    struct pass_state *ps;
+    struct passes *ps;
     double commit_wait_s;     /* the last job's wait for the commit before it */
     pthread_t th;
     pthread_mutex_t mu;
@@ -208,7 +210,7 @@ typedef struct {
     char errmsg[1024];
 } fetcher;
 
-static int writer_wait(struct pass_state *ps);
+static int writer_wait(struct passes *ps);
 
 static void *fetcher_main(void *arg)
 {
@@ -256,7 +258,12 @@ typedef struct {
     char errmsg[1100];
 } writer;
 
-typedef struct pass_state {
+struct passes {
+    const train_opts *o;
+    model *m;
+    run_state *rs;            /* the trainer's */
+    FILE *log;
+    uint32_t n_fields, n_dense;
     emb_tier *tier;
     emb_cache *cache;         /* the rows in memory (all of them without a tier) */
     int n_tables;
@@ -274,7 +281,14 @@ typedef struct pass_state {
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
     key_vec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
-} pass_state;
+    /* the epoch under way */
+    reader rd;
+    int reading;              /* rd's thread runs */
+    pass_data *cur, *nxt;     /* the pass handed out and the one after it */
+    emb_fetch *job;           /* the fetch in flight (for nxt, or for cur before it is handed out) */
+    pass_item item;
+    int failed;               /* a pass failed: the epoch ends */
+};
 
 static uint64_t rss_bytes(void)
 {
@@ -294,7 +308,7 @@ static uint64_t peak_rss_bytes(void)
     return (uint64_t)ru.ru_maxrss * 1024;
 }
 
-static void fetch_start(pass_state *ps, emb_fetch *j)
+static void fetch_start(passes *ps, emb_fetch *j)
 {
     pthread_mutex_lock(&ps->fx.mu);
     ps->fx.job = j;
@@ -303,7 +317,7 @@ static void fetch_start(pass_state *ps, emb_fetch *j)
     pthread_mutex_unlock(&ps->fx.mu);
 }
 
-static int fetch_wait(pass_state *ps)
+static int fetch_wait(passes *ps)
 {
     double t0 = now_sec();
     pthread_mutex_lock(&ps->fx.mu);
@@ -317,9 +331,8 @@ static int fetch_wait(pass_state *ps)
     return err ? -1 : 0;
 }
 
-int passes_pull_for_eval(trainer *t, const sample_block *b)
+int passes_pull(passes *ps, const sample_block *b)
 {
-    pass_state *ps = t->ps;
     if (!ps || !ps->tier) return 0;
     if (writer_wait(ps) < 0) return -1;
     pass_data p = { .rows = *b };
@@ -391,17 +404,16 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 /* ---- eviction ---- */
 
 /* Drop rows down to the budget, the pass's own pinned; say once when they alone exceed it. */
-static void evict(trainer *t, key_vec *keys, uint64_t coming)
+static void evict(passes *ps, key_vec *keys, uint64_t coming)
 {
-    pass_state *ps = t->ps;
-    uint64_t over = emb_cache_evict(ps->cache, keys, coming, t->pass, &ps->cs);
+    uint64_t over = emb_cache_evict(ps->cache, keys, coming, ps->rs->pass, &ps->cs);
     if (over && !ps->warned_over) {   /* said once: the pass size sets it */
         uint64_t budget;
         size_t index;
-        emb_cache_split_budget(t->o->cache_mb, &budget, &index);
+        emb_cache_split_budget(ps->o->cache_mb, &budget, &index);
         fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (its keys, and the rows its new "
                 "keys add), over the %.1f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
-                "(a smaller --pass-rows stays within it)\n", t->o->quiet || !isatty(2) ? "" : "\n", t->pass,
+                "(a smaller --pass-rows stays within it)\n", ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass,
                 (double)(budget + over) / 1048576.0, (double)budget / 1048576.0);
         ps->warned_over = 1;
     }
@@ -419,19 +431,19 @@ typedef struct {
     uint64_t n_digests;        /* the first epoch's passes whose digests follow the head */
 } catalog_head;
 
-static int catalog_make(trainer *t, char **blob, size_t *len)
+static int catalog_make(passes *ps, char **blob, size_t *len)
 {
-    pass_state *ps = t->ps;
+    const run_state *rs = ps->rs;
     FILE *f = open_memstream(blob, len);
     if (!f) return -1;
-    catalog_head h = { t->pass, (uint32_t)t->epoch, ps->pass_in_epoch, t->rows_done, t->loss_n, ps->epoch_done,
-                       t->bad_epochs, t->loss_sum, t->best_auc, t->train_seconds, model_config_of(t->m)->dopt.lr,
-                       model_config_of(t->m)->sopt.lr, ps->settings, ps->data, ps->digests.n };
+    catalog_head h = { rs->pass, (uint32_t)rs->epoch, ps->pass_in_epoch, rs->rows_done, rs->loss_n, ps->epoch_done,
+                       rs->bad_epochs, rs->loss_sum, rs->best_auc, rs->train_seconds, model_config_of(ps->m)->dopt.lr,
+                       model_config_of(ps->m)->sopt.lr, ps->settings, ps->data, ps->digests.n };
     uint32_t v = CATALOG_VERSION;
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
     ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
-    ok = ok && model_save_dense(t->m, f) == 0;
-    for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(t->m, i), f) == 0;
+    ok = ok && model_save_dense(ps->m, f) == 0;
+    for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(ps->m, i), f) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
         free(*blob);
@@ -444,7 +456,7 @@ static int catalog_make(trainer *t, char **blob, size_t *len)
     return 0;
 }
 
-static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *h, char *err, size_t errlen)
+static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *h, char *err, size_t errlen)
 {
     uint64_t sum;
     uint32_t v;
@@ -463,12 +475,12 @@ static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *
         return -1;
     }
     memcpy(h, blob + 12, sizeof *h);
-    if (h->settings != t->ps->settings) {
+    if (h->settings != ps->settings) {
         snprintf(err, errlen, "the committed run used other settings (model, sizes, optimizers, seed, batch, passes, "
                  "shuffle or input format differ)");
         return -1;
     }
-    if (h->data != t->ps->data) {
+    if (h->data != ps->data) {
         snprintf(err, errlen, "the training files' contents differ from those of the committed run (they are compared "
                  "by size and sampled bytes, not by name)");
         return -1;
@@ -481,30 +493,29 @@ static int catalog_load(trainer *t, const char *blob, size_t len, catalog_head *
     for (uint64_t i = 0; i < h->n_digests; i++) {
         uint64_t d;
         memcpy(&d, blob + 12 + sizeof *h + i * 8, 8);
-        key_vec_push(&t->ps->digests, d);
+        key_vec_push(&ps->digests, d);
     }
     FILE *f = fmemopen((void *)(blob + 12 + sizeof *h + h->n_digests * 8), body - h->n_digests * 8, "rb");
-    int ret = model_load_dense(t->m, f, err, errlen);
-    for (int i = 0; ret == 0 && i < t->ps->n_tables; i++) ret = emb_table_load_pending(model_table(t->m, i), f, err, errlen);
+    int ret = model_load_dense(ps->m, f, err, errlen);
+    for (int i = 0; ret == 0 && i < ps->n_tables; i++) ret = emb_table_load_pending(model_table(ps->m, i), f, err, errlen);
     fclose(f);
     return ret < 0 ? -1 : 0;
 }
 
 /* ---- shrink: delete keys by the CTR accessor's rules (all tiers; embedding/shrink.h) ---- */
 
-static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
+static int shrink(passes *ps, emb_tier_batch *batch, uint64_t *deleted)
 {
-    pass_state *ps = t->ps;
-    const train_opts *o = t->o;
+    const train_opts *o = ps->o;
     *deleted = 0;
     if (o->shrink_threshold < 0 && !o->shrink_unseen) return 0;
-    const model_config *c = model_config_of(t->m);
-    emb_shrink_opts so = { { o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff }, c->decay, t->pass,
-                           c->min_show > 1 ? t->meta.schema.n_fields : 0, 0 };
+    const model_config *c = model_config_of(ps->m);
+    emb_shrink_opts so = { { o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff }, c->decay, ps->rs->pass,
+                           c->min_show > 1 ? ps->n_fields : 0, 0 };
     for (int tb = 0; tb < ps->n_tables; tb++) {
         emb_shrink_result r = { 0 };
         char err[1024];
-        if (emb_shrink_table(model_table(t->m, tb), ps->tier, tb, &batch, &so, &r, err, sizeof err) < 0) {
+        if (emb_shrink_table(model_table(ps->m, tb), ps->tier, tb, &batch, &so, &r, err, sizeof err) < 0) {
             fprintf(stderr, "\nctrbox: %s\n", err);
             return -1;
         }
@@ -518,7 +529,7 @@ static int shrink(trainer *t, emb_tier_batch *batch, uint64_t *deleted)
 static void *writer_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-write");
-    pass_state *ps = arg;
+    passes *ps = arg;
     writer *w = &ps->wr;
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -550,7 +561,7 @@ static void *writer_main(void *arg)
 }
 
 /* Wait until the commit in flight is durable: 0, or -1 (reported once) if it failed. */
-static int writer_wait(pass_state *ps)
+static int writer_wait(passes *ps)
 {
     writer *w = &ps->wr;
     if (!ps->tier) return 0;
@@ -565,41 +576,41 @@ static int writer_wait(pass_state *ps)
     return err ? -1 : 0;
 }
 
-static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
+static int commit(passes *ps, int with_rows, uint64_t *shrunk, int sync)
 {
-    pass_state *ps = t->ps;
+    uint32_t pass = ps->rs->pass;
     if (shrunk) *shrunk = 0;
-    if (!ps->tier) return shrunk ? shrink(t, NULL, shrunk) : 0;
+    if (!ps->tier) return shrunk ? shrink(ps, NULL, shrunk) : 0;
     if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
     double t0 = now_sec();
     /* count first: the batch's index entries are sized exactly; and nothing diverged is committed */
-    size_t bad = 0, dirty = with_rows ? emb_cache_dirty(ps->cache, t->pass, &bad) : 0;
-    bad += !model_dense_finite(t->m);
+    size_t bad = 0, dirty = with_rows ? emb_cache_dirty(ps->cache, pass, &bad) : 0;
+    bad += !model_dense_finite(ps->m);
     if (bad) {
         fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
                 "committed (the table folder keeps pass %u); lower --lr or --sparse-lr\n",
-                isatty(2) && !t->o->quiet ? "\n" : "", t->pass, t->pass, ps->wr.last_ok);
+                isatty(2) && !ps->o->quiet ? "\n" : "", pass, pass, ps->wr.last_ok);
         return -1;
     }
     emb_tier_batch *b = emb_tier_begin(ps->tier);
     if (with_rows) {
         emb_tier_reserve(b, dirty);
-        ps->rows_written += emb_cache_put_dirty(ps->cache, b, t->pass, &ps->bytes_written);
+        ps->rows_written += emb_cache_put_dirty(ps->cache, b, pass, &ps->bytes_written);
     }
-    if (shrunk && shrink(t, b, shrunk) < 0) {
+    if (shrunk && shrink(ps, b, shrunk) < 0) {
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
     }
     char *blob;
     size_t len;
-    if (catalog_make(t, &blob, &len) < 0) die("cannot serialise the catalog");
+    if (catalog_make(ps, &blob, &len) < 0) die("cannot serialise the catalog");
     ps->commit_s += now_sec() - t0;
     writer *w = &ps->wr;
     pthread_mutex_lock(&w->mu);
     w->b = b;
     w->blob = blob;
     w->len = len;
-    w->pass = t->pass;
+    w->pass = pass;
     w->busy = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
@@ -609,7 +620,7 @@ static int commit(trainer *t, int with_rows, uint64_t *shrunk, int sync)
 /* ---- per-pass statistics ---- */
 
 /* seconds the writer spent on the last finished commit */
-static double writer_secs(pass_state *ps)
+static double writer_secs(passes *ps)
 {
     if (!ps->tier) return 0;
     pthread_mutex_lock(&ps->wr.mu);
@@ -618,16 +629,16 @@ static double writer_secs(pass_state *ps)
     return s;
 }
 
-static void pass_report(trainer *t, pass_data *p, double t_train)
+static void pass_report(passes *ps, pass_data *p, double t_train)
 {
-    pass_state *ps = t->ps;
+    const run_state *rs = ps->rs;
     uint64_t rr = ps->rows_read, br = ps->bytes_read;
     uint64_t rw = ps->rows_written, bw = ps->bytes_written;   /* this pass's commit */
     const emb_cache_stats *cs = &ps->cs;
     double k = cs->keys ? (double)cs->keys : 1;
     uint64_t resident = emb_cache_rows(ps->cache);
-    if (t->log) {
-        fprintf(t->log,
+    if (ps->log) {
+        fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
                 "\"reads\": %llu, \"slot_map_hits\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
@@ -635,20 +646,20 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
-                t->pass, t->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)cs->keys,
+                rs->pass, rs->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
                 (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
-        fflush(t->log);
+        fflush(ps->log);
     }
-    if (!t->o->quiet && ps->tier) {
+    if (!ps->o->quiet && ps->tier) {
         /* "pass N:" is said once pass N is durable (a kill after it resumes after N): by the writer
          * when it finishes the commit, or here if it already has */
         char *line;
         if (asprintf(&line, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote "
-                     "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", t->pass, p->rows.rows,
+                     "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", rs->pass, p->rows.rows,
                      (unsigned long long)cs->keys, 100.0 * (double)cs->mem_hits / k, 100.0 * (double)cs->ssd_hits / k,
                      100.0 * (double)cs->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
                      (double)rss_bytes() / 1048576.0) < 0)
@@ -657,12 +668,12 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
         pthread_mutex_lock(&w->mu);
         free(w->line);   /* a line still waiting belongs to a commit that failed */
         w->line = NULL;
-        if (w->last_ok >= t->pass) {
+        if (w->last_ok >= rs->pass) {
             fputs(line, stderr);
             free(line);
         } else {
             w->line = line;
-            w->line_pass = t->pass;
+            w->line_pass = rs->pass;
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -673,25 +684,9 @@ static void pass_report(trainer *t, pass_data *p, double t_train)
     ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
 }
 
-/* ---- the loop ---- */
-
-/* Save the model file; with a tier, it names the commit its dense state goes with (the last,
- * made durable first). */
-static int keep_model(trainer *t)
-{
-    pass_state *ps = t->ps;
-    if (ps->tier) {
-        if (writer_wait(ps) < 0) return -1;
-        t->meta.table_id = emb_tier_id(ps->tier);
-        t->meta.table_commits = emb_tier_commits(ps->tier);
-    }
-    return save_model(t);
-}
-
 /* The settings a resumed run must share with the committed one (model, passes, seed, input). */
-static uint64_t settings_fingerprint(trainer *t)
+static uint64_t settings_fingerprint(const train_opts *o)
 {
-    const train_opts *o = t->o;
     const model_config *c = &o->mc;
     char buf[8192];
     int n = snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %g %llu %d %d %d %g %d %g %u %d %s %llu %zu %d %d %s|",
@@ -709,10 +704,10 @@ static uint64_t settings_fingerprint(trainer *t)
 
 /* The training data, by content (io_file_digest of each file, in order), not by name: a file cut
  * or rewritten since the commit is noticed, the same file under another path is not refused. */
-static int data_fingerprint(trainer *t, uint64_t *out, char *err, size_t errlen)
+static int data_fingerprint(const train_opts *o, uint64_t *out, char *err, size_t errlen)
 {
     char **paths;
-    int n = io_expand_paths(t->o->train, t->o->n_train, &paths, err, errlen);
+    int n = io_expand_paths(o->train, o->n_train, &paths, err, errlen);
     if (n < 0) return n;
     uint64_t h = XXH64(&n, sizeof n, 0);
     int ret = 0;
@@ -726,251 +721,260 @@ static int data_fingerprint(trainer *t, uint64_t *out, char *err, size_t errlen)
     return ret;
 }
 
-static int epoch_passes(trainer *t, uint64_t skip)
-{
-    pass_state *ps = t->ps;
-    reader r = { .t = t, .cache = ps->cache, .n_tables = ps->n_tables, .skip = skip, .n_known = ps->digests.n, .whole = t->epoch > 1 };
-    r.known = xmalloc((r.n_known ? r.n_known : 1) * sizeof *r.known);
-    if (r.n_known) memcpy((uint64_t *)r.known, ps->digests.k, r.n_known * sizeof *r.known);
-    pthread_mutex_init(&r.mu, NULL);
-    pthread_cond_init(&r.cv, NULL);
-    pthread_create(&r.th, NULL, reader_main, &r);
-    int ret = 0;
-    pass_data *cur = reader_pop(&r), *nxt = NULL;
-    emb_fetch *job = NULL;
-    if (cur && ps->tier) {
-        job = emb_cache_missing(ps->cache, cur->keys);
-        fetch_start(ps, job);
-    }
-    while (cur && ret == 0) {
-        t->pass++;
-        for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
-        if (ps->tier) {
-            /* Rows can be dropped before the last commit is durable (it holds copies of them);
-             * the fetch for the next pass, issued below, waits for that commit in the fetch
-             * thread, so rows dropped here are read back only from the index it writes. */
-            if (fetch_wait(ps) < 0) {
-                ret = -1;
-                break;
-            }
-            emb_cache_count(cur->keys, job, &ps->cs);
-            emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
-            ps->rows_read = st.rows_read - ps->st0.rows_read;
-            ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
-            ps->reads = st.reads - ps->st0.reads;
-            ps->map_hits = st.map_hits - ps->st0.map_hits;
-            ps->st0 = st;
-            double b0 = now_sec();
-            /* the pass's new keys: rows it will add while it trains */
-            uint64_t coming = emb_cache_coming(ps->cache, job);
-            emb_cache_install(ps->cache, job);
-            emb_fetch_free(job);
-            job = NULL;
-            evict(t, cur->keys, coming);
-            ps->boundary_s += now_sec() - b0;
-        }
-        double w0 = now_sec();
-        nxt = reader_pop(&r);
-        ps->read_wait_s += now_sec() - w0;
-        if (nxt && ps->tier) {
-            double b0 = now_sec();
-            job = emb_cache_missing(ps->cache, nxt->keys);
-            fetch_start(ps, job);
-            ps->boundary_s += now_sec() - b0;
-        }
-        double t0 = now_sec();
-        if (train_buffer(t, &cur->rows, cur->index) < 0) ret = -1;
-        double t_train = now_sec() - t0;
-        if (ret == 0) {
-            ps->pass_in_epoch = cur->index;
-            if (cur->index > ps->digests.n) key_vec_push(&ps->digests, cur->digest);   /* the first epoch */
-            ps->epoch_done = 0;
-            if (commit(t, 1, NULL, 0) < 0) ret = -1;
-        }
-        if (ret == 0) {
-            progress(t, 0);
-            pass_report(t, cur, t_train);
-        }
-        pass_free(cur, ps->n_tables);
-        cur = nxt;
-        nxt = NULL;
-    }
-    if (job) {   /* stopped with a fetch in flight */
-        fetch_wait(ps);
-        emb_fetch_free(job);
-    }
-    pass_free(cur, ps->n_tables);
-    pthread_mutex_lock(&r.mu);
-    r.stop = 1;
-    pthread_cond_broadcast(&r.cv);
-    pthread_mutex_unlock(&r.mu);
-    pthread_join(r.th, NULL);
-    pass_free(r.ready, ps->n_tables);
-    if (ret == 0 && r.err) {
-        fprintf(stderr, "\nctrbox: %s\n", r.errmsg);
-        ret = -1;
-    }
-    pthread_mutex_destroy(&r.mu);
-    pthread_cond_destroy(&r.cv);
-    free((uint64_t *)r.known);
-    return ret;
-}
+/* ---- the run: open, the epochs' passes, close ---- */
 
-int train_passes(trainer *t)
+int passes_tiered(const passes *ps) { return ps->tier != NULL; }
+
+int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
+                FILE *log, run_state *rs, int *start_epoch, uint64_t *skip)
 {
-    const train_opts *o = t->o;
     /* buffers of a pass's size are mapped and unmapped, not kept in malloc's arenas after use */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    mallopt(M_ARENA_MAX, 2);   /* fewer per-thread arenas holding freed memory */
-    pass_state ps = { 0 };
-    ps.n_tables = model_n_tables(t->m);
+    if (o->pass_rows) {
+        mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        mallopt(M_ARENA_MAX, 2);   /* fewer per-thread arenas holding freed memory */
+    }
+    passes *ps = xcalloc(1, sizeof *ps);
+    *out = ps;
+    ps->o = o;
+    ps->m = m;
+    ps->rs = rs;
+    ps->log = log;
+    ps->n_fields = schema->n_fields;
+    ps->n_dense = schema->n_dense;
+    ps->n_tables = model_n_tables(m);
     /* --cache-mb covers the rows kept in memory and the index's memory */
     uint64_t budget;
     size_t index_cache;
     emb_cache_split_budget(o->cache_mb, &budget, &index_cache);
-    ps.cache = cache_of(t->m, t->meta.schema.n_fields, o->table_dir ? budget : UINT64_MAX, o->cache_lfu);
-    t->ps = &ps;
-    ps.settings = settings_fingerprint(t);
+    ps->cache = cache_of(m, schema->n_fields, table_dir ? budget : UINT64_MAX, o->cache_lfu);
+    ps->settings = settings_fingerprint(o);
+    *start_epoch = 1;
+    *skip = 0;
+    if (!table_dir) return 0;
     char err[1024];
-    int ret = 0, start_epoch = 1;
-    uint64_t skip = 0;
-    if (o->table_dir) {
-        if (data_fingerprint(t, &ps.data, err, sizeof err) < 0 ||
-            model_open_tier(t->m, o->table_dir, 0, index_cache, &ps.tier, err, sizeof err) < 0) {
-            fprintf(stderr, "ctrbox: %s\n", err);
-            ret = 1;
-            goto out;
-        }
-        void *blob;
-        size_t len;
-        if (emb_tier_catalog(ps.tier, &blob, &len, err, sizeof err) < 0) {
-            fprintf(stderr, "ctrbox: %s\n", err);
-            ret = 1;
-            goto out;
-        }
-        if (blob && !o->resume) {
-            fprintf(stderr, "ctrbox: %s: holds a committed run; add --resume to continue it, or give an empty folder\n",
-                    o->table_dir);
+    if (data_fingerprint(o, &ps->data, err, sizeof err) < 0 ||
+        model_open_tier(m, table_dir, 0, index_cache, &ps->tier, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return -1;
+    }
+    void *blob;
+    size_t len;
+    if (emb_tier_catalog(ps->tier, &blob, &len, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return -1;
+    }
+    if (blob && !o->resume) {
+        fprintf(stderr, "ctrbox: %s: holds a committed run; add --resume to continue it, or give an empty folder\n",
+                o->table_dir);
+        free(blob);
+        return -1;
+    }
+    if (!blob && o->resume && !o->quiet)
+        fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", o->table_dir);
+    if (blob) {
+        catalog_head h;
+        if (catalog_load(ps, blob, len, &h, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: --resume %s: %s\n", o->table_dir, err);
             free(blob);
-            ret = 1;
-            goto out;
+            return -1;
         }
-        if (!blob && o->resume && !o->quiet)
-            fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", o->table_dir);
-        if (blob) {
-            catalog_head h;
-            if (catalog_load(t, blob, len, &h, err, sizeof err) < 0) {
-                fprintf(stderr, "ctrbox: --resume %s: %s\n", o->table_dir, err);
-                free(blob);
-                ret = 1;
-                goto out;
-            }
-            free(blob);
-            t->pass = h.pass;
-            t->epoch = (int)h.epoch;
-            t->rows_done = h.rows_done;
-            t->loss_n = h.loss_n;
-            t->loss_sum = h.loss_sum;
-            t->best_auc = h.best_auc;
-            t->bad_epochs = h.bad_epochs;
-            t->train_seconds = h.train_seconds;
-            float dl = model_config_of(t->m)->dopt.lr;
-            if (dl > 0 && h.dense_lr != dl) model_scale_lr(t->m, h.dense_lr / dl);
-            start_epoch = h.epoch_done ? (int)h.epoch + 1 : (int)h.epoch;
-            skip = h.epoch_done ? 0 : h.pass_in_epoch;
-            if (!o->quiet)
-                fprintf(stderr, "resuming after pass %u (epoch %u, %llu passes of it done)\n", h.pass, h.epoch,
-                        (unsigned long long)h.pass_in_epoch);
-            if (h.epoch_done && (h.bad_epochs >= o->patience)) start_epoch = o->epochs + 1;
-        }
-        t->tiered = 1;
-        ps.fx.tier = ps.tier;
-        ps.fx.ps = &ps;
-        pthread_mutex_init(&ps.fx.mu, NULL);
-        pthread_cond_init(&ps.fx.cv, NULL);
-        pthread_create(&ps.fx.th, NULL, fetcher_main, &ps.fx);
-        pthread_mutex_init(&ps.wr.mu, NULL);
-        pthread_cond_init(&ps.wr.cv, NULL);
-        ps.wr.last_ok = t->pass;
-        pthread_create(&ps.wr.th, NULL, writer_main, &ps);
+        free(blob);
+        rs->pass = h.pass;
+        rs->epoch = (int)h.epoch;
+        rs->rows_done = h.rows_done;
+        rs->loss_n = h.loss_n;
+        rs->loss_sum = h.loss_sum;
+        rs->best_auc = h.best_auc;
+        rs->bad_epochs = h.bad_epochs;
+        rs->train_seconds = h.train_seconds;
+        float dl = model_config_of(m)->dopt.lr;
+        if (dl > 0 && h.dense_lr != dl) model_scale_lr(m, h.dense_lr / dl);
+        *start_epoch = h.epoch_done ? (int)h.epoch + 1 : (int)h.epoch;
+        *skip = h.epoch_done ? 0 : h.pass_in_epoch;
+        if (!o->quiet)
+            fprintf(stderr, "resuming after pass %u (epoch %u, %llu passes of it done)\n", h.pass, h.epoch,
+                    (unsigned long long)h.pass_in_epoch);
+        if (h.epoch_done && (h.bad_epochs >= o->patience)) *start_epoch = o->epochs + 1;
     }
-    for (t->epoch = start_epoch; t->epoch <= o->epochs && ret == 0; t->epoch++) {
-        t->t_epoch = now_sec();
-        t->rows_epoch_prev = t->rows_done;
-        if (skip == 0) {
-            t->loss_sum = 0;
-            t->loss_n = 0;
-        }
-        if (epoch_passes(t, skip) < 0) {
-            ret = 1;
-            break;
-        }
-        skip = 0;
-        progress(t, 1);
-        int better = 1, stop = 0;
-        if (t->have_valid) {
-            better = evaluate_and_keep(t, "epoch");
-            if (better < 0) {
-                ret = 1;
-                break;
-            }
-            if (!better) {
-                t->bad_epochs++;
-                if (t->bad_epochs >= o->patience) stop = 1;
-                else if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t->m, o->lr_decay);
-            } else {
-                t->bad_epochs = 0;
-            }
-        } else {
-            if (!o->quiet) fprintf(stderr, "\n");
-            log_eval(t, "epoch", NULL, now_sec() - t->t_start);
-        }
-        uint64_t shrunk;
-        ps.epoch_done = 1;
-        if (commit(t, 0, &shrunk, 1) < 0) {
-            ret = 1;
-            break;
-        }
-        if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
-        if (ps.tier || !t->have_valid) {   /* with a tier the model is the last committed pass */
-            if (keep_model(t) < 0) {
-                ret = 1;
-                break;
-            }
-        }
-        if (stop) {
-            if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t->bad_epochs);
-            break;
-        }
+    ps->fx.tier = ps->tier;
+    ps->fx.ps = ps;
+    pthread_mutex_init(&ps->fx.mu, NULL);
+    pthread_cond_init(&ps->fx.cv, NULL);
+    pthread_create(&ps->fx.th, NULL, fetcher_main, &ps->fx);
+    pthread_mutex_init(&ps->wr.mu, NULL);
+    pthread_cond_init(&ps->wr.cv, NULL);
+    ps->wr.last_ok = rs->pass;
+    pthread_create(&ps->wr.th, NULL, writer_main, ps);
+    return 0;
+}
+
+void passes_begin_epoch(passes *ps, uint64_t skip)
+{
+    ps->failed = 0;
+    ps->cur = ps->nxt = NULL;
+    ps->job = NULL;
+    ps->item.index = 0;
+    if (!ps->o->pass_rows && !ps->tier) return;   /* one pass, streamed by the trainer */
+    reader *r = &ps->rd;
+    memset(r, 0, sizeof *r);
+    r->o = ps->o;
+    r->n_dense = ps->n_dense;
+    r->cache = ps->cache;
+    r->n_tables = ps->n_tables;
+    r->skip = skip;
+    r->n_known = ps->digests.n;
+    r->whole = ps->rs->epoch > 1;
+    r->known = xmalloc((r->n_known ? r->n_known : 1) * sizeof *r->known);
+    if (r->n_known) memcpy((uint64_t *)r->known, ps->digests.k, r->n_known * sizeof *r->known);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    pthread_create(&r->th, NULL, reader_main, r);
+    ps->reading = 1;
+    ps->nxt = reader_pop(r);
+    if (ps->nxt && ps->tier) {
+        ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
+        fetch_start(ps, ps->job);
     }
-    /* a run resumed after its last commit still leaves its model file */
-    if (ret == 0 && ps.tier && keep_model(t) < 0) ret = 1;
-out:
-    if (ps.tier) {
-        if (ps.wr.th) {
-            if (writer_wait(&ps) < 0) ret = 1;
-            pthread_mutex_lock(&ps.wr.mu);
-            ps.wr.quit = 1;
-            pthread_cond_broadcast(&ps.wr.cv);
-            pthread_mutex_unlock(&ps.wr.mu);
-            pthread_join(ps.wr.th, NULL);
-            free(ps.wr.line);
-            pthread_mutex_destroy(&ps.wr.mu);
-            pthread_cond_destroy(&ps.wr.cv);
-        }
-        if (ps.fx.th) {
-            pthread_mutex_lock(&ps.fx.mu);
-            ps.fx.quit = 1;
-            pthread_cond_broadcast(&ps.fx.cv);
-            pthread_mutex_unlock(&ps.fx.mu);
-            pthread_join(ps.fx.th, NULL);
-            pthread_mutex_destroy(&ps.fx.mu);
-            pthread_cond_destroy(&ps.fx.cv);
-        }
-        emb_tier_close(ps.tier);
+}
+
+const pass_item *passes_next(passes *ps)
+{
+    if (ps->failed) return NULL;
+    if (!ps->reading) {   /* streamed: one pass per epoch */
+        if (ps->item.index) return NULL;
+        ps->rs->pass++;
+        ps->item = (pass_item){ NULL, 1 };
+        return &ps->item;
     }
-    emb_cache_destroy(ps.cache);
-    free(ps.digests.k);
-    t->ps = NULL;
+    pass_data *cur = ps->cur = ps->nxt;
+    ps->nxt = NULL;
+    if (!cur) return NULL;
+    ps->rs->pass++;
+    for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
+    if (ps->tier) {
+        /* Rows can be dropped before the last commit is durable (it holds copies of them); the
+         * fetch for the next pass, issued below, waits for that commit in the fetch thread, so
+         * rows dropped here are read back only from the index it writes. */
+        if (fetch_wait(ps) < 0) {
+            ps->failed = 1;
+            return NULL;
+        }
+        emb_cache_count(cur->keys, ps->job, &ps->cs);
+        emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
+        ps->rows_read = st.rows_read - ps->st0.rows_read;
+        ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
+        ps->reads = st.reads - ps->st0.reads;
+        ps->map_hits = st.map_hits - ps->st0.map_hits;
+        ps->st0 = st;
+        double b0 = now_sec();
+        uint64_t coming = emb_cache_coming(ps->cache, ps->job);   /* rows its new keys will add */
+        emb_cache_install(ps->cache, ps->job);
+        emb_fetch_free(ps->job);
+        ps->job = NULL;
+        evict(ps, cur->keys, coming);
+        ps->boundary_s += now_sec() - b0;
+    }
+    double w0 = now_sec();
+    ps->nxt = reader_pop(&ps->rd);
+    ps->read_wait_s += now_sec() - w0;
+    if (ps->nxt && ps->tier) {
+        double b0 = now_sec();
+        ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
+        fetch_start(ps, ps->job);
+        ps->boundary_s += now_sec() - b0;
+    }
+    ps->item = (pass_item){ &cur->rows, cur->index };
+    return &ps->item;
+}
+
+int passes_done(passes *ps, double t_train)
+{
+    pass_data *cur = ps->cur;
+    if (!cur) return 0;   /* streamed: nothing to commit */
+    ps->pass_in_epoch = cur->index;
+    if (cur->index > ps->digests.n) key_vec_push(&ps->digests, cur->digest);   /* the first epoch */
+    ps->epoch_done = 0;
+    int ret = commit(ps, 1, NULL, 0);
+    if (ret == 0) pass_report(ps, cur, t_train);
+    else ps->failed = 1;
+    pass_free(cur, ps->n_tables);
+    ps->cur = NULL;
+    return ret;
+}
+
+int passes_end_epoch(passes *ps)
+{
+    int ret = ps->failed ? -1 : 0;
+    if (!ps->reading) return ret;
+    if (ps->job) {   /* stopped with a fetch in flight */
+        fetch_wait(ps);
+        emb_fetch_free(ps->job);
+        ps->job = NULL;
+    }
+    pass_free(ps->cur, ps->n_tables);
+    pass_free(ps->nxt, ps->n_tables);
+    ps->cur = ps->nxt = NULL;
+    reader *r = &ps->rd;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->th, NULL);
+    pass_free(r->ready, ps->n_tables);
+    if (ret == 0 && r->err) {
+        fprintf(stderr, "\nctrbox: %s\n", r->errmsg);
+        ret = -1;
+    }
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free((uint64_t *)r->known);
+    ps->reading = 0;
+    return ret;
+}
+
+int passes_commit_epoch(passes *ps, uint64_t *shrunk)
+{
+    ps->epoch_done = 1;
+    return commit(ps, 0, shrunk, 1);
+}
+
+int passes_stamp(passes *ps, uint64_t *id, uint64_t *commits)
+{
+    if (!ps->tier) return 0;
+    if (writer_wait(ps) < 0) return -1;
+    *id = emb_tier_id(ps->tier);
+    *commits = emb_tier_commits(ps->tier);
+    return 0;
+}
+
+int passes_close(passes *ps)
+{
+    if (!ps) return 0;
+    int ret = 0;
+    if (ps->reading) passes_end_epoch(ps);
+    if (ps->wr.th) {
+        if (writer_wait(ps) < 0) ret = -1;
+        pthread_mutex_lock(&ps->wr.mu);
+        ps->wr.quit = 1;
+        pthread_cond_broadcast(&ps->wr.cv);
+        pthread_mutex_unlock(&ps->wr.mu);
+        pthread_join(ps->wr.th, NULL);
+        free(ps->wr.line);
+        pthread_mutex_destroy(&ps->wr.mu);
+        pthread_cond_destroy(&ps->wr.cv);
+    }
+    if (ps->fx.th) {
+        pthread_mutex_lock(&ps->fx.mu);
+        ps->fx.quit = 1;
+        pthread_cond_broadcast(&ps->fx.cv);
+        pthread_mutex_unlock(&ps->fx.mu);
+        pthread_join(ps->fx.th, NULL);
+        pthread_mutex_destroy(&ps->fx.mu);
+        pthread_cond_destroy(&ps->fx.cv);
+    }
+    if (ps->tier) emb_tier_close(ps->tier);
+    emb_cache_destroy(ps->cache);
+    key_vec_free(&ps->digests);
+    free(ps);
     return ret;
 }

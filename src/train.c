@@ -1,11 +1,13 @@
 /*
- * train.c: epochs over the training inputs with a buffered shuffle, evaluation on the validation
- * set (each epoch and every N steps), early stopping on validation AUC with a learning-rate drop,
- * the best model kept in the output folder, a progress line on stderr and a JSON-lines log.
+ * train.c: the training loop of every mode, once: epochs of passes (passes.h: one streamed pass
+ * per epoch in memory, passes of --pass-rows rows, passes over the SSD tier), each trained in
+ * batches with a buffered shuffle; evaluation on the validation set (each epoch and every N
+ * steps), early stopping on validation AUC with a learning-rate drop, the model kept in the
+ * output folder (the best, or with a table folder the last committed), a progress line on
+ * stderr and a JSON-lines log.
  */
 #define _GNU_SOURCE
 #include "train.h"
-#include "train_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -23,7 +25,22 @@
 #include "../dense/plan.h"
 #include "metrics.h"
 #include "modelfile.h"
+#include "passes.h"
 #include "../io/util.h"
+
+typedef struct {
+    const train_opts *o;
+    model *m;
+    model_meta meta;
+    sample_block valid;
+    int have_valid;
+    FILE *log;
+    passes *ps;
+    run_state rs;                 /* the pass clock, counters, best AUC: what a commit saves */
+    uint64_t rows_epoch_prev;
+    double t_start, t_epoch, t_last_print;
+    uint64_t epoch_rows;          /* rows of one epoch, known after the first */
+} trainer;
 
 int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
                   char *err, size_t errlen)
@@ -114,7 +131,7 @@ static const char *jnum(char *buf, size_t n, double x)
     return buf;
 }
 
-void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
+static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 {
     if (!t->log) return;
     char a[32], b[32], c[32];
@@ -122,19 +139,19 @@ void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
             "{\"kind\": \"%s\", \"epoch\": %d, \"step\": %llu, \"rows\": %llu, \"train_loss\": %s, "
             "\"valid_auc\": %s, \"valid_logloss\": %s, \"valid_rows\": %zu, \"lr\": %g, "
             "\"samples_per_s\": %.1f, \"train_samples_per_s\": %.1f, \"seconds\": %.2f}\n",
-            kind, t->epoch, (unsigned long long)model_step(t->m), (unsigned long long)t->rows_done,
-            jnum(a, sizeof a, t->loss_n ? t->loss_sum / (double)t->loss_n : NAN), jnum(b, sizeof b, r ? r->auc : NAN),
+            kind, t->rs.epoch, (unsigned long long)model_step(t->m), (unsigned long long)t->rs.rows_done,
+            jnum(a, sizeof a, t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN), jnum(b, sizeof b, r ? r->auc : NAN),
             jnum(c, sizeof c, r ? r->logloss : NAN), r ? r->rows : 0, (double)model_config_of(t->m)->dopt.lr,
-            dt > 0 ? (double)t->rows_done / dt : 0.0, t->train_seconds > 0 ? (double)t->rows_done / t->train_seconds : 0.0, dt);
+            dt > 0 ? (double)t->rs.rows_done / dt : 0.0, t->rs.train_seconds > 0 ? (double)t->rs.rows_done / t->rs.train_seconds : 0.0, dt);
     fflush(t->log);
 }
 
-int save_model(trainer *t)
+static int save_model(trainer *t)
 {
     char err[600];
     if (!model_all_finite(t->m)) {   /* the last step's update can diverge after its loss was finite */
         fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the model holds NaN or inf values and "
-                "is not saved; lower --lr or --sparse-lr\n", isatty(2) && !t->o->quiet ? "\n" : "", t->epoch,
+                "is not saved; lower --lr or --sparse-lr\n", isatty(2) && !t->o->quiet ? "\n" : "", t->rs.epoch,
                 (unsigned long long)model_step(t->m));
         return -1;
     }
@@ -146,53 +163,53 @@ int save_model(trainer *t)
 }
 
 /* Evaluate; keep the model if it is the best so far. Returns 1 if it improved. */
-int evaluate_and_keep(trainer *t, const char *kind)
+static int evaluate_and_keep(trainer *t, const char *kind)
 {
     eval_result r;
-    if (passes_pull_for_eval(t, &t->valid) < 0) return -1;
+    if (passes_pull(t->ps, &t->valid) < 0) return -1;
     evaluate_block(t->m, &t->valid, NULL, -1, &r);
     double dt = now_sec() - t->t_start;
     log_eval(t, kind, &r, dt);
-    int better = !(r.auc <= t->best_auc);   /* NaN (one class) counts as better only the first time */
+    int better = !(r.auc <= t->rs.best_auc);   /* NaN (one class) counts as better only the first time */
     if (!t->o->quiet)
-        fprintf(stderr, "%s[%s] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", isatty(2) ? "\n" : "", kind, t->epoch,
+        fprintf(stderr, "%s[%s] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", isatty(2) ? "\n" : "", kind, t->rs.epoch,
                 (unsigned long long)model_step(t->m), r.auc, r.logloss, better ? " (best)" : "");
     if (better) {
-        t->best_auc = r.auc;
+        t->rs.best_auc = r.auc;
         /* with a table folder the model file pairs the dense state with the committed rows: it is
          * saved after commits, not here in the middle of a pass */
-        if (!t->tiered && save_model(t) < 0) return -1;
+        if (!passes_tiered(t->ps) && save_model(t) < 0) return -1;
     }
     return better;
 }
 
-void progress(trainer *t, int force)
+static void progress(trainer *t, int force)
 {
     double now = now_sec();
     int tty = isatty(2);
     if (t->o->quiet || (!force && now - t->t_last_print < (tty ? 0.5 : 10.0))) return;
     t->t_last_print = now;
-    double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rows_done - t->rows_epoch_prev) / dt : 0;
+    double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rs.rows_done - t->rows_epoch_prev) / dt : 0;
     char eta[64] = "";
-    if (t->epoch > 1 && !t->epoch_rows) t->epoch_rows = t->rows_epoch_prev / (uint64_t)(t->epoch - 1);
+    if (t->rs.epoch > 1 && !t->epoch_rows) t->epoch_rows = t->rows_epoch_prev / (uint64_t)(t->rs.epoch - 1);
     if (t->epoch_rows && rate > 0) {
-        double left = (double)t->epoch_rows * (t->o->epochs - t->epoch + 1) - (double)(t->rows_done - t->rows_epoch_prev);
+        double left = (double)t->epoch_rows * (t->o->epochs - t->rs.epoch + 1) - (double)(t->rs.rows_done - t->rows_epoch_prev);
         snprintf(eta, sizeof eta, "  ETA %.0fs", left > 0 ? left / rate : 0);
     }
-    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s", tty ? "\r" : "", t->epoch,
-            (unsigned long long)(t->rows_done - t->rows_epoch_prev), rate,
-            t->loss_n ? t->loss_sum / (double)t->loss_n : 0.0, eta, tty ? "   " : "\n");
+    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s", tty ? "\r" : "", t->rs.epoch,
+            (unsigned long long)(t->rs.rows_done - t->rows_epoch_prev), rate,
+            t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : 0.0, eta, tty ? "   " : "\n");
 }
 
 /* Train on the rows of buf in (shuffled) order, one batch at a time. */
-int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
+static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
 {
     const train_opts *o = t->o;
     size_t n = buf->rows, B = (size_t)o->mc.batch;
     size_t *perm = xmalloc((n ? n : 1) * sizeof *perm);
     for (size_t i = 0; i < n; i++) perm[i] = i;
     if (o->shuffle_rows) {
-        uint64_t s = XXH64(&chunk, sizeof chunk, o->mc.seed * 7919 + (uint64_t)t->epoch);
+        uint64_t s = XXH64(&chunk, sizeof chunk, o->mc.seed * 7919 + (uint64_t)t->rs.epoch);
         for (size_t i = n; i > 1; i--) {   /* Fisher-Yates with a seeded xorshift */
             s ^= s << 13, s ^= s >> 7, s ^= s << 17;
             size_t j = (size_t)(s % i);
@@ -211,34 +228,35 @@ int train_buffer(trainer *t, sample_block *buf, uint64_t chunk)
         if (o->shuffle_rows) {   /* gather the permuted rows into a batch */
             block_clear(&batch);
             for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
-            loss = model_train_batch(t->m, &batch, 0, batch.rows, t->pass);
+            loss = model_train_batch(t->m, &batch, 0, batch.rows, t->rs.pass);
         } else {                 /* file order: train on the buffer's rows in place */
-            loss = model_train_batch(t->m, buf, i, end, t->pass);
+            loss = model_train_batch(t->m, buf, i, end, t->rs.pass);
         }
         if (!isfinite(loss)) {   /* diverged: nothing of it may be saved or committed */
             fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the loss is %g; lower --lr or "
                     "--sparse-lr (nothing trained since the last save is kept)\n", isatty(2) && !o->quiet ? "\n" : "",
-                    t->epoch, (unsigned long long)model_step(t->m), loss);
+                    t->rs.epoch, (unsigned long long)model_step(t->m), loss);
             ret = -1;
             break;
         }
-        t->loss_sum += loss * (double)(end - i);
-        t->loss_n += end - i;
-        t->rows_done += end - i;
+        t->rs.loss_sum += loss * (double)(end - i);
+        t->rs.loss_n += end - i;
+        t->rs.rows_done += end - i;
         progress(t, 0);
         if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0) {
-            t->train_seconds += now_sec() - t0;
+            t->rs.train_seconds += now_sec() - t0;
             if (evaluate_and_keep(t, "step") < 0) ret = -1;
             t0 = now_sec();
         }
     }
-    t->train_seconds += now_sec() - t0;
+    t->rs.train_seconds += now_sec() - t0;
     block_free(&batch);
     free(perm);
     return ret;
 }
 
-static int run_epoch(trainer *t)
+/* One pass over the whole epoch, read from the files in chunks of the shuffle buffer's size. */
+static int train_stream(trainer *t)
 {
     const train_opts *o = t->o;
     char err[1024];
@@ -269,6 +287,77 @@ static int run_epoch(trainer *t)
     block_free(&buf);
     source_close(s);
     return ret < 0 ? -1 : 0;
+}
+
+/* The model file, paired with the commit its rows are in (with a table folder: the last, made
+ * durable first). */
+static int keep_model(trainer *t)
+{
+    if (passes_stamp(t->ps, &t->meta.table_id, &t->meta.table_commits) < 0) return -1;
+    return save_model(t);
+}
+
+/* The epochs from start_epoch (skipping its first `skip` passes on a resume): 0 or -1 (said). */
+static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
+{
+    const train_opts *o = t->o;
+    int ret = 0;
+    for (t->rs.epoch = start_epoch; t->rs.epoch <= o->epochs; t->rs.epoch++) {
+        t->t_epoch = now_sec();
+        t->rows_epoch_prev = t->rs.rows_done;
+        if (skip == 0) {
+            t->rs.loss_sum = 0;
+            t->rs.loss_n = 0;
+        }
+        passes_begin_epoch(t->ps, skip);
+        skip = 0;
+        const pass_item *p;
+        while (ret == 0 && (p = passes_next(t->ps))) {
+            double t0 = now_sec();
+            ret = p->rows ? train_buffer(t, p->rows, p->index) : train_stream(t);
+            if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
+            if (ret == 0) progress(t, 0);
+        }
+        if (passes_end_epoch(t->ps) < 0) ret = -1;
+        if (ret < 0) break;
+        progress(t, 1);
+        int better = 1, stop = 0;
+        if (t->have_valid) {
+            better = evaluate_and_keep(t, "epoch");
+            if (better < 0) {
+                ret = -1;
+                break;
+            }
+            if (!better) {
+                t->rs.bad_epochs++;
+                if (t->rs.bad_epochs >= o->patience) stop = 1;
+                else if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t->m, o->lr_decay);
+            } else {
+                t->rs.bad_epochs = 0;
+            }
+        } else {
+            if (!o->quiet) fprintf(stderr, "\n");
+            log_eval(t, "epoch", NULL, now_sec() - t->t_start);
+        }
+        uint64_t shrunk;
+        if (passes_commit_epoch(t->ps, &shrunk) < 0) {
+            ret = -1;
+            break;
+        }
+        if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
+        /* with a table folder the model is the last committed pass; else the best (or the last) */
+        if ((passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
+            ret = -1;
+            break;
+        }
+        if (stop) {
+            if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t->rs.bad_epochs);
+            break;
+        }
+    }
+    /* a run resumed after its last commit still leaves its model file */
+    if (ret == 0 && passes_tiered(t->ps) && keep_model(t) < 0) ret = -1;
+    return ret;
 }
 
 /* --placement: where each layer of m's chain runs (cpu, gpu: every layer the trainer can place,
@@ -315,7 +404,7 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
 
 int train_run(const train_opts *o)
 {
-    trainer t = { .o = o, .best_auc = -INFINITY };
+    trainer t = { .o = o, .rs = { .best_auc = -INFINITY } };
     char err[1024];
     if (o->threads > 0) {
         dense_cpu_preflight(o->threads);
@@ -404,61 +493,27 @@ int train_run(const train_opts *o)
     }
     t.t_start = now_sec();
     int ret = 0;
-    if (o->pass_rows || o->table_dir) {
-        char *abs = o->table_dir ? realpath(o->table_dir, NULL) : NULL;
-        if (o->table_dir && !abs && mkdir(o->table_dir, 0755) == 0) abs = realpath(o->table_dir, NULL);
-        if (o->table_dir && !abs) {
-            fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->table_dir, strerror(errno));
-            ret = 1;
-            goto done;
-        }
-        t.meta.table_dir = abs;
-        ret = train_passes(&t);
-        free(abs);
-        t.meta.table_dir = NULL;
+    char *abs = o->table_dir ? realpath(o->table_dir, NULL) : NULL;
+    if (o->table_dir && !abs && mkdir(o->table_dir, 0755) == 0) abs = realpath(o->table_dir, NULL);
+    if (o->table_dir && !abs) {
+        fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->table_dir, strerror(errno));
+        ret = 1;
         goto done;
     }
-    for (t.epoch = 1; t.epoch <= o->epochs; t.epoch++) {
-        t.t_epoch = now_sec();
-        t.pass = (uint32_t)t.epoch;
-        t.rows_epoch_prev = t.rows_done;
-        t.loss_sum = 0;
-        t.loss_n = 0;
-        if (run_epoch(&t) < 0) {
-            ret = 1;
-            break;
-        }
-        progress(&t, 1);
-        if (!t.have_valid) {
-            if (!o->quiet) fprintf(stderr, "\n");
-            log_eval(&t, "epoch", NULL, now_sec() - t.t_start);
-            if (save_model(&t) < 0) {
-                ret = 1;
-                break;
-            }
-            continue;
-        }
-        int better = evaluate_and_keep(&t, "epoch");
-        if (better < 0) {
-            ret = 1;
-            break;
-        }
-        if (!better) {
-            t.bad_epochs++;
-            if (t.bad_epochs >= o->patience) {
-                if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t.bad_epochs);
-                break;
-            }
-            if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t.m, o->lr_decay);
-        } else {
-            t.bad_epochs = 0;
-        }
-    }
+    t.meta.table_dir = abs;
+    int start_epoch;
+    uint64_t skip;
+    if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, t.log, &t.rs, &start_epoch, &skip) < 0 ||
+        train_epochs(&t, start_epoch, skip) < 0)
+        ret = 1;
+    if (passes_close(t.ps) < 0) ret = 1;
+    free(abs);
+    t.meta.table_dir = NULL;
 done:
     if (ret == 0 && !o->quiet)
         fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
                 t.have_valid ? "best validation AUC" : "last training loss",
-                t.have_valid ? t.best_auc : (t.loss_n ? t.loss_sum / (double)t.loss_n : NAN), o->out);
+                t.have_valid ? t.rs.best_auc : (t.rs.loss_n ? t.rs.loss_sum / (double)t.rs.loss_n : NAN), o->out);
     fclose(t.log);
     close(lock);
     model_destroy(t.m);

@@ -43,16 +43,6 @@ typedef struct {
 
 int train_run(const train_opts *o);
 
-/* Open m's table folder dir (its layout line must be m's: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;...").
- * 0, or <0 with err. */
-int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache, struct emb_tier **out, char *err,
-                    size_t errlen);
-/* Read from the model's table folder (meta->table_dir) the rows of every key in b into m's tables
- * (a model whose rows live in a table folder, before it scores b); the folder must still hold the
- * rows the model in model_dir was saved with. 0, or <0 with a message in err. */
-int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
-                         size_t errlen);
-
 /* Read every row of the inputs into one block (caller frees); the schema is copied into schema
  * if not NULL. 0 or <0 with err. */
 int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,

@@ -109,6 +109,23 @@ Test(train, early_stopping_log_and_predictions)
     free(out);
 }
 
+/* One training loop: in memory an epoch is one pass, streamed from the files. In file order its
+ * batches are those of a single --pass-rows pass over the whole epoch, so both give the same
+ * model, shrink at each epoch end (--shrink-*) included. */
+Test(train, an_epoch_in_memory_is_one_pass)
+{
+    make_data();
+    const char *cmd = "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 2 --threads 1 "
+                      "--shuffle-rows 0 " SMALL;
+    cr_assert_eq(th_run(NULL, "%s --shrink-threshold 0.3 --out one", cmd), 0);
+    cr_assert_eq(th_run(NULL, "%s --shrink-threshold 0.3 --pass-rows 1000000 --out pass", cmd), 0);
+    cr_assert_eq(th_run(NULL, "%s --out keep", cmd), 0);
+    cr_assert_eq(th_run(NULL, "for m in one pass keep; do $B/ctrbox predict --model $m --data va.tsv --out p_$m.txt || "
+                              "exit 1; done"), 0);
+    th_same_file("p_one.txt", "p_pass.txt");
+    cr_assert_neq(th_run(NULL, "cmp -s p_one.txt p_keep.txt"), 0, "the streamed run shrank its table");
+}
+
 Test(train, admission_by_min_show)
 {
     make_data();

@@ -1,0 +1,83 @@
+/*
+ * passes.h: training in passes (AIBox): where each pass's rows come from and where they go.
+ *
+ * The trainer (train.c) drives one loop for every mode: for each epoch passes_begin_epoch; then
+ * passes_next gives each pass with its rows in memory, the trainer trains it, passes_done commits
+ * it; at the epoch's end passes_end_epoch, the trainer evaluates and decides, and
+ * passes_commit_epoch commits that (with shrink). The modes:
+ *   no --pass-rows, no table folder   one pass per epoch, streamed by the trainer from the files
+ *                                     (the pass has no rows here: pass_item.rows is NULL)
+ *   --pass-rows                       passes of that many rows, every row in memory
+ *   --table-dir                       passes over the SSD tier, each one committed
+ * The pass counter (run_state.pass) is the clock of decay and of unseen-shrink: it advances by
+ * one at each passes_next. With a table folder, the run's state (run_state, the dense state, the
+ * pending keys, the position in the data) is committed with each pass, and --resume restores it.
+ */
+#ifndef CTRBOX_SRC_PASSES_H
+#define CTRBOX_SRC_PASSES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "train.h"
+
+/* Where the run stands: what the trainer counts and a commit saves. */
+typedef struct {
+    uint32_t pass;            /* passes begun */
+    int epoch;
+    uint64_t rows_done;       /* rows trained, all epochs */
+    uint64_t loss_n;          /* this epoch's rows and summed loss */
+    double loss_sum;
+    double best_auc;
+    int bad_epochs;           /* epochs since the best validation AUC */
+    double train_seconds;     /* time in training steps (batch assembly included, reading not) */
+} run_state;
+
+typedef struct passes passes;
+
+typedef struct {
+    const sample_block *rows;   /* the pass's rows; NULL: the whole epoch, read by the trainer */
+    uint64_t index;             /* 1-based pass number within the epoch */
+} pass_item;
+
+/* Open the run of o on model m (schema: the data's), its table folder table_dir (absolute; NULL
+ * for none), pass lines into log. With --resume the committed state is restored into rs and m,
+ * and *start_epoch / *skip (passes of that epoch already done) say where the run goes on.
+ * 0, or -1 (said on stderr). */
+int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
+                FILE *log, run_state *rs, int *start_epoch, uint64_t *skip);
+/* Stop the threads (the last commit made durable first) and close: 0, or -1 if a commit failed. */
+int passes_close(passes *p);
+/* Whether the rows live in a table folder (the model kept is the last committed pass's). */
+int passes_tiered(const passes *p);
+
+/* Start epoch rs->epoch, skipping its first `skip` passes (a resume). */
+void passes_begin_epoch(passes *p, uint64_t skip);
+/* The next pass, its rows in memory and the cache within its budget; NULL at the epoch's end or
+ * after an error (passes_end_epoch says which). The item is valid until passes_done. */
+const pass_item *passes_next(passes *p);
+/* The pass is trained (t_train seconds): commit it (with a table folder) and report it. 0 or -1. */
+int passes_done(passes *p, double t_train);
+/* End the epoch (also after a failed pass): 0, or -1 if reading or fetching failed (said). */
+int passes_end_epoch(passes *p);
+/* The epoch's end is decided (evaluation, learning rate): shrink by the accessor's rules and
+ * commit, durably; *shrunk: the keys deleted. 0 or -1. */
+int passes_commit_epoch(passes *p, uint64_t *shrunk);
+
+/* Before evaluating b: make the rows of its keys resident (with a table folder). 0 or -1. */
+int passes_pull(passes *p, const sample_block *b);
+/* The commit a model file saved now pairs with, once durable: the folder's id and commit count
+ * (0 and 0 without a table folder). 0, or -1 if that commit failed. */
+int passes_stamp(passes *p, uint64_t *id, uint64_t *commits);
+
+/* Open m's table folder dir (its layout line must be m's: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;...").
+ * 0, or <0 with err. */
+int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache, struct emb_tier **out, char *err,
+                    size_t errlen);
+/* Read from the model's table folder (meta->table_dir) the rows of every key in b into m's tables
+ * (a model whose rows live in a table folder, before it scores b); the folder must still hold the
+ * rows the model in model_dir was saved with. 0, or <0 with a message in err. */
+int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
+                         size_t errlen);
+
+#endif
