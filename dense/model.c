@@ -139,9 +139,45 @@ typedef struct {
     float *hout;                      /* host copy of the output when the last layer is placed */
 } mlp;
 
+/* Parameters, llm.c's ParameterTensors: views into one block each of parameters and gradients
+ * (d*), registered at create (reserve) and laid out by alloc_params; the optimizer's moments and
+ * the batch-norm running statistics ("buffers") in blocks of their own. An MLP layer (fc) keeps
+ * its views, and its activations, itself: it is the unit placed on a device. */
+typedef struct {
+    preq *reqs;
+    int n_reqs, cap_reqs;
+    float *params, *grads, *moments, *buffers;
+    size_t n_params, n_buffers;
+    float *bias, *dbias, *wd, *dwd;   /* global bias; wide weights on dense values (ND) */
+    mlp deep, bottom, top;
+    int n_cross;
+    float *cw[MODEL_MAX_LAYERS], *cb[MODEL_MAX_LAYERS], *dcw[MODEL_MAX_LAYERS], *dcb[MODEL_MAX_LAYERS];
+    float *head_w, *head_b, *dhead_w, *dhead_b;  /* dcnv2 final linear */
+} model_params;
+
+/* Activations of one batch of up to B rows that backward reads, and their gradients (d*). */
+typedef struct {
+    float *logit, *dlogit, *label, *dense;   /* (B), (B), (B), (B, ND) */
+    float *pooled, *dpooled;                 /* (B, W) pooled embeddings */
+    float *x0, *dx0full;                     /* (B, X0) concat of pooled and dense */
+    float *fm_out, *dfm;                     /* (B) */
+    float *xl[MODEL_MAX_LAYERS + 1], *ct[MODEL_MAX_LAYERS];   /* dcnv2: cross layers' inputs and terms (B, X0) */
+    float *cat, *dcat;                       /* dcnv2 [x_L, deep out]; dlrm [bottom out, dots] */
+    float *dots, *ddots, *inter, *dinter;    /* dlrm: pairwise dots, the vectors they are taken of */
+    float *dbot;                             /* (B, dim) dlrm: gradient of the bottom MLP's output */
+} model_acts;
+
+/* Scratch: reused within a step, nothing in it outlives a call. */
+typedef struct {
+    float *hl, *dhl;                         /* (B, widest MLP layer) backward of the MLPs */
+    float *dxl[2], *ctmp;                    /* dcnv2 backward */
+    uint64_t *lrp;                           /* (B + 1) the batch's row_ptr, starting at 0 */
+} model_scratch;
+
 struct model {
     model_config c;
     const dense_backend *be;   /* every layer runs through it */
+    int B;                /* largest batch */
     int F, ND;            /* pooled fields, dense values */
     int32_t *slot;        /* field -> slot, -1 for num fields */
     int n_tables;
@@ -149,29 +185,12 @@ struct model {
     int *tE;              /* (n_tables) embedding floats per row (dim, or F*dim for ffm) */
     int *stab, *soff, *sdim;   /* per slot: its table, its offset and width in a pooled row */
     int has_w, E, W;      /* E: the widest table's floats per row; W: pooled row width */
-    /* dense parameter block */
-    preq *reqs;
-    int n_reqs, cap_reqs;
-    float *params, *grads, *moments, *buffers;
-    size_t n_params, n_buffers;
-    uint64_t step;
-    /* parameters */
-    float *bias, *dbias, *wd, *dwd;   /* global bias; wide weights on dense values (ND) */
-    mlp deep, bottom, top;
-    int n_cross;
-    float *cw[MODEL_MAX_LAYERS], *cb[MODEL_MAX_LAYERS], *dcw[MODEL_MAX_LAYERS], *dcb[MODEL_MAX_LAYERS];
-    float *xl[MODEL_MAX_LAYERS + 1], *ct[MODEL_MAX_LAYERS], *dxl[2], *dx0, *ctmp;
-    float *head_w, *head_b, *dhead_w, *dhead_b;  /* dcnv2 final linear */
-    /* batch buffers */
-    int B;
-    float *logit, *dlogit, *label, *dense;   /* (B), (B), (B), (B, ND) */
-    float *pooled, *dpooled;                 /* (B, F, E) */
-    float *x0, *dx0full;                     /* (B, X0) concat of pooled and dense */
-    int X0;
-    float *fm_out, *dfm, *deep_out, *cat, *dcat, *dots, *ddots, *inter, *dinter, *hl, *dhl;
+    int X0;               /* width of x0: W + ND */
     emb_batch *rows;      /* the batch's rows of the tables: gathered, and updated after backward */
-    uint64_t *lrp;        /* (B + 1) the batch's row_ptr, starting at 0 */
-    float *dbot;          /* (B, dim) dlrm: gradient of the bottom MLP's output */
+    model_params p;
+    model_acts a;
+    model_scratch s;
+    uint64_t step;
     int n_placed;         /* MLP layers placed on a device (model_place) */
     int host_edited;      /* model_dense handed out the host blocks: upload them before the next step */
     fc *placed[3 * (MODEL_MAX_LAYERS + 1)];
@@ -179,8 +198,8 @@ struct model {
 
 static void reserve(model *m, float **p, float **g, size_t n, int init, float a)
 {
-    if (m->n_reqs == m->cap_reqs) m->reqs = xrealloc(m->reqs, (size_t)(m->cap_reqs = m->cap_reqs ? m->cap_reqs * 2 : 32) * sizeof *m->reqs);
-    m->reqs[m->n_reqs++] = (preq){ p, g, n, init, a };
+    if (m->p.n_reqs == m->p.cap_reqs) m->p.reqs = xrealloc(m->p.reqs, (size_t)(m->p.cap_reqs = m->p.cap_reqs ? m->p.cap_reqs * 2 : 32) * sizeof *m->p.reqs);
+    m->p.reqs[m->p.n_reqs++] = (preq){ p, g, n, init, a };
 }
 
 static void fc_reserve(model *m, fc *f, int in, int out, int relu, int bn)
@@ -282,7 +301,7 @@ static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int tra
         if (f->relu) be->relu_forward(f->y, f->bn ? f->y : f->z, n);   /* in place: y is z without batch norm */
         if (f->d)
             be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
-                                m->step * 64 + (uint64_t)(p - &m->deep), train);
+                                m->step * 64 + (uint64_t)(p - &m->p.deep), train);
         x = fc_out(f);
         xbe = be;
     }
@@ -331,9 +350,9 @@ static size_t fc_params(const fc *f) { return (size_t)f->in * f->out + f->out + 
 static void fc_upload(model *m, fc *f)
 {
     int mom = dense_opt_moments(m->c.dopt.kind);
-    f->be->upload(f->dev_p, m->params + f->hp, f->np * sizeof(float));
+    f->be->upload(f->dev_p, m->p.params + f->hp, f->np * sizeof(float));
     for (int k = 0; k < mom; k++)
-        f->be->upload(f->dev_m + (size_t)k * f->np, m->moments + (size_t)k * m->n_params + f->hp, f->np * sizeof(float));
+        f->be->upload(f->dev_m + (size_t)k * f->np, m->p.moments + (size_t)k * m->p.n_params + f->hp, f->np * sizeof(float));
     if (f->bn) f->be->upload(f->dev_run, f->host_run, 2 * (size_t)f->out * sizeof(float));
 }
 
@@ -341,10 +360,10 @@ static void fc_upload(model *m, fc *f)
 static void fc_download(model *m, fc *f)
 {
     int mom = dense_opt_moments(m->c.dopt.kind);
-    f->be->download(m->params + f->hp, f->dev_p, f->np * sizeof(float));
-    f->be->download(m->grads + f->hp, f->dev_g, f->np * sizeof(float));
+    f->be->download(m->p.params + f->hp, f->dev_p, f->np * sizeof(float));
+    f->be->download(m->p.grads + f->hp, f->dev_g, f->np * sizeof(float));
     for (int k = 0; k < mom; k++)
-        f->be->download(m->moments + (size_t)k * m->n_params + f->hp, f->dev_m + (size_t)k * f->np, f->np * sizeof(float));
+        f->be->download(m->p.moments + (size_t)k * m->p.n_params + f->hp, f->dev_m + (size_t)k * f->np, f->np * sizeof(float));
     if (f->bn) f->be->download(f->host_run, f->dev_run, 2 * (size_t)f->out * sizeof(float));
 }
 
@@ -355,7 +374,7 @@ static void fc_place(model *m, fc *f, const dense_backend *be)
     int B = m->B, mom = dense_opt_moments(m->c.dopt.kind);
     size_t wn = (size_t)f->in * f->out, n = (size_t)B * f->out, wide = (size_t)B * (f->in > f->out ? f->in : f->out);
     f->np = fc_params(f);
-    f->hp = (size_t)(f->w - m->params);
+    f->hp = (size_t)(f->w - m->p.params);
     /* the registry put [w | b | gamma | beta] side by side, and run_mean, run_var */
     CHECK(f->b == f->w + wn && (!f->bn || (f->gamma == f->b + f->out && f->beta == f->gamma + f->out &&
                                            f->run_var == f->run_mean + f->out)));
@@ -449,10 +468,10 @@ static int layer_chain(const model *m, plan_layer_shape *out, int max, const fc 
     }
     int x0_in[2] = { emb, host }, n_x0 = m->ND ? 2 : 1;
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
-        logit_in[n_logit++] = chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in, fcs);
+        logit_in[n_logit++] = chain_mlp(m, &m->p.deep, "fc", out, &n, max, n_x0, x0_in, fcs);
     } else if (m->c.kind == MODEL_DCNV2) {
         int prev = -1;
-        for (int l = 0; l < m->n_cross; l++) {
+        for (int l = 0; l < m->p.n_cross; l++) {
             char name[24];
             snprintf(name, sizeof name, "cross%d", l + 1);
             int in2[3] = { emb, host, prev };
@@ -460,14 +479,14 @@ static int layer_chain(const model *m, plan_layer_shape *out, int max, const fc 
                                  (int[]){ emb, prev })
                      : chain_add(out, &n, max, name, PL_CROSS, m->X0, m->X0, (size_t)m->X0 * m->X0 + m->X0, n_x0, in2);
         }
-        int deep = m->deep.n ? chain_mlp(m, &m->deep, "fc", out, &n, max, n_x0, x0_in, fcs) : -1;
-        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
+        int deep = m->p.deep.n ? chain_mlp(m, &m->p.deep, "fc", out, &n, max, n_x0, x0_in, fcs) : -1;
+        int dh = m->p.deep.n ? m->p.deep.l[m->p.deep.n - 1].out : 0;
         int hin[2] = { prev >= 0 ? prev : emb, deep };
         logit_in[n_logit++] = chain_add(out, &n, max, "head", PL_FC, m->X0 + dh, 1, (size_t)(m->X0 + dh) + 1,
                                         deep >= 0 ? 2 : 1, hin);
     } else if (m->c.kind == MODEL_DLRM) {
         int nf = m->F + (m->ND ? 1 : 0);
-        int bot = m->ND ? chain_mlp(m, &m->bottom, "bot", out, &n, max, 1, &host, fcs) : -1;
+        int bot = m->ND ? chain_mlp(m, &m->p.bottom, "bot", out, &n, max, 1, &host, fcs) : -1;
         int parts[2] = { emb, bot };
         int top_in[2] = { emb, bot }, n_top = bot >= 0 ? 2 : 1;
         if (!m->c.dlrm_cat) {
@@ -475,7 +494,7 @@ static int layer_chain(const model *m, plan_layer_shape *out, int max, const fc 
             out[i].F = nf, out[i].D = D;
             top_in[0] = i;
         }
-        logit_in[n_logit++] = chain_mlp(m, &m->top, "top", out, &n, max, n_top, top_in, fcs);
+        logit_in[n_logit++] = chain_mlp(m, &m->p.top, "top", out, &n, max, n_top, top_in, fcs);
     }
     logit_in[n_logit++] = host;   /* the labels */
     chain_add(out, &n, max, "loss", PL_LOSS, 1, 1, 1, n_logit, logit_in);   /* it holds the global bias */
@@ -507,7 +526,7 @@ int model_place(model *m, const place_device *dev, int n, char *err, size_t errl
     }
     for (int i = 0; i < n; i++)
         if (dev[i] != PLACE_CPU) fc_place(m, (fc *)fcs[i], device_backend(dev[i]));
-    mlp *mlps[3] = { &m->deep, &m->top, &m->bottom };
+    mlp *mlps[3] = { &m->p.deep, &m->p.top, &m->p.bottom };
     for (int k = 0; k < 3; k++)
         if (mlps[k]->n && mlps[k]->l[mlps[k]->n - 1].be)
             mlps[k]->hout = xcalloc((size_t)m->B * mlps[k]->l[mlps[k]->n - 1].out, sizeof(float));
@@ -524,27 +543,27 @@ static int uses_emb(model_kind k) { return k != MODEL_LR; }
 static void alloc_params(model *m)
 {
     size_t np = 0, nb = 0;
-    for (int i = 0; i < m->n_reqs; i++) {
-        if (m->reqs[i].g) np += m->reqs[i].n;
-        else nb += m->reqs[i].n;
+    for (int i = 0; i < m->p.n_reqs; i++) {
+        if (m->p.reqs[i].g) np += m->p.reqs[i].n;
+        else nb += m->p.reqs[i].n;
     }
-    m->n_params = np;
-    m->n_buffers = nb;
-    m->params = xcalloc(np ? np : 1, sizeof(float));
-    m->grads = xcalloc(np ? np : 1, sizeof(float));
-    m->moments = xcalloc(np * (size_t)(dense_opt_moments(m->c.dopt.kind) ? dense_opt_moments(m->c.dopt.kind) : 1) + 1, sizeof(float));
-    m->buffers = xcalloc(nb ? nb : 1, sizeof(float));
+    m->p.n_params = np;
+    m->p.n_buffers = nb;
+    m->p.params = xcalloc(np ? np : 1, sizeof(float));
+    m->p.grads = xcalloc(np ? np : 1, sizeof(float));
+    m->p.moments = xcalloc(np * (size_t)(dense_opt_moments(m->c.dopt.kind) ? dense_opt_moments(m->c.dopt.kind) : 1) + 1, sizeof(float));
+    m->p.buffers = xcalloc(nb ? nb : 1, sizeof(float));
     uint64_t rs = m->c.seed ^ 0x5deece66dull;
     size_t op = 0, ob = 0;
-    for (int i = 0; i < m->n_reqs; i++) {
-        preq *r = &m->reqs[i];
+    for (int i = 0; i < m->p.n_reqs; i++) {
+        preq *r = &m->p.reqs[i];
         float *p;
         if (r->g) {
-            p = m->params + op;
-            *r->g = m->grads + op;
+            p = m->p.params + op;
+            *r->g = m->p.grads + op;
             op += r->n;
         } else {
-            p = m->buffers + ob;
+            p = m->p.buffers + ob;
             ob += r->n;
         }
         *r->p = p;
@@ -612,27 +631,27 @@ model *model_create(const model_config *c, const data_schema *schema)
     free(ftab);
 
     int B = m->B, D = c->dim;
-    reserve(m, &m->bias, &m->dbias, 1, 0, 0);
-    if (m->has_w && m->ND) reserve(m, &m->wd, &m->dwd, (size_t)m->ND, 0, 0);
+    reserve(m, &m->p.bias, &m->p.dbias, 1, 0, 0);
+    if (m->has_w && m->ND) reserve(m, &m->p.wd, &m->p.dwd, (size_t)m->ND, 0, 0);
     m->X0 = m->W + m->ND;
     int deep_out = 0, top_in = 0;
     switch (c->kind) {
     case MODEL_DNN: case MODEL_WIDEDEEP: case MODEL_DEEPFM:
-        mlp_reserve(m, &m->deep, m->X0, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
+        mlp_reserve(m, &m->p.deep, m->X0, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
         break;
     case MODEL_DCNV2:
-        m->n_cross = c->cross_layers;
-        for (int i = 0; i < m->n_cross; i++) {
+        m->p.n_cross = c->cross_layers;
+        for (int i = 0; i < m->p.n_cross; i++) {
             float a = 1.0f / sqrtf((float)m->X0);
-            reserve(m, &m->cw[i], &m->dcw[i], (size_t)m->X0 * m->X0, 2, a);
-            reserve(m, &m->cb[i], &m->dcb[i], (size_t)m->X0, 0, 0);
+            reserve(m, &m->p.cw[i], &m->p.dcw[i], (size_t)m->X0 * m->X0, 2, a);
+            reserve(m, &m->p.cb[i], &m->p.dcb[i], (size_t)m->X0, 0, 0);
         }
-        deep_out = mlp_reserve(m, &m->deep, m->X0, c->hidden, c->n_hidden, 0, 0, c->batchnorm);
+        deep_out = mlp_reserve(m, &m->p.deep, m->X0, c->hidden, c->n_hidden, 0, 0, c->batchnorm);
         {
             int in = m->X0 + deep_out;
             float a = 1.0f / sqrtf((float)in);
-            reserve(m, &m->head_w, &m->dhead_w, (size_t)in, 2, a);
-            reserve(m, &m->head_b, &m->dhead_b, 1, 2, a);
+            reserve(m, &m->p.head_w, &m->p.dhead_w, (size_t)in, 2, a);
+            reserve(m, &m->p.head_b, &m->p.dhead_b, 1, 2, a);
         }
         break;
     case MODEL_DLRM: {
@@ -641,10 +660,10 @@ model *model_create(const model_config *c, const data_schema *schema)
             int sizes[MODEL_MAX_LAYERS];
             memcpy(sizes, c->bottom, sizeof sizes);
             sizes[c->n_bottom - 1] = D;   /* the bottom MLP ends at the embedding size */
-            mlp_reserve(m, &m->bottom, m->ND, sizes, c->n_bottom, 0, 1, 0);
+            mlp_reserve(m, &m->p.bottom, m->ND, sizes, c->n_bottom, 0, 1, 0);
         }
         top_in = c->dlrm_cat ? nf * D : nf * (nf - 1) / 2 + (m->ND ? D : 0);
-        mlp_reserve(m, &m->top, top_in, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
+        mlp_reserve(m, &m->p.top, top_in, c->hidden, c->n_hidden, 1, 0, c->batchnorm);
         break;
     }
     default:
@@ -652,50 +671,50 @@ model *model_create(const model_config *c, const data_schema *schema)
     }
     alloc_params(m);
 
-    m->lrp = xcalloc((size_t)B + 1, sizeof *m->lrp);
-    m->dbot = xcalloc((size_t)B * D, sizeof(float));
-    m->logit = xcalloc((size_t)B, sizeof(float));
-    m->dlogit = xcalloc((size_t)B, sizeof(float));
-    m->label = xcalloc((size_t)B, sizeof(float));
-    m->dense = xcalloc((size_t)B * (m->ND ? m->ND : 1), sizeof(float));
+    m->s.lrp = xcalloc((size_t)B + 1, sizeof *m->s.lrp);
+    m->a.dbot = xcalloc((size_t)B * D, sizeof(float));
+    m->a.logit = xcalloc((size_t)B, sizeof(float));
+    m->a.dlogit = xcalloc((size_t)B, sizeof(float));
+    m->a.label = xcalloc((size_t)B, sizeof(float));
+    m->a.dense = xcalloc((size_t)B * (m->ND ? m->ND : 1), sizeof(float));
     if (m->E) {
-        m->pooled = xcalloc((size_t)B * m->W, sizeof(float));
-        m->dpooled = xcalloc((size_t)B * m->W, sizeof(float));
+        m->a.pooled = xcalloc((size_t)B * m->W, sizeof(float));
+        m->a.dpooled = xcalloc((size_t)B * m->W, sizeof(float));
     }
-    m->fm_out = xcalloc((size_t)B, sizeof(float));
-    m->dfm = xcalloc((size_t)B, sizeof(float));
-    if (m->deep.n || m->top.n || m->bottom.n) {
-        m->x0 = xcalloc((size_t)B * m->X0, sizeof(float));
-        m->dx0full = xcalloc((size_t)B * m->X0, sizeof(float));
-        mlp_alloc(&m->deep, B, c->dropout);
-        mlp_alloc(&m->top, B, c->dropout);
-        mlp_alloc(&m->bottom, B, 0);
+    m->a.fm_out = xcalloc((size_t)B, sizeof(float));
+    m->a.dfm = xcalloc((size_t)B, sizeof(float));
+    if (m->p.deep.n || m->p.top.n || m->p.bottom.n) {
+        m->a.x0 = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->a.dx0full = xcalloc((size_t)B * m->X0, sizeof(float));
+        mlp_alloc(&m->p.deep, B, c->dropout);
+        mlp_alloc(&m->p.top, B, c->dropout);
+        mlp_alloc(&m->p.bottom, B, 0);
         /* the MLPs' backward scratch: (B, widest layer) */
-        int w = mlp_width(&m->deep);
-        if (mlp_width(&m->top) > w) w = mlp_width(&m->top);
-        if (mlp_width(&m->bottom) > w) w = mlp_width(&m->bottom);
-        m->hl = xcalloc((size_t)B * w, sizeof(float));
-        m->dhl = xcalloc((size_t)B * w, sizeof(float));
+        int w = mlp_width(&m->p.deep);
+        if (mlp_width(&m->p.top) > w) w = mlp_width(&m->p.top);
+        if (mlp_width(&m->p.bottom) > w) w = mlp_width(&m->p.bottom);
+        m->s.hl = xcalloc((size_t)B * w, sizeof(float));
+        m->s.dhl = xcalloc((size_t)B * w, sizeof(float));
         /* concatenations: dcnv2 [x_L, deep out]; dlrm [bottom out, dots] and d bottom out */
         int cw = c->kind == MODEL_DCNV2 ? m->X0 + deep_out : c->kind == MODEL_DLRM ? (top_in > D ? top_in : D) : 0;
         if (cw) {
-            m->cat = xcalloc((size_t)B * cw, sizeof(float));
-            m->dcat = xcalloc((size_t)B * cw, sizeof(float));
+            m->a.cat = xcalloc((size_t)B * cw, sizeof(float));
+            m->a.dcat = xcalloc((size_t)B * cw, sizeof(float));
         }
     }
     if (c->kind == MODEL_DCNV2) {
-        for (int i = 0; i <= m->n_cross; i++) m->xl[i] = xcalloc((size_t)B * m->X0, sizeof(float));
-        for (int i = 0; i < m->n_cross; i++) m->ct[i] = xcalloc((size_t)B * m->X0, sizeof(float));
-        m->dxl[0] = xcalloc((size_t)B * m->X0, sizeof(float));
-        m->dxl[1] = xcalloc((size_t)B * m->X0, sizeof(float));
-        m->ctmp = xcalloc((size_t)B * (m->X0 > deep_out ? m->X0 : deep_out), sizeof(float));   /* d x_L scratch and d deep-out */
+        for (int i = 0; i <= m->p.n_cross; i++) m->a.xl[i] = xcalloc((size_t)B * m->X0, sizeof(float));
+        for (int i = 0; i < m->p.n_cross; i++) m->a.ct[i] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->s.dxl[0] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->s.dxl[1] = xcalloc((size_t)B * m->X0, sizeof(float));
+        m->s.ctmp = xcalloc((size_t)B * (m->X0 > deep_out ? m->X0 : deep_out), sizeof(float));   /* d x_L scratch and d deep-out */
     }
     if (c->kind == MODEL_DLRM) {
         int nf = m->F + (m->ND ? 1 : 0);
-        m->inter = xcalloc((size_t)B * nf * D, sizeof(float));
-        m->dinter = xcalloc((size_t)B * nf * D, sizeof(float));
-        m->dots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
-        m->ddots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
+        m->a.inter = xcalloc((size_t)B * nf * D, sizeof(float));
+        m->a.dinter = xcalloc((size_t)B * nf * D, sizeof(float));
+        m->a.dots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
+        m->a.ddots = xcalloc((size_t)B * (nf * (nf - 1) / 2 + 1), sizeof(float));
     }
     return m;
 }
@@ -706,15 +725,15 @@ void model_destroy(model *m)
     for (int t = 0; t < m->n_tables; t++) emb_table_destroy(m->tab[t]);
     emb_batch_destroy(m->rows);
     free(m->tab), free(m->tE), free(m->stab), free(m->soff), free(m->sdim);
-    mlp_free(&m->deep), mlp_free(&m->top), mlp_free(&m->bottom);
-    for (int i = 0; i <= MODEL_MAX_LAYERS; i++) free(m->xl[i]);
-    for (int i = 0; i < MODEL_MAX_LAYERS; i++) free(m->ct[i]);
-    free(m->dxl[0]), free(m->dxl[1]), free(m->ctmp);
-    free(m->inter), free(m->dinter), free(m->dots), free(m->ddots);
-    free(m->logit), free(m->dlogit), free(m->label), free(m->dense), free(m->pooled), free(m->dpooled);
-    free(m->fm_out), free(m->dfm), free(m->x0), free(m->dx0full), free(m->hl), free(m->dhl), free(m->cat), free(m->dcat);
-    free(m->lrp), free(m->dbot);
-    free(m->params), free(m->grads), free(m->moments), free(m->buffers), free(m->reqs), free(m->slot);
+    mlp_free(&m->p.deep), mlp_free(&m->p.top), mlp_free(&m->p.bottom);
+    for (int i = 0; i <= MODEL_MAX_LAYERS; i++) free(m->a.xl[i]);
+    for (int i = 0; i < MODEL_MAX_LAYERS; i++) free(m->a.ct[i]);
+    free(m->s.dxl[0]), free(m->s.dxl[1]), free(m->s.ctmp);
+    free(m->a.inter), free(m->a.dinter), free(m->a.dots), free(m->a.ddots);
+    free(m->a.logit), free(m->a.dlogit), free(m->a.label), free(m->a.dense), free(m->a.pooled), free(m->a.dpooled);
+    free(m->a.fm_out), free(m->a.dfm), free(m->a.x0), free(m->a.dx0full), free(m->s.hl), free(m->s.dhl), free(m->a.cat), free(m->a.dcat);
+    free(m->s.lrp), free(m->a.dbot);
+    free(m->p.params), free(m->p.grads), free(m->p.moments), free(m->p.buffers), free(m->p.reqs), free(m->slot);
     free(m);
 }
 
@@ -735,8 +754,8 @@ static int floats_finite(const float *v, size_t n)
 int model_dense_finite(model *m)
 {
     placed_sync_host(m);
-    return floats_finite(m->params, m->n_params) && floats_finite(m->buffers, m->n_buffers) &&
-           floats_finite(m->moments, m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind));
+    return floats_finite(m->p.params, m->p.n_params) && floats_finite(m->p.buffers, m->p.n_buffers) &&
+           floats_finite(m->p.moments, m->p.n_params * (size_t)dense_opt_moments(m->c.dopt.kind));
 }
 
 int model_all_finite(model *m)
@@ -759,15 +778,15 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
 {
     const uint64_t *rp = b->row_ptr + r0;
     uint64_t k0 = rp[0];
-    uint64_t *lrp = m->lrp;
+    uint64_t *lrp = m->s.lrp;
     for (int i = 0; i <= B; i++) lrp[i] = rp[i] - k0;
     const uint16_t *field = b->field + k0;
     const float *val = b->val + k0;
     int D = m->c.dim, ND = m->ND, F = m->F;
     const uint32_t *uidx = emb_batch_uidx(m->rows);
     const float *Uw = emb_batch_w(m->rows);
-    if (ND) memcpy(m->dense, b->dense + r0 * (size_t)ND, (size_t)B * ND * sizeof(float));
-    for (int i = 0; i < B; i++) m->logit[i] = m->bias[0];
+    if (ND) memcpy(m->a.dense, b->dense + r0 * (size_t)ND, (size_t)B * ND * sizeof(float));
+    for (int i = 0; i < B; i++) m->a.logit[i] = m->p.bias[0];
     if (m->has_w) {
         #pragma omp parallel for schedule(static) if (B >= 1024)
         for (int i = 0; i < B; i++) {
@@ -775,179 +794,179 @@ static void forward(model *m, const sample_block *b, size_t r0, int B, int train
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
                 if (m->slot[field[k]] >= 0) s += val[k] * Uw[uidx[k]];
             if (ND)
-                for (int j = 0; j < ND; j++) s += m->dense[(size_t)i * ND + j] * m->wd[j];
-            m->logit[i] += s;
+                for (int j = 0; j < ND; j++) s += m->a.dense[(size_t)i * ND + j] * m->p.wd[j];
+            m->a.logit[i] += s;
         }
     }
     if (m->E)
-        m->be->pool_forward(m->pooled, emb_batch_e(m->rows), emb_batch_uoff(m->rows), uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+        m->be->pool_forward(m->a.pooled, emb_batch_e(m->rows), emb_batch_uoff(m->rows), uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                            B, F, m->W);
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
-        m->be->fm_forward(m->fm_out, m->pooled, B, F, D);
-        for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
+        m->be->fm_forward(m->a.fm_out, m->a.pooled, B, F, D);
+        for (int i = 0; i < B; i++) m->a.logit[i] += m->a.fm_out[i];
         break;
     case MODEL_FFM:
-        m->be->ffm_forward(m->fm_out, m->pooled, B, F, D);
-        for (int i = 0; i < B; i++) m->logit[i] += m->fm_out[i];
+        m->be->ffm_forward(m->a.fm_out, m->a.pooled, B, F, D);
+        for (int i = 0; i < B; i++) m->a.logit[i] += m->a.fm_out[i];
         break;
     default:
         break;
     }
-    if (m->deep.n && m->c.kind != MODEL_DLRM) {
-        const float *parts[2] = { m->pooled, m->dense };
+    if (m->p.deep.n && m->c.kind != MODEL_DLRM) {
+        const float *parts[2] = { m->a.pooled, m->a.dense };
         int C[2] = { m->W, ND };
-        m->be->concat_forward(m->x0, parts, C, ND ? 2 : 1, B);
+        m->be->concat_forward(m->a.x0, parts, C, ND ? 2 : 1, B);
     }
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
-        const float *o = mlp_forward(m, &m->deep, m->x0, B, train);
-        for (int i = 0; i < B; i++) m->logit[i] += o[i];
+        const float *o = mlp_forward(m, &m->p.deep, m->a.x0, B, train);
+        for (int i = 0; i < B; i++) m->a.logit[i] += o[i];
     } else if (m->c.kind == MODEL_DCNV2) {
-        memcpy(m->xl[0], m->x0, (size_t)B * m->X0 * sizeof(float));
-        for (int l = 0; l < m->n_cross; l++)
-            m->be->cross_forward(m->xl[l + 1], m->ct[l], m->x0, m->xl[l], m->cw[l], m->cb[l], B, m->X0);
-        const float *h = mlp_forward(m, &m->deep, m->x0, B, train);
-        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0;
-        const float *parts[2] = { m->xl[m->n_cross], h };
+        memcpy(m->a.xl[0], m->a.x0, (size_t)B * m->X0 * sizeof(float));
+        for (int l = 0; l < m->p.n_cross; l++)
+            m->be->cross_forward(m->a.xl[l + 1], m->a.ct[l], m->a.x0, m->a.xl[l], m->p.cw[l], m->p.cb[l], B, m->X0);
+        const float *h = mlp_forward(m, &m->p.deep, m->a.x0, B, train);
+        int dh = m->p.deep.n ? m->p.deep.l[m->p.deep.n - 1].out : 0;
+        const float *parts[2] = { m->a.xl[m->p.n_cross], h };
         int C[2] = { m->X0, dh };
-        m->be->concat_forward(m->cat, parts, C, dh ? 2 : 1, B);
+        m->be->concat_forward(m->a.cat, parts, C, dh ? 2 : 1, B);
         int W = m->X0 + dh;
         for (int i = 0; i < B; i++) {
-            const float *x = m->cat + (size_t)i * W;
-            float acc = m->head_b[0];
-            for (int j = 0; j < W; j++) acc += x[j] * m->head_w[j];
-            m->logit[i] += acc;
+            const float *x = m->a.cat + (size_t)i * W;
+            float acc = m->p.head_b[0];
+            for (int j = 0; j < W; j++) acc += x[j] * m->p.head_w[j];
+            m->a.logit[i] += acc;
         }
     } else if (m->c.kind == MODEL_DLRM) {
         int nf = F + (ND ? 1 : 0);
-        const float *bot = ND ? mlp_forward(m, &m->bottom, m->dense, B, train) : NULL;
-        const float *parts[2] = { bot, m->pooled };
+        const float *bot = ND ? mlp_forward(m, &m->p.bottom, m->a.dense, B, train) : NULL;
+        const float *parts[2] = { bot, m->a.pooled };
         int C[2] = { D, F * D };
-        if (ND) m->be->concat_forward(m->inter, parts, C, 2, B);
-        else memcpy(m->inter, m->pooled, (size_t)B * F * D * sizeof(float));
+        if (ND) m->be->concat_forward(m->a.inter, parts, C, 2, B);
+        else memcpy(m->a.inter, m->a.pooled, (size_t)B * F * D * sizeof(float));
         int P = nf * (nf - 1) / 2;
-        const float *top_in = m->inter;   /* cat: the vectors themselves */
+        const float *top_in = m->a.inter;   /* cat: the vectors themselves */
         if (!m->c.dlrm_cat) {
-            m->be->dot_forward(m->dots, m->inter, B, nf, D);
-            const float *tp[2] = { bot, m->dots };
+            m->be->dot_forward(m->a.dots, m->a.inter, B, nf, D);
+            const float *tp[2] = { bot, m->a.dots };
             int TC[2] = { D, P };
-            if (ND) m->be->concat_forward(m->cat, tp, TC, 2, B);
-            else memcpy(m->cat, m->dots, (size_t)B * P * sizeof(float));
-            top_in = m->cat;
+            if (ND) m->be->concat_forward(m->a.cat, tp, TC, 2, B);
+            else memcpy(m->a.cat, m->a.dots, (size_t)B * P * sizeof(float));
+            top_in = m->a.cat;
         }
-        const float *o = mlp_forward(m, &m->top, top_in, B, train);
-        for (int i = 0; i < B; i++) m->logit[i] += o[i];
+        const float *o = mlp_forward(m, &m->p.top, top_in, B, train);
+        for (int i = 0; i < B; i++) m->a.logit[i] += o[i];
     }
 }
 
 static void backward(model *m, const sample_block *b, size_t r0, int B)
 {
     uint64_t k0 = b->row_ptr[r0];
-    uint64_t *lrp = m->lrp;
+    uint64_t *lrp = m->s.lrp;
     for (int i = 0; i <= B; i++) lrp[i] = b->row_ptr[r0 + i] - k0;
     const uint16_t *field = b->field + k0;
     const float *val = b->val + k0;
     int D = m->c.dim, ND = m->ND, F = m->F;
-    const float *g = m->dlogit;
+    const float *g = m->a.dlogit;
     const uint32_t *uidx = emb_batch_uidx(m->rows);
     const size_t *uoff = emb_batch_uoff(m->rows);
     float *dUw = emb_batch_dw(m->rows), *dUe = emb_batch_de(m->rows);
     size_t U = emb_batch_unique(m->rows);
-    for (int i = 0; i < B; i++) m->dbias[0] += g[i];
+    for (int i = 0; i < B; i++) m->p.dbias[0] += g[i];
     memset(dUw, 0, U * sizeof(float));
     if (m->E) memset(dUe, 0, uoff[U] * sizeof(float));
     if (m->has_w) {
         for (int i = 0; i < B; i++) {
             for (uint64_t k = lrp[i]; k < lrp[i + 1]; k++)
                 if (m->slot[field[k]] >= 0) dUw[uidx[k]] += val[k] * g[i];
-            for (int j = 0; j < ND; j++) m->dwd[j] += m->dense[(size_t)i * ND + j] * g[i];
+            for (int j = 0; j < ND; j++) m->p.dwd[j] += m->a.dense[(size_t)i * ND + j] * g[i];
         }
     }
     if (!m->E) return;
     size_t pn = (size_t)B * m->W;
-    memset(m->dpooled, 0, pn * sizeof(float));
+    memset(m->a.dpooled, 0, pn * sizeof(float));
     switch (m->c.kind) {
     case MODEL_FM: case MODEL_DEEPFM:
-        m->be->fm_backward(m->dpooled, g, m->pooled, B, F, D);
+        m->be->fm_backward(m->a.dpooled, g, m->a.pooled, B, F, D);
         break;
     case MODEL_FFM:
-        m->be->ffm_backward(m->dpooled, g, m->pooled, B, F, D);
+        m->be->ffm_backward(m->a.dpooled, g, m->a.pooled, B, F, D);
         break;
     default:
         break;
     }
-    float *s0 = m->hl, *s1 = m->dhl;
+    float *s0 = m->s.hl, *s1 = m->s.dhl;
     if (m->c.kind == MODEL_DNN || m->c.kind == MODEL_WIDEDEEP || m->c.kind == MODEL_DEEPFM) {
-        mlp_backward(m, &m->deep, m->dx0full, g, s0, s1, B);
+        mlp_backward(m, &m->p.deep, m->a.dx0full, g, s0, s1, B);
     } else if (m->c.kind == MODEL_DCNV2) {
-        int dh = m->deep.n ? m->deep.l[m->deep.n - 1].out : 0, W = m->X0 + dh;
+        int dh = m->p.deep.n ? m->p.deep.l[m->p.deep.n - 1].out : 0, W = m->X0 + dh;
         for (int i = 0; i < B; i++) {
             float gi = g[i];
-            m->dhead_b[0] += gi;
-            const float *x = m->cat + (size_t)i * W;
-            float *dc = m->dcat + (size_t)i * W;
+            m->p.dhead_b[0] += gi;
+            const float *x = m->a.cat + (size_t)i * W;
+            float *dc = m->a.dcat + (size_t)i * W;
             for (int j = 0; j < W; j++) {
-                m->dhead_w[j] += gi * x[j];
-                dc[j] = gi * m->head_w[j];
+                m->p.dhead_w[j] += gi * x[j];
+                dc[j] = gi * m->p.head_w[j];
             }
         }
-        float *dparts[2] = { m->dxl[0], m->ctmp };
+        float *dparts[2] = { m->s.dxl[0], m->s.ctmp };
         int C[2] = { m->X0, dh };
-        m->be->concat_backward(dparts, m->dcat, C, dh ? 2 : 1, B, 0);
+        m->be->concat_backward(dparts, m->a.dcat, C, dh ? 2 : 1, B, 0);
         /* deep branch: d x0 from the MLP */
-        memset(m->dx0full, 0, (size_t)B * m->X0 * sizeof(float));
+        memset(m->a.dx0full, 0, (size_t)B * m->X0 * sizeof(float));
         if (dh) {
-            float *dx0_deep = m->dxl[1];
-            mlp_backward(m, &m->deep, dx0_deep, m->ctmp, s0, s1, B);
-            for (size_t j = 0; j < (size_t)B * m->X0; j++) m->dx0full[j] += dx0_deep[j];
+            float *dx0_deep = m->s.dxl[1];
+            mlp_backward(m, &m->p.deep, dx0_deep, m->s.ctmp, s0, s1, B);
+            for (size_t j = 0; j < (size_t)B * m->X0; j++) m->a.dx0full[j] += dx0_deep[j];
         }
         /* cross branch, last layer first; dxl[0] holds d x_L */
-        float *dcur = m->dxl[0], *dnext = m->dxl[1];
-        for (int l = m->n_cross - 1; l >= 0; l--) {
-            m->be->cross_backward(m->dx0full, dnext, m->dcw[l], m->dcb[l], m->ctmp, dcur, m->x0, m->xl[l], m->ct[l],
-                                 m->cw[l], B, m->X0);
+        float *dcur = m->s.dxl[0], *dnext = m->s.dxl[1];
+        for (int l = m->p.n_cross - 1; l >= 0; l--) {
+            m->be->cross_backward(m->a.dx0full, dnext, m->p.dcw[l], m->p.dcb[l], m->s.ctmp, dcur, m->a.x0, m->a.xl[l], m->a.ct[l],
+                                 m->p.cw[l], B, m->X0);
             float *t = dcur;
             dcur = dnext;
             dnext = t;
         }
-        for (size_t j = 0; j < (size_t)B * m->X0; j++) m->dx0full[j] += dcur[j];   /* x_0 = x0 */
+        for (size_t j = 0; j < (size_t)B * m->X0; j++) m->a.dx0full[j] += dcur[j];   /* x_0 = x0 */
     } else if (m->c.kind == MODEL_DLRM) {
         int nf = F + (ND ? 1 : 0), P = nf * (nf - 1) / 2;
-        float *dbot = m->dbot;
+        float *dbot = m->a.dbot;
         if (m->c.dlrm_cat) {   /* the top MLP read the vectors themselves */
-            mlp_backward(m, &m->top, m->dinter, g, s0, s1, B);
+            mlp_backward(m, &m->p.top, m->a.dinter, g, s0, s1, B);
             if (ND) memset(dbot, 0, (size_t)B * D * sizeof(float));
         } else {               /* it read [bottom output, dot products] */
-            mlp_backward(m, &m->top, m->dcat, g, s0, s1, B);
+            mlp_backward(m, &m->p.top, m->a.dcat, g, s0, s1, B);
             if (ND) {
-                float *dtp[2] = { dbot, m->ddots };
+                float *dtp[2] = { dbot, m->a.ddots };
                 int TC[2] = { D, P };
-                m->be->concat_backward(dtp, m->dcat, TC, 2, B, 0);
+                m->be->concat_backward(dtp, m->a.dcat, TC, 2, B, 0);
             } else {
-                memcpy(m->ddots, m->dcat, (size_t)B * P * sizeof(float));
+                memcpy(m->a.ddots, m->a.dcat, (size_t)B * P * sizeof(float));
             }
-            m->be->dot_backward(m->dinter, m->ddots, m->inter, B, nf, D);
+            m->be->dot_backward(m->a.dinter, m->a.ddots, m->a.inter, B, nf, D);
         }
         if (ND) {
             /* the interaction's gradient splits into d bottom-out (into dcat, free by now) and d pooled */
-            float *dparts[2] = { m->dcat, m->dpooled };
+            float *dparts[2] = { m->a.dcat, m->a.dpooled };
             int C[2] = { D, F * D };
-            m->be->concat_backward(dparts, m->dinter, C, 2, B, 0);
-            for (size_t j = 0; j < (size_t)B * D; j++) dbot[j] += m->dcat[j];
-            mlp_backward(m, &m->bottom, NULL, dbot, s0, s1, B);
+            m->be->concat_backward(dparts, m->a.dinter, C, 2, B, 0);
+            for (size_t j = 0; j < (size_t)B * D; j++) dbot[j] += m->a.dcat[j];
+            mlp_backward(m, &m->p.bottom, NULL, dbot, s0, s1, B);
         } else {
-            for (size_t j = 0; j < pn; j++) m->dpooled[j] += m->dinter[j];
+            for (size_t j = 0; j < pn; j++) m->a.dpooled[j] += m->a.dinter[j];
         }
     }
-    if (m->deep.n && m->c.kind != MODEL_DLRM) {
+    if (m->p.deep.n && m->c.kind != MODEL_DLRM) {
         /* pooled part of d x0 */
         for (int i = 0; i < B; i++) {
-            const float *src = m->dx0full + (size_t)i * m->X0;
-            float *dst = m->dpooled + (size_t)i * m->W;
+            const float *src = m->a.dx0full + (size_t)i * m->X0;
+            float *dst = m->a.dpooled + (size_t)i * m->W;
             for (int j = 0; j < m->W; j++) dst[j] += src[j];
         }
     }
-    m->be->pool_backward(dUe, m->dpooled, uoff, uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
+    m->be->pool_backward(dUe, m->a.dpooled, uoff, uidx, field, val, lrp, m->slot, m->soff, m->sdim, m->c.pool_mean,
                         B, F, m->W);
 }
 
@@ -964,11 +983,11 @@ static double loss_and_grads(model *m, const sample_block *b, size_t r0, size_t 
     placed_take_host_edits(m);
     int B = (int)(r1 - r0);
     CHECK(B <= m->B);
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    memset(m->p.grads, 0, m->p.n_params * sizeof(float));
     for (int i = 0; i < m->n_placed; i++) m->placed[i]->be->zero(m->placed[i]->dev_g, m->placed[i]->np * sizeof(float));
-    memcpy(m->label, b->label + r0, (size_t)B * sizeof(float));
+    memcpy(m->a.label, b->label + r0, (size_t)B * sizeof(float));
     forward(m, b, r0, B, train);
-    double loss = m->be->bce_forward_backward(m->dlogit, m->logit, m->label, B);
+    double loss = m->be->bce_forward_backward(m->a.dlogit, m->a.logit, m->a.label, B);
     backward(m, b, r0, B);
     return loss;
 }
@@ -986,16 +1005,16 @@ double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r
 static void dense_step(model *m)
 {
     if (!m->n_placed) {
-        m->be->opt_step(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, m->step);
+        m->be->opt_step(&m->c.dopt, m->p.params, m->p.grads, m->p.moments, m->p.n_params, m->step);
         return;
     }
     size_t s = 0;
     for (;;) {   /* host ranges between placed layers, in block order */
-        size_t next = m->n_params, len = 0;
+        size_t next = m->p.n_params, len = 0;
         for (int i = 0; i < m->n_placed; i++)
             if (m->placed[i]->hp >= s && m->placed[i]->hp < next) next = m->placed[i]->hp, len = m->placed[i]->np;
-        if (next > s) dense_opt_step_range(&m->c.dopt, m->params, m->grads, m->moments, m->n_params, s, next - s, m->step);
-        if (next == m->n_params) break;
+        if (next > s) dense_opt_step_range(&m->c.dopt, m->p.params, m->p.grads, m->p.moments, m->p.n_params, s, next - s, m->step);
+        if (next == m->p.n_params) break;
         s = next + len;
     }
     for (int i = 0; i < m->n_placed; i++) {
@@ -1023,7 +1042,7 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
         emb_batch_gather(m->rows, b, done, end, 0, EMB_GATHER_INFER);
         placed_take_host_edits(m);
         forward(m, b, done, B, 0);
-        for (int i = 0; i < B; i++) prob[done - r0 + (size_t)i] = 1.0 / (1.0 + exp(-(double)m->logit[i]));
+        for (int i = 0; i < B; i++) prob[done - r0 + (size_t)i] = 1.0 / (1.0 + exp(-(double)m->a.logit[i]));
         done = end;
     }
 }
@@ -1032,9 +1051,9 @@ void model_dense(model *m, float **params, float **grads, size_t *n)
 {
     placed_sync_host(m);
     m->host_edited = m->n_placed > 0;
-    *params = m->params;
-    *grads = m->grads;
-    *n = m->n_params;
+    *params = m->p.params;
+    *grads = m->p.grads;
+    *n = m->p.n_params;
 }
 
 int model_row_grad(const model *m, int table, uint32_t row, float *g) { return emb_batch_row_grad(m->rows, table, row, g); }
@@ -1048,9 +1067,9 @@ static uint64_t dense_digest(const model *m, const uint64_t *hdr, size_t hdr_byt
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
     XXH64_update(st, hdr, hdr_bytes);
-    XXH64_update(st, m->params, m->n_params * sizeof(float));
-    XXH64_update(st, m->buffers, m->n_buffers * sizeof(float));
-    XXH64_update(st, m->moments, nm * sizeof(float));
+    XXH64_update(st, m->p.params, m->p.n_params * sizeof(float));
+    XXH64_update(st, m->p.buffers, m->p.n_buffers * sizeof(float));
+    XXH64_update(st, m->p.moments, nm * sizeof(float));
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
@@ -1059,14 +1078,14 @@ static uint64_t dense_digest(const model *m, const uint64_t *hdr, size_t hdr_byt
 int model_save_dense(const model *m, void *file)
 {
     FILE *f = file;
-    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    size_t nm = m->p.n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
     placed_sync_host(m);
-    uint64_t hdr[5] = { DENSE_VERSION, m->n_params, m->n_buffers, nm, m->step };
+    uint64_t hdr[5] = { DENSE_VERSION, m->p.n_params, m->p.n_buffers, nm, m->step };
     uint64_t h = dense_digest(m, hdr, sizeof hdr, nm);
     int ok = fwrite(DENSE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
-             fwrite(m->params, sizeof(float), m->n_params, f) == m->n_params &&
-             fwrite(m->buffers, sizeof(float), m->n_buffers, f) == m->n_buffers &&
-             fwrite(m->moments, sizeof(float), nm, f) == nm && fwrite(&h, 8, 1, f) == 1;
+             fwrite(m->p.params, sizeof(float), m->p.n_params, f) == m->p.n_params &&
+             fwrite(m->p.buffers, sizeof(float), m->p.n_buffers, f) == m->p.n_buffers &&
+             fwrite(m->p.moments, sizeof(float), nm, f) == nm && fwrite(&h, 8, 1, f) == 1;
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
@@ -1075,20 +1094,20 @@ int model_load_dense(model *m, void *file, char *err, size_t errlen)
     FILE *f = file;
     char magic[8];
     uint64_t hdr[5];
-    size_t nm = m->n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
+    size_t nm = m->p.n_params * (size_t)dense_opt_moments(m->c.dopt.kind);
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, DENSE_MAGIC, 8) || fread(hdr, sizeof hdr, 1, f) != 1) {
         snprintf(err, errlen, "dense parameters: bad magic or truncated header");
         return -EBADMSG;
     }
-    if (hdr[0] != DENSE_VERSION || hdr[1] != m->n_params || hdr[2] != m->n_buffers || hdr[3] != nm) {
+    if (hdr[0] != DENSE_VERSION || hdr[1] != m->p.n_params || hdr[2] != m->p.n_buffers || hdr[3] != nm) {
         snprintf(err, errlen, "dense parameters: %llu parameters in the file, the model has %zu",
-                 (unsigned long long)hdr[1], m->n_params);
+                 (unsigned long long)hdr[1], m->p.n_params);
         return -EBADMSG;
     }
     uint64_t h;
-    if (fread(m->params, sizeof(float), m->n_params, f) != m->n_params ||
-        fread(m->buffers, sizeof(float), m->n_buffers, f) != m->n_buffers ||
-        fread(m->moments, sizeof(float), nm, f) != nm || fread(&h, 8, 1, f) != 1) {
+    if (fread(m->p.params, sizeof(float), m->p.n_params, f) != m->p.n_params ||
+        fread(m->p.buffers, sizeof(float), m->p.n_buffers, f) != m->p.n_buffers ||
+        fread(m->p.moments, sizeof(float), nm, f) != nm || fread(&h, 8, 1, f) != 1) {
         snprintf(err, errlen, "dense parameters: truncated");
         return -EBADMSG;
     }
