@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strcmp(argv[1], "parse") && argc >= 5 && !strcmp(argv[2], "--format")) {
-        data_format f = format_from_name(argv[3]);
+        data_format f = parse_format_from_name(argv[3]);
         if (f == FMT_NONE || f == FMT_CBX) die("parse: want a text format");
         return run_source(f, argv + 4, argc - 4, "parse");
     }

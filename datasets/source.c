@@ -63,7 +63,7 @@ static int open_file(data_source *s, int i, char *err, size_t errlen)
         return 0;
     }
     if (cbx_file_is_cbx(path)) {   /* read as text it is garbage, or worse, a few lines that parse */
-        snprintf(err, errlen, "%s: a cbx file among %s text inputs; give cbx files alone", path, format_name(s->o.fmt));
+        snprintf(err, errlen, "%s: a cbx file among %s text inputs; give cbx files alone", path, parse_format_name(s->o.fmt));
         return -EINVAL;
     }
     ret = io_stream_open(&s->stream, path, 0, err, errlen);

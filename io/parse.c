@@ -45,10 +45,10 @@ static const char *reason_texts[BAD_COUNT] = {
     "bad label", "malformed feature", "field id out of range",
 };
 
-const char *bad_reason_key(int r) { return r >= 0 && r < BAD_COUNT ? reason_keys[r] : "?"; }
-const char *bad_reason_text(int r) { return r >= 0 && r < BAD_COUNT ? reason_texts[r] : "?"; }
+const char *parse_bad_reason_key(int r) { return r >= 0 && r < BAD_COUNT ? reason_keys[r] : "?"; }
+const char *parse_bad_reason_text(int r) { return r >= 0 && r < BAD_COUNT ? reason_texts[r] : "?"; }
 
-data_format format_from_name(const char *name)
+data_format parse_format_from_name(const char *name)
 {
     if (!strcmp(name, "criteo")) return FMT_CRITEO;
     if (!strcmp(name, "libsvm") || !strcmp(name, "libfm")) return FMT_LIBSVM;
@@ -58,7 +58,7 @@ data_format format_from_name(const char *name)
     return FMT_NONE;
 }
 
-const char *format_name(data_format f)
+const char *parse_format_name(data_format f)
 {
     static const char *names[] = { "none", "criteo", "libsvm", "libffm", "csv", "cbx" };
     return f <= FMT_CBX ? names[f] : "?";
@@ -85,12 +85,12 @@ static const char *shown(const char *s, size_t n, char *buf)
     return buf;
 }
 
-uint64_t feature_key(const char *tok, size_t len, uint32_t field)
+uint64_t parse_feature_key(const char *tok, size_t len, uint32_t field)
 {
     return XXH3_64bits_withSeed(tok, len, field);
 }
 
-int64_t num_bucket(double x)
+int64_t parse_num_bucket(double x)
 {
     if (x > 2) {
         double l = log(x);
@@ -163,7 +163,7 @@ static int utf8_valid(const unsigned char *s, size_t n)
     return 1;
 }
 
-int check_line_bytes(const char *s, size_t n)
+int parse_check_line_bytes(const char *s, size_t n)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     uint64_t zero = 0, high = 0;
@@ -228,8 +228,8 @@ static int put_num(line_parser *p, sample_block *b, float *dense, uint32_t field
         dense[p->schema.dense_slot[field]] = dense_log1p(x);
         return BAD_OK;
     }
-    int len = snprintf(buf, sizeof buf, "%lld", (long long)num_bucket(x));
-    b->key[b->nnz] = feature_key(buf, (size_t)len, field);
+    int len = snprintf(buf, sizeof buf, "%lld", (long long)parse_num_bucket(x));
+    b->key[b->nnz] = parse_feature_key(buf, (size_t)len, field);
     b->field[b->nnz] = (uint16_t)field;
     b->val[b->nnz] = 1.0f;
     b->nnz++;
@@ -239,7 +239,7 @@ static int put_num(line_parser *p, sample_block *b, float *dense, uint32_t field
 static void put_cat(sample_block *b, uint32_t field, const char *s, size_t n)
 {
     if (n == 0) return;   /* missing */
-    b->key[b->nnz] = feature_key(s, n, field);
+    b->key[b->nnz] = parse_feature_key(s, n, field);
     b->field[b->nnz] = (uint16_t)field;
     b->val[b->nnz] = 1.0f;
     b->nnz++;
@@ -411,7 +411,7 @@ static int parse_sparse(line_parser *p, const char *s, size_t n, sample_block *b
             return bad(p, BAD_NUMBER, "value in '%s'", shown(t, len, buf));
         }
         block_reserve(b, 1, 1);
-        b->key[b->nnz] = feature_key(idx, (size_t)(idx_end - idx), field);
+        b->key[b->nnz] = parse_feature_key(idx, (size_t)(idx_end - idx), field);
         b->field[b->nnz] = (uint16_t)field;
         b->val[b->nnz] = (float)val;
         b->nnz++;
@@ -426,7 +426,7 @@ static int parse_sparse(line_parser *p, const char *s, size_t n, sample_block *b
 
 int parser_parse(line_parser *p, const char *line, size_t len, sample_block *b)
 {
-    int r = check_line_bytes(line, len);
+    int r = parse_check_line_bytes(line, len);
     if (r == BAD_NUL) return bad(p, BAD_NUL, "at byte %zu of the line", (size_t)((const char *)memchr(line, 0, len) - line));
     if (r == BAD_UTF8) return bad(p, BAD_UTF8, "in the line");
     switch (p->o.fmt) {
@@ -515,7 +515,7 @@ int parser_create(line_parser **out, const parser_opts *o, char *err, size_t err
         schema_init(&p->schema, 0);
         break;
     default:
-        snprintf(err, errlen, "not a text format: %s", format_name(o->fmt));
+        snprintf(err, errlen, "not a text format: %s", parse_format_name(o->fmt));
         parser_destroy(p);
         return -EINVAL;
     }
@@ -646,7 +646,7 @@ static int apply_schema(line_parser *p, const char *spec, uint8_t *named, char *
 
 int parser_header(line_parser *p, const char *line, size_t len, char *err, size_t errlen)
 {
-    if (check_line_bytes(line, len) != BAD_OK) {
+    if (parse_check_line_bytes(line, len) != BAD_OK) {
         snprintf(err, errlen, "header line has NUL bytes or invalid UTF-8");
         return -EINVAL;
     }

@@ -18,8 +18,8 @@
 typedef enum { FMT_NONE = 0, FMT_CRITEO, FMT_LIBSVM, FMT_LIBFFM, FMT_CSV, FMT_CBX } data_format;
 
 /* "criteo", "libsvm" (or "libfm"), "libffm", "csv", "cbx"; FMT_NONE if unknown. */
-data_format format_from_name(const char *name);
-const char *format_name(data_format f);
+data_format parse_format_from_name(const char *name);
+const char *parse_format_name(data_format f);
 
 typedef enum {
     BAD_OK = 0,
@@ -35,8 +35,8 @@ typedef enum {
 } bad_reason;
 
 /* Short machine name ("columns", "number", ...) and a phrase for people. */
-const char *bad_reason_key(int r);
-const char *bad_reason_text(int r);
+const char *parse_bad_reason_key(int r);
+const char *parse_bad_reason_text(int r);
 
 typedef struct {
     data_format fmt;
@@ -62,12 +62,12 @@ const char *parser_detail(const line_parser *p);
 const data_schema *parser_schema(const line_parser *p);
 
 /* Key of a token in a field. */
-uint64_t feature_key(const char *tok, size_t len, uint32_t field);
+uint64_t parse_feature_key(const char *tok, size_t len, uint32_t field);
 /* The bucket of a num value under NUM_BUCKET. */
-int64_t num_bucket(double x);
+int64_t parse_num_bucket(double x);
 /* Parse a whole string as a finite number: 0, or -1. */
 int parse_number(const char *s, size_t n, double *out);
 /* Check bytes for NUL/control bytes and UTF-8 validity: BAD_OK, BAD_NUL or BAD_UTF8. */
-int check_line_bytes(const char *s, size_t n);
+int parse_check_line_bytes(const char *s, size_t n);
 
 #endif

@@ -46,7 +46,7 @@ int cli_input_option(cli_input *c, int opt, const char *arg)
     char *end;
     switch (opt) {
     case CLI_OPT_FORMAT:
-        c->so.fmt = format_from_name(arg);
+        c->so.fmt = parse_format_from_name(arg);
         if (c->so.fmt == FMT_NONE) die("--format %s: want criteo, libsvm, libffm, csv or cbx", arg);
         return 1;
     case CLI_OPT_SCHEMA:

@@ -139,14 +139,14 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
     char err[1024];
     model *m;
     model_meta meta;
-    if (bundle ? bundle_load(bundle, &m, &meta, err, sizeof err) < 0 : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
+    if (bundle ? modelfile_bundle_load(bundle, &m, &meta, err, sizeof err) < 0 : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
         die("%s", err);
     source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
     if (format_given) so = in->so;
     so.max_bad_ratio = in->so.max_bad_ratio;
     sample_block b;
     data_schema ds;
-    if (read_all_rows(data, n_data, &so, &b, &ds, err, sizeof err) < 0) die("%s", err);
+    if (train_read_rows(data, n_data, &so, &b, &ds, err, sizeof err) < 0) die("%s", err);
     if (ds.n_fields != meta.schema.n_fields || ds.n_dense != meta.schema.n_dense)
         die("%s: %u fields and %u dense values, the model was trained on %u and %u", data[0], ds.n_fields, ds.n_dense,
             meta.schema.n_fields, meta.schema.n_dense);
@@ -161,7 +161,7 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
         die("%s", err);
     double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
     eval_result r;
-    evaluate_block(m, &b, prob, gf, &r);
+    train_evaluate_block(m, &b, prob, gf, &r);
     if (pred_out) {
         durable_file f;
         int ret = durable_open(&f, pred_out);
@@ -603,7 +603,7 @@ static int cmd_export_serving(int argc, char **argv)
     if (meta.table_dir && (model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0 ||   /* streamed from it */
                            modelfile_check_tier(dir, &meta, tier, err, sizeof err) < 0))
         die("%s", err);
-    if (bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s", err);
+    if (modelfile_bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s", err);
     uint64_t rows = 0;
     for (int t = 0; t < model_n_tables(m); t++) rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));
     emb_tier_close(tier);

@@ -75,7 +75,7 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(so, "n_dense", json_integer(mm->schema.n_dense));
     json_object_set_new(so, "num_mode", json_integer(mm->schema.num_mode));
     json_object_set_new(o, "schema", so);
-    json_object_set_new(io, "format", json_string(format_name(mm->input.fmt)));
+    json_object_set_new(io, "format", json_string(parse_format_name(mm->input.fmt)));
     json_object_set_new(io, "num", json_string(mm->input.num == NUM_BUCKET ? "bucket" : "log"));
     if (mm->schema_spec) json_object_set_new(io, "schema", json_string(mm->schema_spec));
     if (mm->input.n_offsets) {
@@ -172,7 +172,7 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
         return -EBADMSG;
     }
     source_opts_default(&mm->input);
-    mm->input.fmt = format_from_name(json_string_value(json_object_get(io, "format")) ?: "");
+    mm->input.fmt = parse_format_from_name(json_string_value(json_object_get(io, "format")) ?: "");
     mm->input.num = !strcmp(json_string_value(json_object_get(io, "num")) ?: "log", "bucket") ? NUM_BUCKET : NUM_LOG;
     const char *spec = json_string_value(json_object_get(io, "schema"));
     if (spec) mm->input.schema_spec = mm->schema_spec = xstrdup(spec);
@@ -416,7 +416,7 @@ static int bundle_table_from_tier(FILE *f, emb_tier *tier, int tb, int dtype, ui
     return ret;
 }
 
-int bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, char *err, size_t errlen)
+int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, char *err, size_t errlen)
 {
     durable_file f;
     int ret = durable_open(&f, path);
@@ -492,7 +492,7 @@ int bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *ti
     return ret;
 }
 
-int bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen)
+int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen)
 {
     *out = NULL;
     memset(meta, 0, sizeof *meta);

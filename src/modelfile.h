@@ -50,9 +50,9 @@ int modelfile_check_tier(const char *dir, const model_meta *meta, const struct e
  * No optimizer state or counters. */
 /* dtype: a quant_type (embedding/quant.h). tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
  * in that order), or NULL: m's tables are in memory. */
-int bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,
+int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,
                 size_t errlen);
 /* A new model (tables in memory, rows dequantized) and its metadata; 0 or <0 with err. */
-int bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen);
+int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen);
 
 #endif

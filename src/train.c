@@ -42,7 +42,7 @@ typedef struct {
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
 } trainer;
 
-int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
+int train_read_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
                   char *err, size_t errlen)
 {
     data_source *s;
@@ -104,7 +104,7 @@ static double group_auc(const sample_block *b, const double *prob, int field)
     return den > 0 ? num / den : NAN;
 }
 
-void evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r)
+void train_evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r)
 {
     double *p = prob ? prob : xmalloc((b->rows ? b->rows : 1) * sizeof *p);
     model_predict_batch(m, b, 0, b->rows, p);
@@ -167,7 +167,7 @@ static int evaluate_and_keep(trainer *t, const char *kind)
 {
     eval_result r;
     if (passes_pull(t->ps, &t->valid) < 0) return -1;
-    evaluate_block(t->m, &t->valid, NULL, -1, &r);
+    train_evaluate_block(t->m, &t->valid, NULL, -1, &r);
     double dt = now_sec() - t->t_start;
     log_eval(t, kind, &r, dt);
     int better = !(r.auc <= t->rs.best_auc);   /* NaN (one class) counts as better only the first time */
@@ -444,7 +444,7 @@ int train_run(const train_opts *o)
     }
     if (o->n_valid) {
         data_schema vs;
-        if (read_all_rows(o->valid, o->n_valid, &o->in, &t.valid, &vs, err, sizeof err) < 0) {
+        if (train_read_rows(o->valid, o->n_valid, &o->in, &t.valid, &vs, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             return 1;
         }

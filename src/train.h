@@ -45,7 +45,7 @@ int train_run(const train_opts *o);
 
 /* Read every row of the inputs into one block (caller frees); the schema is copied into schema
  * if not NULL. 0 or <0 with err. */
-int read_all_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
+int train_read_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
                   char *err, size_t errlen);
 
 typedef struct {
@@ -55,6 +55,6 @@ typedef struct {
 
 /* Evaluate m on all rows of b; prob (b->rows) receives the predictions if not NULL.
  * group_field >= 0 adds gAUC grouped by the first key of that field. */
-void evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r);
+void train_evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r);
 
 #endif

@@ -66,17 +66,17 @@ Test(parse, criteo_bucket_mode)
     cr_assert_eq(b.key[0], XXH3_64bits_withSeed("2", 1, 0));
     cr_assert_eq(b.key[1], XXH3_64bits_withSeed("-1", 2, 1));
     cr_assert_eq(b.key[3], XXH3_64bits_withSeed("30", 2, 4));
-    cr_assert_eq(num_bucket(2), 2);
-    cr_assert_eq(num_bucket(1.5), 1);
-    cr_assert_eq(num_bucket(1000), (int64_t)floor(log(1000) * log(1000)));
+    cr_assert_eq(parse_num_bucket(2), 2);
+    cr_assert_eq(parse_num_bucket(1.5), 1);
+    cr_assert_eq(parse_num_bucket(1000), (int64_t)floor(log(1000) * log(1000)));
     block_free(&b);
     parser_destroy(p);
 }
 
 Test(parse, same_token_two_fields_two_keys)
 {
-    cr_assert_neq(feature_key("abc", 3, 1), feature_key("abc", 3, 2));
-    cr_assert_eq(feature_key("abc", 3, 1), XXH3_64bits_withSeed("abc", 3, 1));
+    cr_assert_neq(parse_feature_key("abc", 3, 1), parse_feature_key("abc", 3, 2));
+    cr_assert_eq(parse_feature_key("abc", 3, 1), XXH3_64bits_withSeed("abc", 3, 1));
 }
 
 /* Each bad row and the reason it must get. */
@@ -129,7 +129,7 @@ Test(parse, bad_rows)
         size_t rows = b.rows, nnz = b.nnz;
         int r = parse(p, cases[i].line, &b);
         cr_assert_eq(r, cases[i].reason, "case %zu '%s': got %s (%s), want %s", i, cases[i].line,
-                     bad_reason_key(r), parser_detail(p), bad_reason_key(cases[i].reason));
+                     parse_bad_reason_key(r), parser_detail(p), parse_bad_reason_key(cases[i].reason));
         cr_assert_eq(b.rows, rows, "case %zu: a bad row must not be added", i);
         cr_assert_eq(b.nnz, nnz, "case %zu: a bad row must leave no keys", i);
         cr_assert(strlen(parser_detail(p)) > 0);

@@ -103,7 +103,7 @@ static void print_bad_lines(FILE *f, const line_stats *st)
     const char *sep = " (";
     for (int i = 1; i < BAD_COUNT; i++)
         if (st->bad[i]) {
-            fprintf(f, "%s%s %llu", sep, bad_reason_key(i), (unsigned long long)st->bad[i]);
+            fprintf(f, "%s%s %llu", sep, parse_bad_reason_key(i), (unsigned long long)st->bad[i]);
             sep = ", ";
         }
     fprintf(f, "%s\n", total ? ")" : "");
@@ -207,7 +207,7 @@ static int cmd_inspect(int argc, char **argv)
     for (uint32_t f = 0; f < sc->n_fields; f++) n_num += sc->kind[f] == FIELD_NUM;
     if (json) {
         json_t *o = json_object(), *fields = json_array(), *badj = json_object();
-        json_object_set_new(o, "format", json_string(format_name(source_format(src))));
+        json_object_set_new(o, "format", json_string(parse_format_name(source_format(src))));
         json_object_set_new(o, "rows", json_integer((json_int_t)rows));
         json_object_set_new(o, "positives", json_integer((json_int_t)pos));
         json_object_set_new(o, "ctr", json_real(ctr));
@@ -230,7 +230,7 @@ static int cmd_inspect(int argc, char **argv)
         json_object_set_new(o, "fields", fields);
         json_object_set_new(o, "lines", json_integer((json_int_t)st->lines));
         for (int i = 1; i < BAD_COUNT; i++)
-            json_object_set_new(badj, bad_reason_key(i), json_integer((json_int_t)st->bad[i]));
+            json_object_set_new(badj, parse_bad_reason_key(i), json_integer((json_int_t)st->bad[i]));
         json_object_set_new(o, "bad_lines", badj);
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -238,7 +238,7 @@ static int cmd_inspect(int argc, char **argv)
         json_decref(o);
     } else {
         printf("format: %s\nrows: %llu\npositives: %llu\nctr: %.6f\nfields: %u (%u num as dense values, %u cat)\n",
-               format_name(source_format(src)), (unsigned long long)rows, (unsigned long long)pos, ctr,
+               parse_format_name(source_format(src)), (unsigned long long)rows, (unsigned long long)pos, ctr,
                sc->n_fields, n_num, sc->n_fields - n_num);
         printf("%-16s %-4s %14s %12s %12s\n", "field", "kind", "distinct", "rows_with", "keys");
         int any_approx = 0;
