@@ -14,12 +14,12 @@
 #include "../io/keymap.h"
 #include "../io/util.h"
 
-/* One thread's share of the distinct-key pass: a batch-local map over its rows (key -> its index
- * + 1) and its keys in first-seen order. Part 0 writes its keys straight into the batch's per-key
+/* One thread's share of the distinct-key pass: a batch-local index over its rows (slots of its
+ * key index + 1, io/keymap.h's compact variant) and its keys in first-seen order. Part 0 writes its keys straight into the batch's per-key
  * arrays; the others keep their own. */
 enum { DK_PARTS = 16 };
 typedef struct {
-    key_map map;
+    key_index map;
     uint64_t *key;
     uint32_t *show, *click, *pos, *gid;   /* pos: the key's slot (to clear it); gid: its batch-wide index */
     uint16_t *field;
@@ -75,7 +75,7 @@ void emb_batch_destroy(emb_batch *eb)
     free(eb->lkey), free(eb->lshow), free(eb->lclick), free(eb->lu), free(eb->ent), free(eb->lfield), free(eb->lfound);
     for (int i = 0; i < DK_PARTS; i++) {
         dk_part *d = &eb->part[i];
-        key_map_free(&d->map), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field),
+        key_index_free(&d->map), free(d->key), free(d->show), free(d->click), free(d->pos), free(d->gid), free(d->field),
             free(d->owner);
     }
     free(eb);
@@ -113,12 +113,7 @@ static void ensure_unique(emb_batch *eb, size_t nnz)
 /* Room for n keys in part d (its table at load 1/2 at most); own: it keeps arrays of its own. */
 static void dk_reserve(dk_part *d, size_t n, int own)
 {
-    if (n * 2 > d->map.cap) {
-        size_t cap = 1024;
-        while (cap < n * 2) cap *= 2;
-        key_map_free(&d->map);
-        key_map_init(&d->map, cap);
-    }
+    key_index_reserve(&d->map, n);
     if (n > d->cap_keys) {
         d->cap_keys = n * 2;
         d->pos = xrealloc(d->pos, d->cap_keys * sizeof *d->pos);
@@ -134,7 +129,7 @@ static void dk_reserve(dk_part *d, size_t n, int own)
 }
 
 /* The index of key in part d's keys, or -1. */
-static int64_t dk_find(const dk_part *d, uint64_t key) { return (int64_t)key_map_get(&d->map, key) - 1; }
+static int64_t dk_find(const dk_part *d, uint64_t key) { return (int64_t)*key_index_slot(&d->map, d->key, key) - 1; }
 
 /* Distinct keys of rows [ra, rb) into part d, in first-seen order; ent[k - k0] = their index. */
 static void dk_scan(dk_part *d, const sample_block *b, size_t ra, size_t rb, uint64_t k0, uint32_t *ent)
@@ -144,14 +139,13 @@ static void dk_scan(dk_part *d, const sample_block *b, size_t ra, size_t rb, uin
         uint32_t click = b->label[r] > 0.5f;
         for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
             uint64_t key = b->key[k];
-            key_slot *s = key_map_slot(&d->map, key);
+            uint32_t *s = key_index_slot(&d->map, d->key, key);
             uint32_t li;
-            if (s->val) {
-                li = (uint32_t)s->val - 1;
+            if (*s) {
+                li = *s - 1;
             } else {
                 li = (uint32_t)n++;
-                s->key = key;
-                s->val = (uint64_t)li + 1;
+                *s = li + 1;
                 d->pos[li] = (uint32_t)(s - d->map.s);
                 d->key[li] = key;
                 d->field[li] = b->field[k];
@@ -218,7 +212,7 @@ static size_t distinct_keys(emb_batch *eb, const sample_block *b, size_t r0, siz
                 }
             }
         }
-        for (size_t j = 0; j < d->n; j++) d->map.s[d->pos[j]].val = 0;   /* clear the slots used, for the next batch */
+        for (size_t j = 0; j < d->n; j++) d->map.s[d->pos[j]] = 0;   /* clear the slots used, for the next batch */
         #pragma omp single
         {   /* number the keys each part sees first, in part order */
             size_t n = P[0].n;

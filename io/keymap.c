@@ -116,6 +116,22 @@ int key_set_add(key_map *m, uint64_t key)
     return 1;
 }
 
+void key_index_reserve(key_index *x, size_t n)
+{
+    if (n * 2 <= x->cap) return;
+    size_t cap = 1024;
+    while (cap < n * 2) cap *= 2;
+    free(x->s);
+    x->s = xcalloc(cap, sizeof *x->s);
+    x->cap = cap;
+}
+
+void key_index_free(key_index *x)
+{
+    free(x->s);
+    memset(x, 0, sizeof *x);
+}
+
 void key_vec_push(key_vec *v, uint64_t key)
 {
     if (v->n == v->cap) {

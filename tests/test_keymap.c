@@ -78,3 +78,33 @@ Test(keymap, vectors_grow_and_fit)
     key_vec_free(&v);
     cr_assert_null(v.k);
 }
+
+Test(keymap, compact_index_over_a_key_array)
+{
+    enum { N = 50000 };
+    key_index x = { 0 };
+    key_index_reserve(&x, N);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    uint32_t *pos = malloc(N * sizeof *pos);
+    size_t n = 0;
+    for (int round = 0; round < 2; round++) {   /* the second round reuses the emptied slots */
+        n = 0;
+        for (uint64_t i = 0; i < 3 * N; i++) {
+            uint64_t key = key_of(i % N, round);
+            uint32_t *s = key_index_slot(&x, keys, key);
+            if (*s) {
+                cr_assert_eq(keys[*s - 1], key);
+                continue;
+            }
+            keys[n] = key;
+            *s = (uint32_t)++n;
+            pos[n - 1] = (uint32_t)(s - x.s);
+        }
+        cr_assert_eq(n, N, "every key once");
+        for (size_t j = 0; j < n; j++) x.s[pos[j]] = 0;
+    }
+    for (size_t i = 0; i < x.cap; i++) cr_assert_eq(x.s[i], 0);
+    key_index_free(&x);
+    free(keys);
+    free(pos);
+}
