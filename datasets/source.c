@@ -118,7 +118,8 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
         s->o.fmt = FMT_CBX;
     }
     if (s->o.fmt != FMT_CBX) {
-        parser_opts po = { s->o.fmt, s->o.num, s->o.schema_spec, s->o.field_offsets, s->o.n_offsets };
+        parser_opts po = { s->o.fmt, s->o.num, s->o.schema_spec, s->o.field_offsets, s->o.n_offsets, s->o.unlabeled,
+                           s->o.id_column };
         ret = parser_create(&s->parser, &po, err, errlen);
         if (ret < 0) {
             source_close(s);

@@ -28,6 +28,8 @@ typedef struct {
     size_t max_line;              /* bytes; default 1 MiB */
     int report_bad;               /* bad lines to print; default 5, -1 for none */
     size_t block_rows;            /* rows per block; default 16384 */
+    int unlabeled;                /* rows may lack their label (scoring; parse.h); label NaN */
+    const char *id_column;        /* csv: each row's id comes from this column (block ids) */
 } source_opts;
 
 void source_opts_default(source_opts *o);

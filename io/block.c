@@ -88,6 +88,8 @@ void block_free(sample_block *b)
     free(b->key);
     free(b->field);
     free(b->val);
+    free(b->ids);
+    free(b->id_ptr);
     memset(b, 0, sizeof *b);
 }
 
@@ -96,7 +98,32 @@ void block_clear(sample_block *b)
     b->rows = 0;
     b->nnz = 0;
     b->row_ptr[0] = 0;
+    free(b->ids);   /* rare (a csv's ids): no ids until a row has one again */
+    free(b->id_ptr);
+    b->ids = NULL;
+    b->id_ptr = NULL;
+    b->ids_len = b->ids_cap = b->cap_id_rows = 0;
 }
+
+/* Row `row`'s id (the rows before it have theirs). */
+static void put_id(sample_block *b, size_t row, const char *s, size_t n)
+{
+    CHECK(b->id_ptr || row == 0);   /* all rows have ids, or none */
+    if (row + 2 > b->cap_id_rows) {
+        b->cap_id_rows = (row + 2) * 2;
+        b->id_ptr = xrealloc(b->id_ptr, b->cap_id_rows * sizeof *b->id_ptr);
+    }
+    if (row == 0) b->id_ptr[0] = 0;
+    if (b->ids_len + n > b->ids_cap) {
+        b->ids_cap = (b->ids_len + n) * 2 + 256;
+        b->ids = xrealloc(b->ids, b->ids_cap);
+    }
+    if (n) memcpy(b->ids + b->ids_len, s, n);
+    b->ids_len += n;
+    b->id_ptr[row + 1] = b->ids_len;
+}
+
+void block_push_id(sample_block *b, const char *s, size_t n) { put_id(b, b->rows, s, n); }
 
 void block_reserve(sample_block *b, size_t rows, size_t nnz)
 {
@@ -169,6 +196,9 @@ void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t 
     memcpy(dst->key + dst->nnz, src->key + k0, nnz * sizeof *dst->key);
     memcpy(dst->field + dst->nnz, src->field + k0, nnz * sizeof *dst->field);
     memcpy(dst->val + dst->nnz, src->val + k0, nnz * sizeof *dst->val);
+    CHECK(!dst->id_ptr == !src->id_ptr || !dst->rows || !rows);   /* ids on all rows or none */
+    for (size_t i = 0; src->id_ptr && i < rows; i++)
+        put_id(dst, dst->rows + i, src->ids + src->id_ptr[r0 + i], (size_t)(src->id_ptr[r0 + i + 1] - src->id_ptr[r0 + i]));
     dst->rows += rows;
     dst->nnz += nnz;
 }

@@ -48,6 +48,11 @@ typedef struct {
     uint64_t *key;         /* (nnz) */
     uint16_t *field;       /* (nnz) */
     float *val;            /* (nnz) */
+    /* Row ids (a csv's --id-column), or none (id_ptr NULL): row i's id is the bytes
+     * ids[id_ptr[i] .. id_ptr[i + 1]). A row without a label (unlabeled input) has label NaN. */
+    char *ids;
+    uint64_t *id_ptr;      /* (rows + 1) */
+    size_t ids_len, ids_cap, cap_id_rows;
 } sample_block;
 
 void block_init(sample_block *b, uint32_t n_dense);
@@ -55,7 +60,10 @@ void block_free(sample_block *b);
 void block_clear(sample_block *b);
 /* Room for one more row with up to `nnz` sparse entries. */
 void block_reserve(sample_block *b, size_t rows, size_t nnz);
-/* Append rows [r0, r1) of src to dst (same n_dense). */
+/* The id of the row about to be added (row b->rows): call it before the row is complete. Every
+ * row of a block has an id or none does. */
+void block_push_id(sample_block *b, const char *s, size_t n);
+/* Append rows [r0, r1) of src to dst (same n_dense; their ids too). */
 void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1);
 /* Give back the capacity beyond rows and nnz (a block kept for a while). */
 void block_shrink_to_fit(sample_block *b);

@@ -20,7 +20,7 @@
 
 #include "util.h"
 
-typedef enum { ROLE_CAT = 0, ROLE_NUM, ROLE_LABEL, ROLE_SKIP } col_role;
+typedef enum { ROLE_CAT = 0, ROLE_NUM, ROLE_LABEL, ROLE_SKIP, ROLE_ID } col_role;
 
 struct line_parser {
     parser_opts o;
@@ -34,6 +34,8 @@ struct line_parser {
     int have_header;
     char *tok;              /* csv unescape buffer */
     size_t tok_cap;
+    char *id;               /* the row's id (--id-column), copied out of the line */
+    size_t id_len, id_cap;
     char detail[256];
 };
 
@@ -251,12 +253,28 @@ static void row_begin(sample_block *b, size_t nnz)
     if (b->n_dense) memset(b->dense + b->rows * b->n_dense, 0, b->n_dense * sizeof(float));
 }
 
+/* label: 0, 1, or -1 for a row without one (NaN) */
 static int row_end(sample_block *b, int label)
 {
-    b->label[b->rows] = (float)label;
+    b->label[b->rows] = label < 0 ? NAN : (float)label;
     b->rows++;
     b->row_ptr[b->rows] = b->nnz;
     return BAD_OK;
+}
+
+/* Columns of a line of unquoted fields. */
+static int columns_of(const char *s, size_t n, char sep)
+{
+    int cols = 1;
+    for (const char *q = memchr(s, sep, n); q; q = memchr(q + 1, sep, (size_t)(s + n - q - 1))) cols++;
+    return cols;
+}
+
+/* A criteo line of 39 columns where labels are wanted. */
+static int unlabeled_line(line_parser *p)
+{
+    return bad(p, BAD_COLUMNS, "%d columns: a line without its label (ctrbox predict scores such lines; train and eval "
+               "need the label first)", p->n_cols - 1);
 }
 
 /* Parse a row of separated columns (criteo, csv without quotes in the fast path). */
@@ -268,7 +286,10 @@ static int parse_columns(line_parser *p, const char *s, size_t n, sample_block *
     float *dense = b->dense + b->rows * b->n_dense;
     const char *c = s, *e = s + n;
     int label = -1, ret;
-    for (int col = 0; col < p->n_cols; col++) {
+    /* criteo for scoring: a line one column short has no label (its first column) */
+    int want = p->n_cols, no_label = 0;
+    if (p->o.unlabeled && p->o.fmt == FMT_CRITEO && columns_of(s, n, sep) == p->n_cols - 1) no_label = 1, want--;
+    for (int col = no_label, got = 0; col < p->n_cols; col++, got++) {
         const char *t;
         size_t len;
         if (c < e && *c == '"' && sep == ',') {   /* quoted csv field */
@@ -306,17 +327,19 @@ static int parse_columns(line_parser *p, const char *s, size_t n, sample_block *
             c = end;
         }
         /* c is at a separator or at the line end */
-        if (col + 1 < p->n_cols) {
+        if (got + 1 < want) {
             if (c >= e) {
                 b->nnz = nnz0;
-                return bad(p, BAD_COLUMNS, "%d columns, want %d", col + 1, p->n_cols);
+                if (p->o.fmt == FMT_CRITEO && !p->o.unlabeled && got + 1 == p->n_cols - 1) return unlabeled_line(p);
+                return bad(p, BAD_COLUMNS, "%d columns, want %d%s", got + 1, p->n_cols,
+                           p->o.unlabeled && p->o.fmt == FMT_CRITEO ? " (or 39 without the label)" : "");
             }
             c++;
         } else if (c < e) {
             int extra = 1;
             for (const char *q = c + 1; q < e; q++) extra += *q == sep;
             b->nnz = nnz0;
-            return bad(p, BAD_COLUMNS, "%d or more columns, want %d", p->n_cols + extra, p->n_cols);
+            return bad(p, BAD_COLUMNS, "%d or more columns, want %d", want + extra, p->n_cols);
         }
         switch (p->role[col]) {
         case ROLE_CAT:
@@ -332,13 +355,20 @@ static int parse_columns(line_parser *p, const char *s, size_t n, sample_block *
             label = parse_label(t, len);
             if (label < 0) {
                 b->nnz = nnz0;
+                if (p->o.fmt == FMT_CRITEO && columns_of(s, n, sep) == p->n_cols - 1) return unlabeled_line(p);
                 return bad(p, BAD_LABEL, "'%s'", shown(t, len, buf));
             }
+            break;
+        case ROLE_ID:   /* copied: t may be the unescape buffer, which the next quoted column reuses */
+            if (len > p->id_cap) p->id = xrealloc(p->id, p->id_cap = len + 64);
+            memcpy(p->id, t, len);
+            p->id_len = len;
             break;
         default:
             break;
         }
     }
+    if (p->o.id_column) block_push_id(b, p->id, p->id_len);
     return row_end(b, label);
 }
 
@@ -352,8 +382,13 @@ static int parse_sparse(line_parser *p, const char *s, size_t n, sample_block *b
     const char *t = c;
     while (c < e && *c != ' ' && *c != '\t') c++;
     if (c == t) return bad(p, BAD_COLUMNS, "empty line");
-    int label = parse_label(t, (size_t)(c - t));
-    if (label < 0) return bad(p, BAD_LABEL, "'%s'", shown(t, (size_t)(c - t), buf));
+    int label = -1;
+    if (p->o.unlabeled && memchr(t, ':', (size_t)(c - t))) {
+        c = t;   /* scoring: the line starts with a feature */
+    } else {
+        label = parse_label(t, (size_t)(c - t));
+        if (label < 0) return bad(p, BAD_LABEL, "'%s'", shown(t, (size_t)(c - t), buf));
+    }
     row_begin(b, 16);
     int ffm = p->o.fmt == FMT_LIBFFM;
     for (;;) {
@@ -519,8 +554,8 @@ int parser_create(line_parser **out, const parser_opts *o, char *err, size_t err
         parser_destroy(p);
         return -EINVAL;
     }
-    if (o->schema_spec && o->fmt != FMT_CSV) {
-        snprintf(err, errlen, "--schema applies to --format csv only");
+    if ((o->schema_spec || o->id_column) && o->fmt != FMT_CSV) {
+        snprintf(err, errlen, "%s applies to --format csv only", o->schema_spec ? "--schema" : "--id-column");
         parser_destroy(p);
         return -EINVAL;
     }
@@ -538,6 +573,7 @@ void parser_destroy(line_parser *p)
     free(p->field);
     free(p->offsets);
     free(p->tok);
+    free(p->id);
     schema_free(&p->schema);
     free(p);
 }
@@ -612,6 +648,10 @@ static int apply_schema(line_parser *p, const char *spec, uint8_t *named, char *
         }
         const char *dash = memchr(c, '-', (size_t)(colon - c));
         int col = find_col(p, c, (size_t)(colon - c));
+        if (col < 0 && role == ROLE_LABEL && p->o.unlabeled) {   /* scoring data without its label column */
+            c = *end ? end + 1 : end;
+            continue;
+        }
         if (col >= 0 || !dash) {
             if (col < 0) {
                 snprintf(err, errlen, "--schema names column '%.*s', which the header lacks",
@@ -710,6 +750,19 @@ int parser_header(line_parser *p, const char *line, size_t len, char *err, size_
             }
     }
     free(named);
+    if (p->o.id_column) {
+        int col = find_col(p, p->o.id_column, strlen(p->o.id_column));
+        if (col < 0) {
+            snprintf(err, errlen, "--id-column %s: the header has no such column", p->o.id_column);
+            return -EINVAL;
+        }
+        if (p->role[col] == ROLE_LABEL) {
+            snprintf(err, errlen, "--id-column %s: that is the label column", p->o.id_column);
+            return -EINVAL;
+        }
+        p->role[col] = ROLE_ID;
+    }
+    if (labels == 0 && p->o.unlabeled) labels = 1;   /* scoring: rows without labels */
     if (labels != 1) {
         snprintf(err, errlen, labels ? "--schema names %d label columns; want one"
                                      : "no label column: name one 'label', 'click' or 'Label', or use --schema COL:label",

@@ -2,7 +2,8 @@
  * parse.h: text line parsers for the input formats, producing rows of a sample_block.
  *
  * Formats: criteo (TAB: label, I1..I13, C1..C26), libsvm (`label idx:val ...`, fields from
- * offsets), libffm (`label field:idx:val ...`), csv (header line, roles from a schema).
+ * offsets), libffm (`label field:idx:val ...`), csv (header line, roles from a schema). For
+ * scoring (parser_opts.unlabeled) each also reads its lines without the label.
  * Keys are XXH3-64 of the token bytes seeded by the field id. A bad line leaves the block as it
  * was and returns its reason; parser_detail() then says what was wrong.
  * The parser owns its schema; the caller owns the block.
@@ -44,6 +45,10 @@ typedef struct {
     const char *schema_spec;          /* csv: "name:role,A1-A9:role"; roles label|num|cat|skip */
     const uint64_t *field_offsets;    /* libsvm: first global index of each field, ascending */
     int n_offsets;
+    int unlabeled;                    /* rows may come without a label (scoring): criteo lines of 39
+                                       * columns, libsvm/libffm lines that start with a feature, a csv
+                                       * header without the label column; such rows get label NaN */
+    const char *id_column;            /* csv: this column is each row's id (block ids), not a feature */
 } parser_opts;
 
 typedef struct line_parser line_parser;

@@ -265,3 +265,78 @@ Test(parse, numbers)
     cr_assert_eq(parse_number("-", 1, &v), -1);
     cr_assert_eq(parse_number("1e999", 5, &v), -1);
 }
+
+/* Scoring reads lines without labels; each gives the row its labeled twin gives, label NaN. */
+Test(parse, unlabeled_lines_for_scoring)
+{
+    struct {
+        data_format fmt;
+        const char *labeled, *unlabeled;
+    } cases[] = {
+        { FMT_CRITEO, NULL, NULL },   /* criteo_row and the same without its first column */
+        { FMT_LIBSVM, "1 3:1 17:0.5 99:2", "3:1 17:0.5 99:2" },
+        { FMT_LIBFFM, "0 0:3:1 1:17:0.5 2:99:2", "0:3:1 1:17:0.5 2:99:2" },
+    };
+    cases[0].labeled = criteo_row;
+    cases[0].unlabeled = strchr(criteo_row, '\t') + 1;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        parser_opts o = { cases[i].fmt, NUM_LOG, NULL, NULL, 0, 1, NULL };
+        line_parser *p;
+        char err[256];
+        cr_assert_eq(parser_create(&p, &o, err, sizeof err), 0, "%s", err);
+        sample_block b;
+        block_init(&b, parser_schema(p)->n_dense);
+        cr_assert_eq(parse(p, cases[i].labeled, &b), BAD_OK, "%s", parser_detail(p));
+        cr_assert_eq(parse(p, cases[i].unlabeled, &b), BAD_OK, "%s", parser_detail(p));
+        cr_assert_eq(b.rows, 2);
+        cr_assert(!isnan(b.label[0]) && isnan(b.label[1]), "format %d", cases[i].fmt);
+        size_t n0 = b.row_ptr[1], n1 = b.row_ptr[2] - b.row_ptr[1];
+        cr_assert_eq(n0, n1);
+        cr_assert(!memcmp(b.key, b.key + n0, n0 * sizeof *b.key) && !memcmp(b.val, b.val + n0, n0 * sizeof *b.val));
+        if (b.n_dense) cr_assert(!memcmp(b.dense, b.dense + b.n_dense, b.n_dense * sizeof *b.dense));
+        block_free(&b);
+        parser_destroy(p);
+    }
+    /* where labels are wanted, a 39-column criteo line says what it is */
+    line_parser *p = make(FMT_CRITEO, NUM_LOG, NULL, NULL, 0);
+    sample_block b;
+    block_init(&b, parser_schema(p)->n_dense);
+    cr_assert_eq(parse(p, cases[0].unlabeled, &b), BAD_COLUMNS);
+    cr_assert(strstr(parser_detail(p), "without its label"), "%s", parser_detail(p));
+    cr_assert_eq(b.rows, 0);
+    block_free(&b);
+    parser_destroy(p);
+}
+
+/* csv for scoring: no label column, and --id-column's values become the rows' ids. */
+Test(parse, csv_without_label_and_with_ids)
+{
+    parser_opts o = { FMT_CSV, NUM_LOG, "click:label,n:num", NULL, 0, 1, "id" };
+    line_parser *p;
+    char err[256];
+    cr_assert_eq(parser_create(&p, &o, err, sizeof err), 0, "%s", err);
+    const char *hdr = "id,a,n";
+    cr_assert_eq(parser_header(p, hdr, strlen(hdr), err, sizeof err), 0, "%s", err);
+    cr_assert_eq(parser_schema(p)->n_fields, 2, "a and n: the id is no feature");
+    sample_block b;
+    block_init(&b, parser_schema(p)->n_dense);
+    cr_assert_eq(parse(p, "r1,x,2", &b), BAD_OK, "%s", parser_detail(p));
+    cr_assert_eq(parse(p, "\"r,2\",y,3", &b), BAD_OK, "%s", parser_detail(p));
+    cr_assert_eq(b.rows, 2);
+    cr_assert(isnan(b.label[0]) && isnan(b.label[1]));
+    cr_assert_eq(b.id_ptr[1], 2);
+    cr_assert(!memcmp(b.ids, "r1r,2", 5));
+    sample_block c;
+    block_init(&c, b.n_dense);
+    block_append(&c, &b, 1, 2);
+    cr_assert(c.id_ptr && c.id_ptr[1] == 3 && !memcmp(c.ids, "r,2", 3), "ids travel with their rows");
+    block_free(&c);
+    block_free(&b);
+    parser_destroy(p);
+    /* an id column the header lacks is named */
+    cr_assert_eq(parser_create(&p, &o, err, sizeof err), 0, "%s", err);
+    const char *hdr2 = "a,n";
+    cr_assert_neq(parser_header(p, hdr2, strlen(hdr2), err, sizeof err), 0);
+    cr_assert(strstr(err, "--id-column id"), "%s", err);
+    parser_destroy(p);
+}
