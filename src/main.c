@@ -37,7 +37,10 @@ static void usage(FILE *f)
             "  train --model M --format F --train FILE... [--valid FILE...] --out DIR [options]\n"
             "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
             "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
-            "  predict --model DIR --data FILE... --out FILE     (or --bundle FILE instead of --model, for eval too)\n"
+            "  predict --model DIR --data FILE... --out FILE [--id-column NAME]   (or --bundle FILE instead of --model,\n"
+            "                         for eval too) one probability per line in row order; the data may lack labels\n"
+            "                         (criteo: 39 columns; libsvm/libffm: no leading label; csv: no label column);\n"
+            "                         --id-column (csv): NAME,probability lines under a header\n"
             "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--force]   one read-only file for serving\n"
             "  plan --model M [model flags] [--batch N] [--fields 26 --dense 13] [--profile FILE] [--save-profile FILE]\n"
             "       [--placement auto|cpu|gpu|LAYER=DEV,...] [--reps 5] [--cpu-mem-mb N] [--gpu-mem-mb N]\n"
@@ -133,8 +136,25 @@ static void more_files(int argc, char **argv, char **list, int *n)
     while (optind < argc && argv[optind][0] != '-') list[(*n)++] = argv[optind++];
 }
 
+/* An id as a csv field: quoted when it holds a comma, a quote or a line break. */
+static void put_csv_field(FILE *f, const char *s, size_t n)
+{
+    if (!memchr(s, ',', n) && !memchr(s, '"', n) && !memchr(s, '\n', n) && !memchr(s, '\r', n)) {
+        fwrite(s, 1, n, f);
+        return;
+    }
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') fputc('"', f);
+        fputc(s[i], f);
+    }
+    fputc('"', f);
+}
+
+/* predict_only: score (rows may lack labels; with id_column the output is "ID,probability" lines
+ * under a header, else one probability per line, in row order). */
 static int model_data_eval(const char *dir, const char *bundle, char **data, int n_data, cli_input *in, int format_given,
-                           const char *pred_out, const char *group, int json, int predict_only)
+                           const char *pred_out, const char *group, int json, int predict_only, const char *id_column)
 {
     char err[1024];
     model *m;
@@ -144,6 +164,8 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
     source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
     if (format_given) so = in->so;
     so.max_bad_ratio = in->so.max_bad_ratio;
+    so.unlabeled = predict_only;
+    so.id_column = id_column;
     sample_block b;
     data_schema ds;
     if (train_read_rows(data, n_data, &so, &b, &ds, err, sizeof err) < 0) die("%s", err);
@@ -166,9 +188,20 @@ static int model_data_eval(const char *dir, const char *bundle, char **data, int
         durable_file f;
         int ret = durable_open(&f, pred_out);
         if (ret < 0) die("%s: cannot create: %s", pred_out, strerror(-ret));
-        for (size_t i = 0; i < b.rows; i++)
-            if (predict_only) fprintf(f.f, "%.9g\n", prob[i]);
-            else fprintf(f.f, "%d\t%.9g\n", b.label[i] > 0.5f, prob[i]);
+        if (id_column) {
+            put_csv_field(f.f, id_column, strlen(id_column));
+            fputs(",probability\n", f.f);
+        }
+        for (size_t i = 0; i < b.rows; i++) {
+            if (id_column) {
+                put_csv_field(f.f, b.ids + b.id_ptr[i], (size_t)(b.id_ptr[i + 1] - b.id_ptr[i]));
+                fprintf(f.f, ",%.9g\n", prob[i]);
+            } else if (predict_only) {
+                fprintf(f.f, "%.9g\n", prob[i]);
+            } else {
+                fprintf(f.f, "%d\t%.9g\n", b.label[i] > 0.5f, prob[i]);
+            }
+        }
         if ((ret = durable_commit(&f)) < 0) die("%s: cannot write: %s", pred_out, strerror(-ret));
     }
     if (!predict_only) print_result(&r, json, 1);
@@ -186,12 +219,13 @@ static int cmd_eval(int argc, char **argv, int predict)
         { "scores", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' },
         { "model", required_argument, 0, 'm' },  { "data", required_argument, 0, 'd' },
         { "pred-out", required_argument, 0, 'p' }, { "out", required_argument, 0, 'p' },
-        { "group", required_argument, 0, 'g' }, { "bundle", required_argument, 0, 'b' }, { 0, 0, 0, 0 },
+        { "group", required_argument, 0, 'g' }, { "bundle", required_argument, 0, 'b' },
+        { "id-column", required_argument, 0, 'i' }, { 0, 0, 0, 0 },
     };
     struct option *opts = cli_options_with_input(extra);
     cli_input in;
     cli_input_init(&in);
-    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL;
+    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL, *id_column = NULL;
     char **data = xcalloc((size_t)argc + 1, sizeof *data);
     int json = 0, n_data = 0, format_given = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -205,6 +239,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         case 'd': data[n_data++] = optarg; more_files(argc, argv, data, &n_data); break;
         case 'p': pred = optarg; break;
         case 'g': group = optarg; break;
+        case 'i': id_column = optarg; break;
         default: usage(stderr); return 2;
         }
     }
@@ -212,10 +247,11 @@ static int cmd_eval(int argc, char **argv, int predict)
     if (dir || bundle) dense_cpu_preflight(0);
     if (predict) {
         if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
-        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1);
+        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1, id_column);
     } else if (dir || bundle) {
         if (!n_data) die("eval: --data FILE is required with --model or --bundle");
-        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, group, json, 0);
+        if (id_column) die("eval: --id-column is predict's (eval needs labels, not ids)");
+        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, group, json, 0, NULL);
     }
     if (predict || dir || bundle) {
         free(data);

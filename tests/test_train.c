@@ -192,3 +192,44 @@ Test(train, ini_config_and_bad_input)
     cr_assert(strstr(out, "missing/model.ctrbox"), "%s", out);
     free(out);
 }
+
+/* Scoring logs without labels: criteo's 39-column test layout, libsvm lines without the label,
+ * and a csv without its label column get the scores of their labeled twins; a csv's
+ * --id-column comes through, in row order, as "id,probability" under a header. */
+Test(train, unlabeled_logs_are_scored_like_their_labeled_twins)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o,
+        "$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 1 --out mc " SMALL " && "
+        "cut -f2- va.tsv > va_nl.tsv && "
+        "$B/ctrbox predict --model mc --data va.tsv --out pc1.txt && "
+        "$B/ctrbox predict --model mc --data va_nl.tsv --out pc2.txt && "
+        /* libsvm: the criteo rows' categorical tokens as indexes */
+        "awk -F'\\t' '{ s = $1; for (i = 15; i <= 40; i++) if ($i != \"\") s = s \" \" (i * 1000 + (length($i) * 7 + index(\"0123456789abcdef\", substr($i, 1, 1)))) \":1\"; print s }' tr.tsv > tr.svm && "
+        "awk -F'\\t' '{ s = $1; for (i = 15; i <= 40; i++) if ($i != \"\") s = s \" \" (i * 1000 + (length($i) * 7 + index(\"0123456789abcdef\", substr($i, 1, 1)))) \":1\"; print s }' va.tsv > va.svm && "
+        "cut -d' ' -f2- va.svm > va_nl.svm && "
+        "$B/ctrbox train --model lr --format libsvm --train tr.svm --epochs 1 --out ms " SMALL " && "
+        "$B/ctrbox predict --model ms --data va.svm --out ps1.txt && "
+        "$B/ctrbox predict --model ms --data va_nl.svm --out ps2.txt && "
+        /* csv with an id column the model skips */
+        "awk -F'\\t' 'BEGIN { print \"rid,click,C1,C2,C3\" } { print \"r\" NR \",\" $1 \",\" $15 \",\" $16 \",\" $17 }' tr.tsv > tr.csv && "
+        "awk -F'\\t' 'BEGIN { print \"rid,click,C1,C2,C3\" } { print \"r\" NR \",\" $1 \",\" $15 \",\" $16 \",\" $17 }' va.tsv > va.csv && "
+        "awk -F'\\t' 'BEGIN { print \"rid,C1,C2,C3\" } { print \"r\" NR \",\" $15 \",\" $16 \",\" $17 }' va.tsv > va_nl.csv && "
+        "$B/ctrbox train --model fm --format csv --schema rid:skip --train tr.csv --epochs 1 --out mv " SMALL " && "
+        "$B/ctrbox predict --model mv --data va.csv --out pv1.txt --id-column rid && "
+        "$B/ctrbox predict --model mv --data va_nl.csv --out pv2.txt --id-column rid && "
+        "$B/ctrbox predict --model mv --data va_nl.csv --out pv3.txt && "
+        "head -1 pv2.txt && sed -n 2p pv2.txt | cut -d, -f1 && tail -1 pv2.txt | cut -d, -f1 && wc -l < pv2.txt && "
+        "cut -d, -f2 pv2.txt | tail -n +2 | cmp - pv3.txt && echo same-scores");
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert(strstr(o, "rid,probability\nr1\nr4000\n4001\nsame-scores"), "%s", o);
+    free(o);
+    th_same_file("pc1.txt", "pc2.txt");
+    th_same_file("ps1.txt", "ps2.txt");
+    th_same_file("pv1.txt", "pv2.txt");
+    /* eval needs the labels, and says so */
+    cr_assert_neq(th_run(&o, "$B/ctrbox eval --model mc --data va_nl.tsv"), 0);
+    cr_assert(strstr(o, "without its label"), "%s", o);
+    free(o);
+}
