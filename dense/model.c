@@ -67,6 +67,63 @@ static int field_dim_of(const model_config *c, const char *name)
     return 0;
 }
 
+static void hidden_list(const int *v, int n, char *out, size_t len)
+{
+    size_t w = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && w < len; i++) w += (size_t)snprintf(out + w, len - w, "%s%d", i ? "," : "", v[i]);
+}
+
+int model_config_diff(const model_config *a, const model_config *b, char *out, size_t n)
+{
+    char x[128], y[128];
+#define DIFF_INT(flag, field)                                                                        \
+    if (a->field != b->field) {                                                                      \
+        snprintf(out, n, "%s %d in the model, %d here", flag, (int)a->field, (int)b->field);         \
+        return 1;                                                                                    \
+    }
+    if (a->kind != b->kind) {
+        snprintf(out, n, "--model %s in the model, %s here", model_kind_name(a->kind), model_kind_name(b->kind));
+        return 1;
+    }
+    DIFF_INT("--dim", dim)
+    hidden_list(a->hidden, a->n_hidden, x, sizeof x);
+    hidden_list(b->hidden, b->n_hidden, y, sizeof y);
+    if (strcmp(x, y)) {
+        snprintf(out, n, "--hidden %s in the model, %s here", x, y);
+        return 1;
+    }
+    hidden_list(a->bottom, a->n_bottom, x, sizeof x);
+    hidden_list(b->bottom, b->n_bottom, y, sizeof y);
+    if (a->kind == MODEL_DLRM && strcmp(x, y)) {
+        snprintf(out, n, "--bottom %s in the model, %s here", x, y);
+        return 1;
+    }
+    if (a->kind == MODEL_DCNV2) DIFF_INT("--cross", cross_layers)
+    if (a->kind == MODEL_DLRM) DIFF_INT("--interaction cat", dlrm_cat)
+    DIFF_INT("--batchnorm", batchnorm)
+    DIFF_INT("--pool mean", pool_mean)
+    DIFF_INT("--table-per-field", table_per_field)
+    if (strcmp(a->field_dims, b->field_dims)) {
+        snprintf(out, n, "--field-dim '%s' in the model, '%s' here", a->field_dims, b->field_dims);
+        return 1;
+    }
+    if (a->dopt.kind != b->dopt.kind) {
+        snprintf(out, n, "--dense-opt %s in the model, %s here", dense_opt_name(a->dopt.kind), dense_opt_name(b->dopt.kind));
+        return 1;
+    }
+    if (a->sopt.kind != b->sopt.kind) {
+        snprintf(out, n, "--sparse-opt %s in the model, %s here", sparse_opt_name(a->sopt.kind), sparse_opt_name(b->sopt.kind));
+        return 1;
+    }
+    if ((a->min_show > 1) != (b->min_show > 1)) {   /* the default rows exist only with admission */
+        snprintf(out, n, "--min-show %u in the model, %u here (admission on one side only)", a->min_show, b->min_show);
+        return 1;
+    }
+#undef DIFF_INT
+    return 0;
+}
+
 int model_config_check(const model_config *c, const data_schema *schema, char *err, size_t errlen)
 {
     const char *p = c->field_dims;

@@ -64,6 +64,11 @@ void model_config_default(model_config *c, model_kind kind);
 
 typedef struct model model;
 
+/* Whether a and b describe the same architecture (what a warm start cannot change: the model,
+ * sizes, layers, tables and optimizer kinds; rates, decay and the like may differ): 0, or 1 with
+ * the first difference in out ("--dim 16 in the model, 8 here"). */
+int model_config_diff(const model_config *a, const model_config *b, char *out, size_t n);
+
 /* Whether c fits the schema (field names in field_dims exist and are categorical; models that
  * combine fields' vectors pairwise need one size for all): 0, or -1 with a message in err. */
 int model_config_check(const model_config *c, const data_schema *schema, char *err, size_t errlen);

@@ -299,20 +299,41 @@ size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
     return removed;
 }
 
+static int cmp_pending(const void *x, const void *y)
+{
+    uint64_t a = ((const pending *)x)->key, b = ((const pending *)y)->key;
+    return (a > b) - (a < b);
+}
+
 /* The keys waiting for admission (not admitted since), as u64 count then entries, into the
- * running checksum; then the checksum. Shared by the table section and the pending blob. */
-static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st)
+ * running checksum; then the checksum. Shared by the table section and the pending blob. The
+ * table section writes them in key order, so that a model file's bytes do not depend on the map's
+ * history (a table loaded and trained on saves what one never saved would); the commit's blob,
+ * written each pass, keeps the map's order. */
+static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted)
 {
     uint64_t np = 0;
     for (size_t i = 0; i < t->pend.cap; i++)
         if (((const pending *)&t->pend.s[i])->show > 0) np++;
     XXH64_update(st, &np, sizeof np);
     int ok = fwrite(&np, sizeof np, 1, f) == 1;
+    pending *all = sorted ? xmalloc((np ? np : 1) * sizeof *all) : NULL;
+    size_t n = 0;
     for (size_t i = 0; ok && i < t->pend.cap; i++) {
         const pending *p = (const pending *)&t->pend.s[i];
         if (!(p->show > 0)) continue;
+        if (all) {
+            all[n++] = *p;
+            continue;
+        }
         XXH64_update(st, p, sizeof *p);
         ok = fwrite(p, sizeof *p, 1, f) == 1;
+    }
+    if (all) {
+        qsort(all, n, sizeof *all, cmp_pending);
+        XXH64_update(st, all, n * sizeof *all);
+        ok = ok && fwrite(all, sizeof *all, n, f) == n;
+        free(all);
     }
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
@@ -369,7 +390,7 @@ int emb_table_save_pending(const emb_table *t, void *file)
         XXH64_freeState(st);
         return -(errno ? errno : EIO);
     }
-    return put_pending_and_sum(t, f, st);
+    return put_pending_and_sum(t, f, st, 0);
 }
 
 int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
@@ -432,7 +453,7 @@ int emb_table_save(const emb_table *t, void *file)
         XXH64_freeState(st);
         return -(errno ? errno : EIO);
     }
-    return put_pending_and_sum(t, f, st);
+    return put_pending_and_sum(t, f, st, 1);
 }
 
 int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)

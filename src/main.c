@@ -61,6 +61,10 @@ static void usage(FILE *f)
             "passes and the SSD tier:\n"
             "  --pass-rows N          train in passes of N rows (each pass commits with a table folder)\n"
             "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files)\n"
+            "  --init MODEL_DIR       warm start: the model's dense and sparse state (optimizer state and counters\n"
+            "                         too) trained on with new --train files; the pass clock goes on; rates, decay,\n"
+            "                         shrink, batch, epochs may change, the architecture may not. A tiered model\n"
+            "                         trains on in its table folder (--pass-rows needed)\n"
             "  --resume DIR           continue the run committed in table folder DIR (same options otherwise;\n"
             "                         starts it if DIR holds none, so a restarted job can always pass it)\n"
             "  --cache-mb N (1024)    rows kept in memory with a table folder  --cache-policy lfu|lru (lfu)\n"
@@ -283,7 +287,7 @@ enum {
     T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
     T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
-    T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT,
+    T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT, T_INITFROM,
     /* plan only */
     T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM,
 };
@@ -306,6 +310,7 @@ static const struct option train_extra[] = {
     { "interaction", required_argument, 0, T_INTER }, { "table-per-field", no_argument, 0, T_TPF },
     { "field-dim", required_argument, 0, T_FDIM }, { "pass-rows", required_argument, 0, T_PASSROWS },
     { "table-dir", required_argument, 0, T_TABLEDIR }, { "resume", required_argument, 0, T_RESUME },
+    { "init", required_argument, 0, T_INITFROM },
     { "cache-mb", required_argument, 0, T_CACHEMB }, { "cache-policy", required_argument, 0, T_CACHEPOL },
     { "decay", required_argument, 0, T_CTRDECAY }, { "shrink-threshold", required_argument, 0, T_SHRINKT },
     { "shrink-unseen", required_argument, 0, T_SHRINKU }, { "nonclk-coeff", required_argument, 0, T_NONCLK },
@@ -551,6 +556,7 @@ static int cmd_train(int argc, char **argv, int plan)
         case T_PASSROWS: o.pass_rows = (uint64_t)num_arg("pass-rows", optarg, 1, 1e12); break;
         case T_TABLEDIR: o.table_dir = optarg; break;
         case T_RESUME: o.table_dir = optarg; o.resume = 1; break;
+        case T_INITFROM: o.init = optarg; break;
         case T_CACHEMB: o.cache_mb = num_arg("cache-mb", optarg, 0, 1e9); break;
         case T_CACHEPOL:
             if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) die("--cache-policy %s: want lfu or lru", optarg);
@@ -589,6 +595,9 @@ static int cmd_train(int argc, char **argv, int plan)
     if (o.table_dir && o.mc.emb_l2_all > 0)
         die("--emb-l2 updates every row at every step; it cannot be used with --table-dir (use --l2)");
     if (!o.n_train || !o.out) die("train: --train and --out are required");
+    if (o.init && o.resume)
+        die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
+            "killed on the way continues when the same --init command runs again)");
     if (o.table_dir && !o.pass_rows)   /* without a pass size the reader made empty passes forever */
         die("train: --%s needs --pass-rows N: the rows of one pass, the unit the table folder commits "
             "(e.g. --pass-rows 1000000)", o.resume ? "resume" : "table-dir");

@@ -56,6 +56,7 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "table_per_field", json_boolean(c->table_per_field));
     json_object_set_new(mo, "field_dims", json_string(c->field_dims));
     json_object_set_new(o, "model", mo);
+    json_object_set_new(o, "passes", json_integer((json_int_t)mm->passes));
     if (mm->table_dir) {
         char id[24];
         snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
@@ -132,6 +133,12 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     c->emb_l2_all = (float)json_real_value(json_object_get(mo, "emb_l2"));
     c->min_show = (uint32_t)json_integer_value(json_object_get(mo, "min_show"));
     c->decay = (float)json_real_value(json_object_get(mo, "decay"));
+    json_t *passes = json_object_get(o, "passes");   /* absent in files of older builds: 0 */
+    if (passes && (!json_is_integer(passes) || json_integer_value(passes) < 0 || json_integer_value(passes) > UINT32_MAX)) {
+        snprintf(err, errlen, "model description: \"passes\" is not a pass count");
+        return -EBADMSG;
+    }
+    mm->passes = passes ? (uint32_t)json_integer_value(passes) : 0;
     const char *td = json_string_value(json_object_get(o, "table_dir"));
     if (td) {
         const char *id = json_string_value(json_object_get(o, "table_id"));

@@ -25,6 +25,7 @@ typedef struct {
     char *table_dir;              /* the sparse rows live in this SSD-tier folder, not in the file */
     uint64_t table_id, table_commits;   /* ... as that folder was when the model was saved */
     char *table_shrink;           /* a ctrbox-table shrink of this model under way (its settings), or NULL */
+    uint32_t passes;              /* passes trained when saved: the clock a warm start (--init) goes on from */
 } model_meta;
 
 /* The lock file of a model folder (folder_lock): a trainer and ctrbox-table shrink hold it while

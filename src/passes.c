@@ -41,7 +41,7 @@
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
-#define CATALOG_VERSION 2u   /* 2: settings and data fingerprints apart */
+#define CATALOG_VERSION 3u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head */
 
 /* ---- passes and the reader thread ---- */
 
@@ -280,6 +280,7 @@ struct passes {
     uint64_t pass_in_epoch;   /* passes of the current epoch committed */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
+    uint64_t origin[2];       /* a warm start's: the table folder id and commit count it began from (0, 0: none) */
     key_vec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
     /* the epoch under way */
     reader rd;
@@ -441,6 +442,7 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
                        model_config_of(ps->m)->sopt.lr, ps->settings, ps->data, ps->digests.n };
     uint32_t v = CATALOG_VERSION;
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
+    ok = ok && fwrite(ps->origin, sizeof ps->origin, 1, f) == 1;
     ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
     ok = ok && model_save_dense(ps->m, f) == 0;
     for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(ps->m, i), f) == 0;
@@ -456,7 +458,9 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
     return 0;
 }
 
-static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *h, char *err, size_t errlen)
+/* Read a commit's catalog into ps and its model. warm: from another run (a warm start): its
+ * settings and data may differ, and its pass digests are not this run's. */
+static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *h, int warm, char *err, size_t errlen)
 {
     uint64_t sum;
     uint32_t v;
@@ -470,32 +474,42 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
         snprintf(err, errlen, "catalog: checksum mismatch");
         return -1;
     }
-    if (v != CATALOG_VERSION) {
-        snprintf(err, errlen, "catalog: version %u, this build reads %u", v, CATALOG_VERSION);
+    if (v != CATALOG_VERSION && v != 2) {
+        snprintf(err, errlen, "catalog: version %u, this build reads 2 and %u", v, CATALOG_VERSION);
         return -1;
     }
     memcpy(h, blob + 12, sizeof *h);
-    if (h->settings != ps->settings) {
+    if (!warm && h->settings != ps->settings) {
         snprintf(err, errlen, "the committed run used other settings (model, sizes, optimizers, seed, batch, passes, "
                  "shuffle or input format differ)");
         return -1;
     }
-    if (h->data != ps->data) {
+    if (!warm && h->data != ps->data) {
         snprintf(err, errlen, "the training files' contents differ from those of the committed run (they are compared "
                  "by size and sampled bytes, not by name)");
         return -1;
     }
     size_t body = len - 8 - 12 - sizeof *h;
+    size_t at = 12 + sizeof *h;   /* version 3: the origin, then the digests */
+    if (v >= 3) {
+        if (body < sizeof ps->origin) {
+            snprintf(err, errlen, "catalog: truncated");
+            return -1;
+        }
+        if (!warm) memcpy(ps->origin, blob + at, sizeof ps->origin);
+        at += sizeof ps->origin;
+        body -= sizeof ps->origin;
+    }
     if (h->n_digests > body / 8) {
         snprintf(err, errlen, "catalog: truncated (%llu pass digests)", (unsigned long long)h->n_digests);
         return -1;
     }
-    for (uint64_t i = 0; i < h->n_digests; i++) {
+    for (uint64_t i = 0; !warm && i < h->n_digests; i++) {
         uint64_t d;
-        memcpy(&d, blob + 12 + sizeof *h + i * 8, 8);
+        memcpy(&d, blob + at + i * 8, 8);
         key_vec_push(&ps->digests, d);
     }
-    FILE *f = fmemopen((void *)(blob + 12 + sizeof *h + h->n_digests * 8), body - h->n_digests * 8, "rb");
+    FILE *f = fmemopen((void *)(blob + at + h->n_digests * 8), body - h->n_digests * 8, "rb");
     int ret = model_load_dense(ps->m, f, err, errlen);
     for (int i = 0; ret == 0 && i < ps->n_tables; i++) ret = emb_table_load_pending(model_table(ps->m, i), f, err, errlen);
     fclose(f);
@@ -726,7 +740,7 @@ static int data_fingerprint(const train_opts *o, uint64_t *out, char *err, size_
 int passes_tiered(const passes *ps) { return ps->tier != NULL; }
 
 int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
-                FILE *log, run_state *rs, int *start_epoch, uint64_t *skip)
+                const model_meta *init, FILE *log, run_state *rs, int *start_epoch, uint64_t *skip)
 {
     /* buffers of a pass's size are mapped and unmapped, not kept in malloc's arenas after use */
     if (o->pass_rows) {
@@ -751,6 +765,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     *start_epoch = 1;
     *skip = 0;
     if (!table_dir) return 0;
+    int warm = init != NULL;
     char err[1024];
     if (data_fingerprint(o, &ps->data, err, sizeof err) < 0 ||
         model_open_tier(m, table_dir, 0, index_cache, &ps->tier, err, sizeof err) < 0) {
@@ -763,22 +778,51 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
         fprintf(stderr, "ctrbox: %s\n", err);
         return -1;
     }
-    if (blob && !o->resume) {
+    if (blob && !o->resume && !warm) {
         fprintf(stderr, "ctrbox: %s: holds a committed run; add --resume to continue it, or give an empty folder\n",
-                o->table_dir);
+                table_dir);
         free(blob);
         return -1;
     }
+    if (!blob && warm) {
+        fprintf(stderr, "ctrbox: --init %s: its table folder %s has no committed pass\n", o->init, table_dir);
+        return -1;
+    }
     if (!blob && o->resume && !o->quiet)
-        fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", o->table_dir);
+        fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", table_dir);
     if (blob) {
         catalog_head h;
-        if (catalog_load(ps, blob, len, &h, err, sizeof err) < 0) {
-            fprintf(stderr, "ctrbox: --resume %s: %s\n", o->table_dir, err);
+        uint32_t v = 0;
+        if (warm && len >= 12 + sizeof h + sizeof ps->origin) {   /* this warm start's own commit (it was killed): resume it */
+            uint64_t origin[2];
+            memcpy(&v, (const char *)blob + 8, 4);
+            memcpy(&h, (const char *)blob + 12, sizeof h);
+            memcpy(origin, (const char *)blob + 12 + sizeof h, sizeof origin);
+            if (v >= 3 && h.settings == ps->settings && h.data == ps->data && origin[0] == init->table_id &&
+                origin[1] == init->table_commits)
+                warm = 0;
+        }
+        if (catalog_load(ps, blob, len, &h, warm, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: %s %s: %s\n", warm ? "--init" : "--resume", warm ? o->init : table_dir, err);
             free(blob);
             return -1;
         }
         free(blob);
+        if (warm && modelfile_check_tier(o->init, init, ps->tier, err, sizeof err) < 0) {   /* the model's commit, no other */
+            fprintf(stderr, "ctrbox: --init: %s\n", err);
+            return -1;
+        }
+        if (warm) {   /* a new run from that commit: its clock and model, nothing else */
+            ps->origin[0] = init->table_id;
+            ps->origin[1] = init->table_commits;
+            rs->pass = h.pass;
+            *start_epoch = 1;
+            *skip = 0;
+            if (!o->quiet)
+                fprintf(stderr, "warm start from %s: pass %u of %s, step %llu\n", o->init, h.pass, table_dir,
+                        (unsigned long long)model_step(m));
+            goto threads;
+        }
         rs->pass = h.pass;
         rs->epoch = (int)h.epoch;
         rs->rows_done = h.rows_done;
@@ -796,6 +840,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
                     (unsigned long long)h.pass_in_epoch);
         if (h.epoch_done && (h.bad_epochs >= o->patience)) *start_epoch = o->epochs + 1;
     }
+threads:
     ps->fx.tier = ps->tier;
     ps->fx.ps = ps;
     pthread_mutex_init(&ps->fx.mu, NULL);

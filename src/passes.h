@@ -43,9 +43,13 @@ typedef struct {
 /* Open the run of o on model m (schema: the data's), its table folder table_dir (absolute; NULL
  * for none), pass lines into log. With --resume the committed state is restored into rs and m,
  * and *start_epoch / *skip (passes of that epoch already done) say where the run goes on.
+ * init (a warm start from a tiered model, --init; NULL for none: the model's table folder, id and
+ * commit count): that commit, which the folder must still hold, gives m its dense state and pending
+ * keys and rs its pass clock, and the run starts anew on its own data; unless the folder's last
+ * commit is this same run's (same settings and data: it was killed), which then resumes.
  * 0, or -1 (said on stderr). */
 int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
-                FILE *log, run_state *rs, int *start_epoch, uint64_t *skip);
+                const model_meta *init, FILE *log, run_state *rs, int *start_epoch, uint64_t *skip);
 /* Stop the threads (the last commit made durable first) and close: 0, or -1 if a commit failed. */
 int passes_close(passes *p);
 /* Whether the rows live in a table folder (the model kept is the last committed pass's). */

@@ -149,6 +149,7 @@ static void log_eval(trainer *t, const char *kind, const eval_result *r, double 
 static int save_model(trainer *t)
 {
     char err[600];
+    t->meta.passes = t->rs.pass;
     if (!model_all_finite(t->m)) {   /* the last step's update can diverge after its loss was finite */
         fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the model holds NaN or inf values and "
                 "is not saved; lower --lr or --sparse-lr\n", isatty(2) && !t->o->quiet ? "\n" : "", t->rs.epoch,
@@ -295,6 +296,62 @@ static int keep_model(trainer *t)
 {
     if (passes_stamp(t->ps, &t->meta.table_id, &t->meta.table_commits) < 0) return -1;
     return save_model(t);
+}
+
+/* --init: the model in o->init, its architecture checked against this run's, goes on training.
+ * A model with its tables in the file hands its dense state, rows (counters and optimizer state
+ * included) and pass clock to t->m now; a tiered model names its table folder (*table_dir, owned),
+ * whose last commit passes_open starts from. 0, or -1 with err. */
+static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t *table_commits, char *err, size_t errlen)
+{
+    const train_opts *o = t->o;
+    model *m0;
+    model_meta meta0;
+    char msg[600];
+    *table_dir = NULL;
+    if (modelfile_load(o->init, &m0, &meta0, msg, sizeof msg) < 0) {
+        snprintf(err, errlen, "--init: %s", msg);
+        return -1;
+    }
+    int ret = 0;
+    if (model_config_diff(&meta0.cfg, &o->mc, msg, sizeof msg)) {
+        snprintf(err, errlen, "--init %s: another architecture: %s", o->init, msg);
+        ret = -1;
+    } else if (!schema_equal(&meta0.schema, &t->meta.schema)) {
+        snprintf(err, errlen, "--init %s: the model was trained on %u fields and %u dense values (%s ...), these files "
+                 "have %u and %u (%s ...)", o->init, meta0.schema.n_fields, meta0.schema.n_dense,
+                 meta0.schema.n_fields ? meta0.schema.names[0] : "", t->meta.schema.n_fields, t->meta.schema.n_dense,
+                 t->meta.schema.n_fields ? t->meta.schema.names[0] : "");
+        ret = -1;
+    } else if (meta0.table_dir) {
+        *table_dir = xstrdup(meta0.table_dir);
+        *table_id = meta0.table_id;
+        *table_commits = meta0.table_commits;
+    } else {
+        /* through the file sections: every byte of state, in the formats that validate it */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        int ok = f && model_save_dense(m0, f) == 0;
+        for (int i = 0; ok && i < model_n_tables(m0); i++) ok = emb_table_save(model_table(m0, i), f) == 0;
+        if (f) fclose(f);
+        f = ok ? fmemopen(buf, len, "rb") : NULL;
+        ok = f && model_load_dense(t->m, f, msg, sizeof msg) == 0;
+        for (int i = 0; ok && i < model_n_tables(t->m); i++) ok = emb_table_load(model_table(t->m, i), f, msg, sizeof msg) == 0;
+        if (f) fclose(f);
+        free(buf);
+        if (!ok) {
+            snprintf(err, errlen, "--init %s: %s", o->init, msg);
+            ret = -1;
+        }
+        t->rs.pass = meta0.passes;
+        if (ret == 0 && !o->quiet)
+            fprintf(stderr, "warm start from %s: pass %u, step %llu\n", o->init, meta0.passes,
+                    (unsigned long long)model_step(t->m));
+    }
+    model_meta_free(&meta0);
+    model_destroy(m0);
+    return ret;
 }
 
 /* The epochs from start_epoch (skipping its first `skip` passes on a resume): 0 or -1 (said). */
@@ -486,30 +543,58 @@ int train_run(const train_opts *o)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
-    t.log = fopen(logpath, o->resume ? "a" : "w");
+    t.log = fopen(logpath, o->resume || o->init ? "a" : "w");   /* a warm start run again after a kill goes on */
     if (!t.log) {
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         return 1;
     }
     t.t_start = now_sec();
     int ret = 0;
-    char *abs = o->table_dir ? realpath(o->table_dir, NULL) : NULL;
+    char *init_dir = NULL, *abs = NULL;   /* a tiered --init model's table folder; the folder trained in */
+    uint64_t init_id = 0, init_commits = 0;
+    if (o->init && warm_start(&t, &init_dir, &init_id, &init_commits, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        ret = 1;
+        goto done;
+    }
+    const char *tdir = o->table_dir ? o->table_dir : init_dir;
+    abs = tdir ? realpath(tdir, NULL) : NULL;
     if (o->table_dir && !abs && mkdir(o->table_dir, 0755) == 0) abs = realpath(o->table_dir, NULL);
-    if (o->table_dir && !abs) {
-        fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->table_dir, strerror(errno));
+    if (tdir && !abs) {
+        fprintf(stderr, "ctrbox: %s: cannot %s: %s\n", tdir, o->table_dir ? "create folder" : "open the table folder",
+                strerror(errno));
+        ret = 1;
+        goto done;
+    }
+    if (init_dir) {   /* a tiered model trains on where its rows are */
+        char *want = realpath(init_dir, NULL);
+        int same = want && !strcmp(want, abs);
+        free(want);
+        if (!same || !o->pass_rows) {
+            fprintf(stderr, "ctrbox: --init %s: its rows are in the table folder %s; %s\n", o->init, init_dir,
+                    !same ? "train on in that folder (give it as --table-dir, or no --table-dir)"
+                          : "training in a table folder needs --pass-rows N");
+            ret = 1;
+            goto done;
+        }
+    } else if (o->init && abs) {
+        fprintf(stderr, "ctrbox: --init %s: its tables are in the model file; a warm start into a table folder is not "
+                "supported (train on in memory, without --table-dir)\n", o->init);
         ret = 1;
         goto done;
     }
     t.meta.table_dir = abs;
     int start_epoch;
     uint64_t skip;
-    if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, t.log, &t.rs, &start_epoch, &skip) < 0 ||
+    model_meta init = { .table_dir = init_dir, .table_id = init_id, .table_commits = init_commits };
+    if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, init_dir ? &init : NULL, t.log, &t.rs, &start_epoch, &skip) < 0 ||
         train_epochs(&t, start_epoch, skip) < 0)
         ret = 1;
     if (passes_close(t.ps) < 0) ret = 1;
-    free(abs);
     t.meta.table_dir = NULL;
 done:
+    free(abs);
+    free(init_dir);
     if (ret == 0 && !o->quiet)
         fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
                 t.have_valid ? "best validation AUC" : "last training loss",

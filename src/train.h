@@ -33,6 +33,7 @@ typedef struct {
     uint64_t pass_rows;           /* rows per pass (0: no passes unless a table folder is given) */
     const char *table_dir;        /* the SSD tier's folder, or NULL (tables in memory) */
     int resume;                   /* continue the run committed in table_dir */
+    const char *init;             /* --init: warm start from this model folder */
     double cache_mb;              /* byte budget of the rows kept in memory with a table folder */
     int cache_lfu;                /* eviction: 1 frequency-aware (default), 0 LRU */
     double shrink_threshold;      /* delete keys whose score falls below this at each epoch end (<0: off) */

@@ -233,3 +233,52 @@ Test(train, unlabeled_logs_are_scored_like_their_labeled_twins)
     cr_assert(strstr(o, "without its label"), "%s", o);
     free(o);
 }
+
+/* Daily training (--init): day 1, then day 2 from day 1's model, then day 3 from day 2's, give
+ * the model of one run over the three days with the same pass boundaries: in memory the same
+ * bytes, in a table folder the same rows (optimizer state and counters included) and
+ * predictions. Running a finished day again trains nothing twice; another architecture is
+ * refused in one line that names the difference. */
+Test(train, warm_start_over_days_equals_one_run)
+{
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 9000 --seed 7 --keys 0.002 --out all.tsv && "
+                              "$B/ctrbox-data gen --rows 2000 --seed 7 --keys 0.002 --offset 9000 --out va.tsv && "
+                              "head -3000 all.tsv > d1.tsv && sed -n 3001,6000p all.tsv > d2.tsv && tail -3000 all.tsv > d3.tsv"),
+                 0);
+    const char *run = "$B/ctrbox train --model deepfm --format criteo --epochs 1 --pass-rows 1000 --dim 4 --hidden 8 "
+                      "--batch 256 --lr 0.01 --threads 1 --seed 5 --shuffle-rows 0 --decay 0.9 --min-show 2 --quiet";
+    for (int tiered = 0; tiered < 2; tiered++) {
+        const char *where = tiered ? "--cache-mb 0.05" : "";
+        char *o;
+        int rc = th_run(&o, "rm -rf one n1 n2 n3 t1 t3 && "
+                            "%s %s --train d1.tsv d2.tsv d3.tsv --out one %s 2>/dev/null && "
+                            "%s %s --train d1.tsv --out n1 %s 2>/dev/null && "
+                            "%s %s --train d2.tsv --init n1 --out n2 2>/dev/null && "
+                            "%s %s --train d2.tsv --init n1 --out n2 2>/dev/null && "   /* again: nothing trained twice */
+                            "%s %s --train d3.tsv --init n2 --out n3 2>/dev/null && "
+                            "$B/ctrbox predict --model one --data va.tsv --out p1.txt && "
+                            "$B/ctrbox predict --model n3 --data va.tsv --out p3.txt",
+                            run, where, tiered ? "--table-dir t3" : "", run, where, tiered ? "--table-dir t1" : "", run,
+                            where, run, where, run, where);
+        cr_assert_eq(rc, 0, "%s", o);
+        free(o);
+        th_same_file("p1.txt", "p3.txt");
+        if (tiered) {
+            cr_assert_eq(th_run(&o, "$B/ctrbox-table export t3 --to text a.txt --with-optimizer && "
+                                    "$B/ctrbox-table export t1 --to text b.txt --with-optimizer && "
+                                    "sort a.txt > as.txt && sort b.txt > bs.txt"), 0);
+            free(o);
+            th_same_file("as.txt", "bs.txt");
+        } else {
+            th_same_file("one/model.ctrbox", "n3/model.ctrbox");
+        }
+    }
+    char *o;
+    cr_assert_neq(th_run(&o, "%s --train d2.tsv --init n1 --out bad --dim 8", run), 0);
+    cr_assert(strstr(o, "--init n1: another architecture: --dim 4 in the model, 8 here"), "%s", o);
+    free(o);
+    /* day 1's model no longer pairs with its folder once day 2 trained on in it */
+    cr_assert_neq(th_run(&o, "%s --train d3.tsv --init n1 --out bad --cache-mb 0.05 --seed 6", run), 0);
+    cr_assert(strstr(o, "--init"), "%s", o);
+    free(o);
+}
