@@ -523,6 +523,20 @@ static int parse_layout(const char *v, size_t vl, int *n_tables, size_t **rb, ch
     return ret;
 }
 
+/* A folder made by ctrbox-table import (its layout's model part is "import") serves any model whose
+ * tables are the same (pretrained rows to start from): the layout records agree but for that part. */
+static int imported_match(const char *v, size_t vl, const char *want)
+{
+    static const char tag[] = " layout=import;";
+    const char *a = memmem(v, vl, tag, sizeof tag - 1), *b = strstr(want, " layout=");
+    const char *bs = b ? strchr(b, ';') : NULL;
+    if (!a || !bs) return 0;
+    size_t head = (size_t)(a - v) + 8;   /* up to and with " layout=" */
+    const char *at = a + sizeof tag - 1;   /* after "import;" */
+    size_t rest = vl - (size_t)(at - v);
+    return (size_t)(b - want) + 8 == head && !memcmp(v, want, head) && strlen(bs + 1) == rest && !memcmp(at, bs + 1, rest);
+}
+
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen)
 {
@@ -640,7 +654,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
         } else if (!v) {
             ret = folder_create(t, want, err, errlen);
-        } else if (vl != strlen(want) || memcmp(v, want, vl) != 0) {
+        } else if ((vl != strlen(want) || memcmp(v, want, vl) != 0) && !imported_match(v, vl, want)) {
             snprintf(err, errlen, "%s: the folder holds tables of another model (%.*s; this model: %s)", dir,
                      (int)(vl < 1000 ? vl : 1000), v, want);
             ret = -EBADMSG;

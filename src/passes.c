@@ -765,7 +765,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     *start_epoch = 1;
     *skip = 0;
     if (!table_dir) return 0;
-    int warm = init != NULL;
+    int warm = init != NULL, bare = warm && init->table_id == 0;   /* bare: a table folder, no model */
     char err[1024];
     if (data_fingerprint(o, &ps->data, err, sizeof err) < 0 ||
         model_open_tier(m, table_dir, 0, index_cache, &ps->tier, err, sizeof err) < 0) {
@@ -784,9 +784,18 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
         free(blob);
         return -1;
     }
-    if (!blob && warm) {
+    if (!blob && warm && !bare) {
         fprintf(stderr, "ctrbox: --init %s: its table folder %s has no committed pass\n", o->init, table_dir);
         return -1;
+    }
+    uint64_t origin[2] = { 0, 0 };   /* where a warm start begins: the model's commit, or a bare folder's id */
+    if (warm) {
+        origin[0] = bare ? emb_tier_id(ps->tier) : init->table_id;
+        origin[1] = bare ? 0 : init->table_commits;
+    }
+    if (!blob && bare) {
+        memcpy(ps->origin, origin, sizeof origin);
+        if (!o->quiet) fprintf(stderr, "warm start from the rows of %s (the dense layers afresh)\n", table_dir);
     }
     if (!blob && o->resume && !o->quiet)
         fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", table_dir);
@@ -794,12 +803,11 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
         catalog_head h;
         uint32_t v = 0;
         if (warm && len >= 12 + sizeof h + sizeof ps->origin) {   /* this warm start's own commit (it was killed): resume it */
-            uint64_t origin[2];
+            uint64_t was[2];
             memcpy(&v, (const char *)blob + 8, 4);
             memcpy(&h, (const char *)blob + 12, sizeof h);
-            memcpy(origin, (const char *)blob + 12 + sizeof h, sizeof origin);
-            if (v >= 3 && h.settings == ps->settings && h.data == ps->data && origin[0] == init->table_id &&
-                origin[1] == init->table_commits)
+            memcpy(was, (const char *)blob + 12 + sizeof h, sizeof was);
+            if (v >= 3 && h.settings == ps->settings && h.data == ps->data && was[0] == origin[0] && was[1] == origin[1])
                 warm = 0;
         }
         if (catalog_load(ps, blob, len, &h, warm, err, sizeof err) < 0) {
@@ -808,13 +816,12 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
             return -1;
         }
         free(blob);
-        if (warm && modelfile_check_tier(o->init, init, ps->tier, err, sizeof err) < 0) {   /* the model's commit, no other */
+        if (warm && !bare && modelfile_check_tier(o->init, init, ps->tier, err, sizeof err) < 0) {   /* the model's commit, no other */
             fprintf(stderr, "ctrbox: --init: %s\n", err);
             return -1;
         }
         if (warm) {   /* a new run from that commit: its clock and model, nothing else */
-            ps->origin[0] = init->table_id;
-            ps->origin[1] = init->table_commits;
+            memcpy(ps->origin, origin, sizeof origin);
             rs->pass = h.pass;
             *start_epoch = 1;
             *skip = 0;

@@ -46,7 +46,9 @@ typedef struct {
  * init (a warm start from a tiered model, --init; NULL for none: the model's table folder, id and
  * commit count): that commit, which the folder must still hold, gives m its dense state and pending
  * keys and rs its pass clock, and the run starts anew on its own data; unless the folder's last
- * commit is this same run's (same settings and data: it was killed), which then resumes.
+ * commit is this same run's (same settings and data: it was killed), which then resumes. An init
+ * with id 0 is a bare table folder (ctrbox-table import): its rows, with its last commit's dense
+ * state if it has one, else fresh dense layers from pass 0.
  * 0, or -1 (said on stderr). */
 int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
                 const model_meta *init, FILE *log, run_state *rs, int *start_epoch, uint64_t *skip);

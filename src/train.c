@@ -309,6 +309,16 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
     model_meta meta0;
     char msg[600];
     *table_dir = NULL;
+    char mf[4200];
+    struct stat st;
+    snprintf(mf, sizeof mf, "%s/model.ctrbox", o->init);
+    if (stat(mf, &st) < 0 && stat(o->init, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* no model: a table folder (ctrbox-table import's pretrained rows); its tables must be the
+         * model's (the folder's layout, checked when it opens), the dense layers start afresh */
+        *table_dir = xstrdup(o->init);
+        *table_id = *table_commits = 0;
+        return 0;
+    }
     if (modelfile_load(o->init, &m0, &meta0, msg, sizeof msg) < 0) {
         snprintf(err, errlen, "--init: %s", msg);
         return -1;

@@ -282,3 +282,28 @@ Test(train, warm_start_over_days_equals_one_run)
     cr_assert(strstr(o, "--init"), "%s", o);
     free(o);
 }
+
+/* --init from a table folder of pretrained rows (ctrbox-table import): the run finds every key
+ * there (no new key), and with learning rates 0 the rows it ends with are the imported ones. */
+Test(train, warm_start_from_imported_rows)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o,
+        "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 --out a " SMALL " --threads 1 && "
+        "$B/ctrbox-table export a --to npy emb && $B/ctrbox-table import --from npy emb f --dim 4 --w 1 --opt adam && "
+        "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 --out w --init f --pass-rows 5000 "
+        "--cache-mb 0.2 --lr 0 --sparse-lr 0 " SMALL " --threads 1 2>/dev/null && "
+        "$B/ctrbox-table export a --to text a.txt && $B/ctrbox-table export f --to text f.txt && "
+        "cut -f1,4- a.txt | sort > a2.txt && cut -f1,4- f.txt | sort > f2.txt && "
+        "grep -c '\"kind\": \"pass\"' w/log.jsonl && grep -o '\"new_keys\": [0-9.]*' w/log.jsonl | sort -u");
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert(strstr(o, "\n4\n\"new_keys\": 0.000000\n"), "four passes, every key found in the imported rows: %s", o);
+    free(o);
+    th_same_file("a2.txt", "f2.txt");
+    /* rows of another size are refused, naming both layouts */
+    cr_assert_neq(th_run(&o, "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 --out w2 --init f "
+                             "--pass-rows 5000 --dim 8 --hidden 16,16 --batch 256 --quiet"), 0);
+    cr_assert(strstr(o, "tables of another model"), "%s", o);
+    free(o);
+}
