@@ -32,8 +32,18 @@ static void leave(int status, void *arg)
     _exit(status);
 }
 
+static void abort_after_uncaught(int sig)
+{
+    (void)sig;
+    _exit(1);
+}
+
 static void uncaught(void)
 {
+    /* Out of memory, another thread of the library may hit glibc's own fatal error (a thread-local
+     * destructor it cannot register) and abort while this one says why: that abort ends the
+     * process as this handler would, exit 1, not 134 (seen in robust::memory_limits_end_in_one_line). */
+    signal(SIGABRT, abort_after_uncaught);
     fflush(NULL);
     fprintf(stderr, "%s: a library (RocksDB) failed with an exception it does not catch, most likely for want of "
             "memory or threads: give the process more memory (ulimit -v), or use a smaller --cache-mb\n",
