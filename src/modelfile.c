@@ -270,9 +270,12 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
     return ret;
 }
 
-int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen)
+/* modelfile_load (into NULL: a new model in *out) and modelfile_load_into (into: an existing model
+ * of the same architecture and schema, checked before any state is read into it). */
+static int load(const char *dir, model *into, const data_schema *schema, model **out, model_meta *meta, char *err,
+                size_t errlen)
 {
-    *out = NULL;
+    if (out) *out = NULL;
     memset(meta, 0, sizeof *meta);
     char *path = join(dir, "model.ctrbox");
     FILE *f = fopen(path, "rb");
@@ -320,7 +323,19 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
         ret = -EBADMSG;
         goto fail;
     }
-    m = model_create(&meta->cfg, &meta->schema);
+    if (into && model_config_diff(&meta->cfg, model_config_of(into), msg, sizeof msg)) {
+        snprintf(err, errlen, "another architecture: %s", msg);   /* the caller names the model */
+        ret = -EINVAL;
+        goto fail;
+    }
+    if (into && !schema_equal(&meta->schema, schema)) {
+        snprintf(err, errlen, "trained on %u fields and %u dense values (%s ...), the data has %u and %u (%s ...)",
+                 meta->schema.n_fields, meta->schema.n_dense, meta->schema.n_fields ? meta->schema.names[0] : "",
+                 schema->n_fields, schema->n_dense, schema->n_fields ? schema->names[0] : "");
+        ret = -EINVAL;
+        goto fail;
+    }
+    m = into ? into : model_create(&meta->cfg, &meta->schema);
     ret = model_load_dense(m, f, msg, sizeof msg);
     for (int t = 0; ret == 0 && !meta->table_dir && t < model_n_tables(m); t++) ret = emb_table_load(model_table(m, t), f, msg, sizeof msg);
     if (ret < 0) {
@@ -335,15 +350,25 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
     fclose(f);
     free(js);
     free(path);
-    *out = m;
+    if (out) *out = m;
     return 0;
 fail:
     fclose(f);
     free(js);
     free(path);
-    model_destroy(m);
+    if (m != into) model_destroy(m);
     model_meta_free(meta);
     return ret;
+}
+
+int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen)
+{
+    return load(dir, NULL, NULL, out, meta, err, errlen);
+}
+
+int modelfile_load_into(const char *dir, model *m, const data_schema *schema, model_meta *meta, char *err, size_t errlen)
+{
+    return load(dir, m, schema, NULL, meta, err, errlen);
 }
 
 /* ---- the serving bundle ---- */

@@ -36,6 +36,13 @@ typedef struct {
 int modelfile_save(const char *dir, const model *m, const model_meta *meta, char *err, size_t errlen);
 /* Load DIR/model.ctrbox: a new model and its metadata (caller frees both). 0 or <0. */
 int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, size_t errlen);
+/* The same into m, a model of the same architecture (model_config_diff) built for schema: another
+ * is refused, naming the difference (not the file: the caller names it), before any state is read
+ * (-EINVAL). A model whose rows are in
+ * a table folder gives its dense state only. A warm start reads the file once, without a second
+ * model. On an error m may hold part of the state. */
+int modelfile_load_into(const char *dir, model *m, const data_schema *schema, model_meta *meta, char *err,
+                        size_t errlen);
 void model_meta_free(model_meta *meta);
 
 /* A model whose rows live in a table folder (meta->table_dir) pairs its dense layers with the

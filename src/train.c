@@ -305,7 +305,6 @@ static int keep_model(trainer *t)
 static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t *table_commits, char *err, size_t errlen)
 {
     const train_opts *o = t->o;
-    model *m0;
     model_meta meta0;
     char msg[600];
     *table_dir = NULL;
@@ -319,49 +318,27 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
         *table_id = *table_commits = 0;
         return 0;
     }
-    if (modelfile_load(o->init, &m0, &meta0, msg, sizeof msg) < 0) {
-        snprintf(err, errlen, "--init: %s", msg);
+    if (modelfile_load_into(o->init, t->m, &t->meta.schema, &meta0, msg, sizeof msg) < 0) {
+        snprintf(err, errlen, "--init %s: %s", o->init, msg);
         return -1;
     }
-    int ret = 0;
-    if (model_config_diff(&meta0.cfg, &o->mc, msg, sizeof msg)) {
-        snprintf(err, errlen, "--init %s: another architecture: %s", o->init, msg);
-        ret = -1;
-    } else if (!schema_equal(&meta0.schema, &t->meta.schema)) {
-        snprintf(err, errlen, "--init %s: the model was trained on %u fields and %u dense values (%s ...), these files "
-                 "have %u and %u (%s ...)", o->init, meta0.schema.n_fields, meta0.schema.n_dense,
-                 meta0.schema.n_fields ? meta0.schema.names[0] : "", t->meta.schema.n_fields, t->meta.schema.n_dense,
-                 t->meta.schema.n_fields ? t->meta.schema.names[0] : "");
-        ret = -1;
-    } else if (meta0.table_dir) {
+    if (meta0.table_dir) {   /* its dense state and pass clock come from the folder's commit (passes_open) */
         *table_dir = xstrdup(meta0.table_dir);
         *table_id = meta0.table_id;
         *table_commits = meta0.table_commits;
     } else {
-        /* through the file sections: every byte of state, in the formats that validate it */
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        int ok = f && model_save_dense(m0, f) == 0;
-        for (int i = 0; ok && i < model_n_tables(m0); i++) ok = emb_table_save(model_table(m0, i), f) == 0;
-        if (f) fclose(f);
-        f = ok ? fmemopen(buf, len, "rb") : NULL;
-        ok = f && model_load_dense(t->m, f, msg, sizeof msg) == 0;
-        for (int i = 0; ok && i < model_n_tables(t->m); i++) ok = emb_table_load(model_table(t->m, i), f, msg, sizeof msg) == 0;
-        if (f) fclose(f);
-        free(buf);
-        if (!ok) {
-            snprintf(err, errlen, "--init %s: %s", o->init, msg);
-            ret = -1;
-        }
         t->rs.pass = meta0.passes;
-        if (ret == 0 && !o->quiet)
-            fprintf(stderr, "warm start from %s: pass %u, step %llu\n", o->init, meta0.passes,
+        if (!meta0.passes)   /* a file of an older build: the newest pass any row saw */
+            for (int i = 0; i < model_n_tables(t->m); i++)
+                for (size_t r = 0; r < emb_table_rows(model_table(t->m, i)); r++)
+                    if (emb_table_head(model_table(t->m, i), (uint32_t)r)->last_pass > t->rs.pass)
+                        t->rs.pass = emb_table_head(model_table(t->m, i), (uint32_t)r)->last_pass;
+        if (!o->quiet)
+            fprintf(stderr, "warm start from %s: pass %u, step %llu\n", o->init, t->rs.pass,
                     (unsigned long long)model_step(t->m));
     }
     model_meta_free(&meta0);
-    model_destroy(m0);
-    return ret;
+    return 0;
 }
 
 /* The epochs from start_epoch (skipping its first `skip` passes on a resume): 0 or -1 (said). */
