@@ -178,12 +178,16 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f)
     }
 }
 
-int emb_cache_pull(emb_cache *c, emb_tier *tier, const key_vec *keys, char *err, size_t errlen)
+int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen)
 {
+    key_vec *keys = xcalloc((size_t)c->n_tables, sizeof *keys);
+    emb_cache_keys(c, b, keys);
     emb_fetch *f = emb_cache_missing(c, keys);
     int ret = emb_fetch_run(tier, f, err, errlen);
     if (ret == 0) emb_cache_install(c, f);
     emb_fetch_free(f);
+    for (int tb = 0; tb < c->n_tables; tb++) key_vec_free(&keys[tb]);
+    free(keys);
     return ret;
 }
 

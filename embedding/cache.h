@@ -75,8 +75,9 @@ void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *s
 uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f);
 /* Install the fetched rows (a key already in memory keeps its row: it is the same or newer). */
 void emb_cache_install(emb_cache *c, const emb_fetch *f);
-/* Missing, run and install at once (before an evaluation): 0, or -1 with err. */
-int emb_cache_pull(emb_cache *c, emb_tier *tier, const key_vec *keys, char *err, size_t errlen);
+/* The rows of every key of block b into memory at once (before an evaluation): its keys, the
+ * missing ones read from the tier, installed. 0, or -1 with err. */
+int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen);
 
 /* Drop unpinned rows until the rows in memory and `coming` bytes fit the budget; the rows of
  * `pinned` (per table) stay. `pass` ages the counters. Returns the bytes the pinned rows and

@@ -336,13 +336,9 @@ int passes_pull(passes *ps, const sample_block *b)
 {
     if (!ps || !ps->tier) return 0;
     if (writer_wait(ps) < 0) return -1;
-    pass_data p = { .rows = *b };
-    collect_keys(ps->cache, &p, ps->n_tables);
     char err[1024];
-    int ret = emb_cache_pull(ps->cache, ps->tier, p.keys, err, sizeof err);
+    int ret = emb_cache_pull(ps->cache, ps->tier, b, err, sizeof err);
     if (ret < 0) fprintf(stderr, "\nctrbox: %s\n", err);
-    for (int i = 0; i < ps->n_tables; i++) key_vec_free(&p.keys[i]);
-    free(p.keys);
     return ret;
 }
 
@@ -382,7 +378,6 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
 int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
                          size_t errlen)
 {
-    int n = model_n_tables(m);
     emb_tier *tier;
     int ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, &tier, err, errlen);
     if (ret == 0 && modelfile_check_tier(model_dir, meta, tier, err, errlen) < 0) {
@@ -391,11 +386,7 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
     }
     if (ret == 0) {
         emb_cache *c = cache_of(m, meta->schema.n_fields, UINT64_MAX, 1);
-        key_vec *keys = xcalloc((size_t)n, sizeof *keys);
-        emb_cache_keys(c, b, keys);
-        ret = emb_cache_pull(c, tier, keys, err, errlen);
-        for (int tb = 0; tb < n; tb++) key_vec_free(&keys[tb]);
-        free(keys);
+        ret = emb_cache_pull(c, tier, b, err, errlen);
         emb_cache_destroy(c);
         emb_tier_close(tier);
     }
