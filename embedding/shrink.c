@@ -42,6 +42,7 @@ static int tier_key(void *p, uint64_t key, uint64_t slot, float show, float clic
         return 0;
     }
     emb_tier_del(*s->batch, s->tb, key, slot + 1);
+    if (s->t) emb_table_note_deleted(s->t, key, s->o->note_pass ? s->o->note_pass : s->o->pass);
     s->r->deleted++;
     if (s->o->commit_every && ++s->pending == s->o->commit_every) {   /* bounded memory */
         int ret = emb_tier_commit(*s->batch, NULL, 0, s->err, s->errlen);
@@ -72,6 +73,7 @@ int emb_shrink_table(emb_table *t, emb_tier *tier, int tb, emb_tier_batch **batc
             continue;
         }
         if (tier) emb_tier_del(*batch, tb, h->key, h->aux);   /* its committed copy, if any */
+        emb_table_note_deleted(t, h->key, o->note_pass ? o->note_pass : o->pass);
         emb_table_remove(t, (uint32_t)row);
         r->deleted++;
     }

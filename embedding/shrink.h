@@ -32,6 +32,8 @@ typedef struct {
     uint32_t pass;             /* the clock the rule reads */
     uint32_t spare_fields;     /* the default rows of fields 0 .. spare_fields-1 stay (65536: any field) */
     uint64_t commit_every;     /* with a tier: commit every that many deletions (0: all in the caller's batch) */
+    uint32_t note_pass;        /* the pass the table's deletion record notes (0: `pass`); an offline shrink
+                                * of a model at pass P notes P + 1, after any bundle exported at P */
 } emb_shrink_opts;
 
 typedef struct {

@@ -34,6 +34,8 @@ struct emb_table {
     size_t rows, cap_rows;
     key_map idx;            /* key -> row + 1 */
     key_map pend;           /* key -> pending counters (show, click as the value's two halves) */
+    key_map dead;           /* key -> 1 + the pass shrink last deleted it at (the deltas' deletions) */
+    uint32_t dead_from;     /* deletions are recorded from this pass on (UINT32_MAX: none known) */
 };
 
 emb_table *emb_table_create(const emb_table_config *c)
@@ -54,6 +56,7 @@ void emb_table_destroy(emb_table *t)
     free(t->slab);
     key_map_free(&t->idx);
     key_map_free(&t->pend);
+    key_map_free(&t->dead);
     free(t);
 }
 
@@ -335,14 +338,43 @@ static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, i
         ok = ok && fwrite(all, sizeof *all, n, f) == n;
         free(all);
     }
+    /* the deletion record, in key order: u64 from-pass, u64 count, (key, pass) pairs */
+    uint64_t dh[2] = { t->dead_from, t->dead.n };
+    XXH64_update(st, dh, sizeof dh);
+    ok = ok && fwrite(dh, sizeof dh, 1, f) == 1;
+    key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
+    size_t nd = 0;
+    for (size_t i = 0; i < t->dead.cap; i++)
+        if (t->dead.s[i].val) dk[nd++] = (key_slot){ t->dead.s[i].key, t->dead.s[i].val - 1 };
+    qsort(dk, nd, sizeof *dk, cmp_pending);
+    XXH64_update(st, dk, nd * sizeof *dk);
+    ok = ok && fwrite(dk, sizeof *dk, nd, f) == nd;
+    free(dk);
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     ok = ok && fwrite(&h, 8, 1, f) == 1;
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
+/* key -> val in the deletion record (added or replaced), at load 1/2 at most */
+static void dead_put(emb_table *t, uint64_t key, uint64_t val)
+{
+    if (!t->dead.cap) key_map_init(&t->dead, 64);
+    key_slot *k = key_map_slot(&t->dead, key);
+    if (!k->val) {
+        if ((t->dead.n + 1) * 2 > t->dead.cap) {
+            key_map_rehash(&t->dead, t->dead.cap * 2);
+            k = key_map_slot(&t->dead, key);
+        }
+        k->key = key;
+        t->dead.n++;
+    }
+    k->val = val;
+}
+
 /* Read what put_pending_and_sum wrote (what names the section in errors), checking the sum. */
-static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, const char *what, char *err, size_t errlen)
+static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int with_dead, const char *what, char *err,
+                               size_t errlen)
 {
     uint64_t np = 0;
     int ret = 0;
@@ -370,6 +402,28 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, const c
         q->show = p.show;
         q->click = p.click;
     }
+    uint64_t dh[2] = { UINT32_MAX, 0 };   /* an older file: no deletions known */
+    if (!ret && with_dead && fread(dh, sizeof dh, 1, f) != 1) {
+        snprintf(err, errlen, "%s: truncated before the deleted keys", what);
+        ret = -EBADMSG;
+    }
+    if (!ret && with_dead) XXH64_update(st, dh, sizeof dh);
+    if (!ret && dh[0] > UINT32_MAX) {
+        snprintf(err, errlen, "%s: bad deletion record", what);
+        ret = -EBADMSG;
+    }
+    t->dead_from = (uint32_t)dh[0];
+    for (uint64_t i = 0; !ret && i < dh[1]; i++) {
+        key_slot d;
+        if (fread(&d, sizeof d, 1, f) != 1 || d.val > UINT32_MAX) {
+            snprintf(err, errlen, "%s: truncated or bad at deleted key %llu of %llu", what, (unsigned long long)i,
+                     (unsigned long long)dh[1]);
+            ret = -EBADMSG;
+            break;
+        }
+        XXH64_update(st, &d, sizeof d);
+        dead_put(t, d.key, d.val + 1);
+    }
     uint64_t want = XXH64_digest(st), got;
     XXH64_freeState(st);
     if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
@@ -379,7 +433,7 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, const c
     return ret;
 }
 
-#define PENDING_MAGIC "CTRBXPND"
+#define PENDING_MAGIC "CTRBXPN2"   /* with the deletion record; "CTRBXPND" (without) still read */
 
 int emb_table_save_pending(const emb_table *t, void *file)
 {
@@ -397,13 +451,14 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
 {
     FILE *f = file;
     char magic[8];
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, PENDING_MAGIC, 8) != 0) {
+    int old = fread(magic, 1, 8, f) == 8 && memcmp(magic, "CTRBXPND", 8) == 0;
+    if (!old && memcmp(magic, PENDING_MAGIC, 8) != 0) {
         snprintf(err, errlen, "pending keys: bad magic or truncated");
         return -EBADMSG;
     }
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
-    return get_pending_and_sum(t, f, st, "pending keys", err, errlen);
+    return get_pending_and_sum(t, f, st, !old, "pending keys", err, errlen);
 }
 
 void emb_table_trim(emb_table *t)
@@ -426,7 +481,7 @@ void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 }
 
 #define TABLE_MAGIC "CTRBXTBL"
-#define TABLE_VERSION 3u   /* 2: pending keys' counters saved; 3: 32-byte row header */
+#define TABLE_VERSION 4u   /* 2: pending keys' counters saved; 3: 32-byte row header; 4: deleted keys */
 
 int emb_table_save(const emb_table *t, void *file)
 {
@@ -465,7 +520,7 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         snprintf(err, errlen, "sparse table: bad magic or truncated header");
         return -EBADMSG;
     }
-    if (hdr[0] != TABLE_VERSION || hdr[1] != (uint64_t)t->c.dim || hdr[2] != (uint64_t)t->c.has_w ||
+    if ((hdr[0] != TABLE_VERSION && hdr[0] != 3) || hdr[1] != (uint64_t)t->c.dim || hdr[2] != (uint64_t)t->c.has_w ||
         hdr[3] != (uint64_t)t->c.opt.kind || hdr[5] != t->row_bytes || hdr[4] > UINT32_MAX) {
         snprintf(err, errlen, "sparse table: version or layout differs from the model's (dim %llu, optimizer %llu)",
                  (unsigned long long)hdr[1], (unsigned long long)hdr[3]);
@@ -497,5 +552,28 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         XXH64_freeState(st);
         return ret;
     }
-    return get_pending_and_sum(t, f, st, "sparse table", err, errlen);
+    ret = get_pending_and_sum(t, f, st, hdr[0] >= 4, "sparse table", err, errlen);
+    if (ret == 0 && hdr[0] < 4) {   /* deletions are known from the newest pass a row saw */
+        t->dead_from = 0;
+        for (size_t r = 0; r < t->rows; r++)
+            if (emb_table_head(t, (uint32_t)r)->last_pass > t->dead_from) t->dead_from = emb_table_head(t, (uint32_t)r)->last_pass;
+    }
+    return ret;
 }
+
+void emb_table_note_deleted(emb_table *t, uint64_t key, uint32_t pass) { dead_put(t, key, (uint64_t)pass + 1); }
+
+size_t emb_table_deleted_since(const emb_table *t, uint32_t since, key_vec *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->dead.cap; i++)
+        if (t->dead.s[i].val > (uint64_t)since + 1) {
+            key_vec_push(out, t->dead.s[i].key);
+            n++;
+        }
+    return n;
+}
+
+uint32_t emb_table_deletions_from(const emb_table *t) { return t->dead_from; }
+
+void emb_table_set_deletions_from(emb_table *t, uint32_t pass) { t->dead_from = pass; }

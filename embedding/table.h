@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../io/keymap.h"
 #include "sparse_optim.h"
 
 typedef struct {
@@ -109,6 +110,16 @@ void emb_table_trim(emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */
 int emb_table_save_pending(const emb_table *t, void *file);
 int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen);
+
+/* The deletion record, for deltas to serving: shrink notes each key it deletes with the pass;
+ * emb_table_deleted_since appends to out the keys last deleted after pass `since` (a key deleted
+ * and created again is in both the record and the rows: a delta deletes, then puts). The record
+ * is complete from emb_table_deletions_from on (0 for a new table; a file of an older build: the
+ * newest pass its rows saw; UINT32_MAX: nothing known). It is saved with the pending keys. */
+void emb_table_note_deleted(emb_table *t, uint64_t key, uint32_t pass);
+size_t emb_table_deleted_since(const emb_table *t, uint32_t since, key_vec *out);
+uint32_t emb_table_deletions_from(const emb_table *t);
+void emb_table_set_deletions_from(emb_table *t, uint32_t pass);
 
 /* Whether a record's counters, values and optimizer state are all finite (not NaN or inf). */
 int emb_row_finite(const emb_table *t, const emb_row_head *h);

@@ -502,7 +502,11 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
     }
     FILE *f = fmemopen((void *)(blob + at + h->n_digests * 8), body - h->n_digests * 8, "rb");
     int ret = model_load_dense(ps->m, f, err, errlen);
-    for (int i = 0; ret == 0 && i < ps->n_tables; i++) ret = emb_table_load_pending(model_table(ps->m, i), f, err, errlen);
+    for (int i = 0; ret == 0 && i < ps->n_tables; i++) {
+        ret = emb_table_load_pending(model_table(ps->m, i), f, err, errlen);
+        if (ret == 0 && emb_table_deletions_from(model_table(ps->m, i)) == UINT32_MAX)   /* an older build's commit */
+            emb_table_set_deletions_from(model_table(ps->m, i), h->pass);
+    }
     fclose(f);
     return ret < 0 ? -1 : 0;
 }

@@ -90,6 +90,50 @@ Test(table, pending_counters_survive_save_and_load)
     emb_table_destroy(t), emb_table_destroy(u);
 }
 
+/* The deletion record: the keys shrink deleted and the pass of the last deletion, kept through a
+ * save and load (the table section and the pending blob of a commit), asked for since a pass. */
+Test(table, deletion_record_survives_save_and_load)
+{
+    emb_table_config c = cfg(SOPT_SGD, 0);
+    emb_table *t = emb_table_create(&c);
+    cr_assert_eq(emb_table_deletions_from(t), 0, "a new table knows every deletion");
+    for (uint64_t k = 1; k <= 300; k++) emb_table_note_deleted(t, k * 1000003, (uint32_t)(k % 10));
+    emb_table_note_deleted(t, 0, 2);
+    emb_table_note_deleted(t, UINT64_MAX, 9);
+    emb_table_note_deleted(t, 0, 7);   /* deleted again later: the later pass */
+    for (int blob = 0; blob < 2; blob++) {
+        FILE *f = fopen(th_path("d.bin"), "wb");
+        cr_assert_eq(blob ? emb_table_save_pending(t, f) : emb_table_save(t, f), 0);
+        fclose(f);
+        emb_table *u = emb_table_create(&c);
+        char err[256];
+        f = fopen(th_path("d.bin"), "rb");
+        cr_assert_eq(blob ? emb_table_load_pending(u, f, err, sizeof err) : emb_table_load(u, f, err, sizeof err), 0, "%s", err);
+        fclose(f);
+        cr_assert_eq(emb_table_deletions_from(u), 0);
+        key_vec v = { 0 };
+        size_t n = emb_table_deleted_since(u, 6, &v);   /* passes 7, 8, 9 */
+        size_t want = 0, zero = 0, top = 0;
+        for (uint64_t k = 1; k <= 300; k++) want += k % 10 > 6;
+        for (size_t i = 0; i < v.n; i++) zero += v.k[i] == 0, top += v.k[i] == UINT64_MAX;
+        cr_assert_eq(n, want + 2, "%zu keys deleted after pass 6, want %zu", n, want + 2);
+        cr_assert(zero == 1 && top == 1);
+        key_vec_free(&v);
+        emb_table_destroy(u);
+    }
+    /* a damaged record is refused */
+    FILE *f = fopen(th_path("d.bin"), "r+b");
+    fseek(f, -20, SEEK_END);
+    fputc(0x55, f);
+    fclose(f);
+    emb_table *u = emb_table_create(&c);
+    char err[256];
+    f = fopen(th_path("d.bin"), "rb");
+    cr_assert_neq(emb_table_load_pending(u, f, err, sizeof err), 0);
+    fclose(f);
+    emb_table_destroy(u), emb_table_destroy(t);
+}
+
 Test(table, save_load_round_trip_and_corruption)
 {
     emb_table_config c = cfg(SOPT_ADAM, 0);

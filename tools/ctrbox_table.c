@@ -1044,6 +1044,7 @@ static int shrink_model_file(const char *dir, shrinker *sk)
                     sk->pass = emb_table_head(model_table(m, tb), (uint32_t)r)->last_pass;
     }
     sk->o.pass = (uint32_t)sk->pass;
+    sk->o.note_pass = meta.passes + 1;   /* a delta since the model's pass carries these deletions */
     for (int tb = 0; tb < model_n_tables(m); tb++)
         if (emb_shrink_table(model_table(m, tb), NULL, tb, NULL, &sk->o, &sk->r, err, sizeof err) < 0) die("%s", err);
     if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
