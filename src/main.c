@@ -37,11 +37,14 @@ static void usage(FILE *f)
             "  train --model M --format F --train FILE... [--valid FILE...] --out DIR [options]\n"
             "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
             "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
-            "  predict --model DIR --data FILE... --out FILE [--id-column NAME]   (or --bundle FILE instead of --model,\n"
-            "                         for eval too) one probability per line in row order; the data may lack labels\n"
+            "  predict --model DIR --data FILE... --out FILE [--id-column NAME]   (or --bundle FILE [--delta FILE]...\n"
+            "                         instead of --model, for eval too) one probability per line in row order; the data may lack labels\n"
             "                         (criteo: 39 columns; libsvm/libffm: no leading label; csv: no label column);\n"
             "                         --id-column (csv): NAME,probability lines under a header\n"
-            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--force]   one read-only file for serving\n"
+            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--since PASS] [--force]\n"
+            "                         one read-only file for serving; --since PASS (or a model folder: its pass): a\n"
+            "                         delta, the rows trained after that pass and the keys deleted since\n"
+            "                         (predict --bundle BASE --delta D1 --delta D2 ... applies them in order)\n"
             "  plan --model M [model flags] [--batch N] [--fields 26 --dense 13] [--profile FILE] [--save-profile FILE]\n"
             "       [--placement auto|cpu|gpu|LAYER=DEV,...] [--reps 5] [--cpu-mem-mb N] [--gpu-mem-mb N]\n"
             "                         time each layer on each device, place the layers (HeterPS), print the plan\n"
@@ -156,18 +159,38 @@ static void put_csv_field(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
-/* predict_only: score (rows may lack labels; with id_column the output is "ID,probability" lines
- * under a header, else one probability per line, in row order). */
-static int model_data_eval(const char *dir, const char *bundle, char **data, int n_data, cli_input *in, int format_given,
-                           const char *pred_out, const char *group, int json, int predict_only, const char *id_column)
+/* What eval and predict are asked: a model (a folder, or a bundle and its deltas in order), data,
+ * outputs. predict_only: score (rows may lack labels; with id_column the output is
+ * "ID,probability" lines under a header, else one probability per line, in row order). */
+typedef struct {
+    const char *dir, *bundle;
+    char **deltas;
+    int n_deltas;
+    char **data;
+    int n_data;
+    cli_input *in;
+    int format_given;
+    const char *pred_out, *group;
+    int json, predict_only;
+    const char *id_column;
+} eval_job;
+
+static int model_data_eval(const eval_job *j)
 {
+    const char *dir = j->dir, *pred_out = j->pred_out, *group = j->group, *id_column = j->id_column;
+    char **data = j->data;
+    int n_data = j->n_data, json = j->json, predict_only = j->predict_only;
+    cli_input *in = j->in;
     char err[1024];
     model *m;
     model_meta meta;
-    if (bundle ? modelfile_bundle_load(bundle, &m, &meta, err, sizeof err) < 0 : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
+    if (j->bundle ? modelfile_bundle_load(j->bundle, &m, &meta, err, sizeof err) < 0
+                  : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
         die("%s", err);
+    for (int i = 0; i < j->n_deltas; i++)
+        if (modelfile_bundle_apply(j->deltas[i], m, &meta, err, sizeof err) < 0) die("%s", err);
     source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
-    if (format_given) so = in->so;
+    if (j->format_given) so = in->so;
     so.max_bad_ratio = in->so.max_bad_ratio;
     so.unlabeled = predict_only;
     so.id_column = id_column;
@@ -225,14 +248,14 @@ static int cmd_eval(int argc, char **argv, int predict)
         { "model", required_argument, 0, 'm' },  { "data", required_argument, 0, 'd' },
         { "pred-out", required_argument, 0, 'p' }, { "out", required_argument, 0, 'p' },
         { "group", required_argument, 0, 'g' }, { "bundle", required_argument, 0, 'b' },
-        { "id-column", required_argument, 0, 'i' }, { 0, 0, 0, 0 },
+        { "id-column", required_argument, 0, 'i' }, { "delta", required_argument, 0, 'D' }, { 0, 0, 0, 0 },
     };
     struct option *opts = cli_options_with_input(extra);
     cli_input in;
     cli_input_init(&in);
     const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL, *id_column = NULL;
-    char **data = xcalloc((size_t)argc + 1, sizeof *data);
-    int json = 0, n_data = 0, format_given = 0, c;
+    char **data = xcalloc((size_t)argc + 1, sizeof *data), **deltas = xcalloc((size_t)argc + 1, sizeof *deltas);
+    int json = 0, n_data = 0, n_deltas = 0, format_given = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == CLI_OPT_FORMAT) format_given = 1;
         if (cli_input_option(&in, c, optarg)) continue;
@@ -245,19 +268,25 @@ static int cmd_eval(int argc, char **argv, int predict)
         case 'p': pred = optarg; break;
         case 'g': group = optarg; break;
         case 'i': id_column = optarg; break;
+        case 'D': deltas[n_deltas++] = optarg; break;
         default: usage(stderr); return 2;
         }
     }
     int ret = 0;
     if (dir || bundle) dense_cpu_preflight(0);
+    if (n_deltas && !bundle) die("%s: --delta FILE goes with --bundle BASE (the base bundle it changes)", predict ? "predict" : "eval");
+    eval_job job = { dir, bundle, deltas, n_deltas, data, n_data, &in, format_given, pred, group, json, predict, id_column };
     if (predict) {
         if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
-        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, NULL, 0, 1, id_column);
+        job.group = NULL;
+        job.json = 0;
+        ret = model_data_eval(&job);
     } else if (dir || bundle) {
         if (!n_data) die("eval: --data FILE is required with --model or --bundle");
         if (id_column) die("eval: --id-column is predict's (eval needs labels, not ids)");
-        ret = model_data_eval(dir, bundle, data, n_data, &in, format_given, pred, group, json, 0, NULL);
+        ret = model_data_eval(&job);
     }
+    free(deltas);
     if (predict || dir || bundle) {
         free(data);
         free(opts);
@@ -624,39 +653,44 @@ static int cmd_export_serving(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' }, { "out", required_argument, 0, 'o' },
-        { "dtype", required_argument, 0, 'd' }, { "force", no_argument, 0, 'F' }, { 0, 0, 0, 0 },
+        { "dtype", required_argument, 0, 'd' }, { "force", no_argument, 0, 'F' },
+        { "since", required_argument, 0, 's' }, { 0, 0, 0, 0 },
     };
+    static const char *want = "export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--since PASS|MODEL_DIR]";
     const char *dir = NULL, *out = NULL;
     int dtype = QUANT_FP32, force = 0, c;
+    int64_t since = -1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'm') dir = optarg;
         else if (c == 'o') out = optarg;
         else if (c == 'F') force = 1;
+        else if (c == 's') {   /* a pass, or a model folder: its pass (the model a serving base came from) */
+            if (strspn(optarg, "0123456789") == strlen(optarg)) {
+                since = (int64_t)num_arg("since", optarg, 0, UINT32_MAX);
+            } else {
+                char err[1024];
+                model_meta sm;
+                if (modelfile_read_meta(optarg, &sm, err, sizeof err) < 0)
+                    die("--since %s: want a pass number or a model folder: %s", optarg, err);
+                since = sm.passes;
+                model_meta_free(&sm);
+            }
+        }
         else if (c == 'd') {
             dtype = quant_from_name(optarg);
             if (!dtype) die("--dtype %s: want fp32, fp16, bf16 or int8", optarg);
         } else {
-            die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
+            die("%s", want);
         }
     }
-    if (!dir || !out) die("export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8]");
+    if (!dir || !out) die("%s", want);
     refuse_existing_output(out, force);
     char err[1024];
-    model *m;
-    model_meta meta;
-    if (modelfile_load(dir, &m, &meta, err, sizeof err) < 0) die("%s", err);
-    emb_tier *tier = NULL;
-    if (meta.table_dir && (model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, sizeof err) < 0 ||   /* streamed from it */
-                           modelfile_check_tier(dir, &meta, tier, err, sizeof err) < 0))
-        die("%s", err);
-    if (modelfile_bundle_save(out, m, &meta, tier, dtype, err, sizeof err) < 0) die("%s", err);
-    uint64_t rows = 0;
-    for (int t = 0; t < model_n_tables(m); t++) rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));
-    emb_tier_close(tier);
-    printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows,
-           model_n_tables(m));
-    model_meta_free(&meta);
-    model_destroy(m);
+    uint64_t rows;
+    int tables;
+    if (model_export_bundle(dir, out, dtype, since, &rows, &tables, err, sizeof err) < 0) die("%s", err);
+    if (since >= 0) printf("wrote %s: a delta, the rows trained after pass %lld and the keys deleted since\n", out, (long long)since);
+    else printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows, tables);
     return 0;
 }
 

@@ -57,6 +57,8 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "field_dims", json_string(c->field_dims));
     json_object_set_new(o, "model", mo);
     json_object_set_new(o, "passes", json_integer((json_int_t)mm->passes));
+    if (mm->deltas_from) json_object_set_new(o, "deltas_from", json_integer((json_int_t)mm->deltas_from));
+    if (mm->is_delta) json_object_set_new(o, "delta_since", json_integer((json_int_t)mm->delta_since));
     if (mm->table_dir) {
         char id[24];
         snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
@@ -139,6 +141,15 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
         return -EBADMSG;
     }
     mm->passes = passes ? (uint32_t)json_integer_value(passes) : 0;
+    json_t *df = json_object_get(o, "deltas_from"), *ds = json_object_get(o, "delta_since");
+    if ((df && (!json_is_integer(df) || json_integer_value(df) < 0 || json_integer_value(df) > UINT32_MAX)) ||
+        (ds && (!json_is_integer(ds) || json_integer_value(ds) < 0 || json_integer_value(ds) > UINT32_MAX))) {
+        snprintf(err, errlen, "model description: \"deltas_from\" or \"delta_since\" is malformed");
+        return -EBADMSG;
+    }
+    mm->deltas_from = df ? (uint32_t)json_integer_value(df) : 0;
+    mm->is_delta = ds != NULL;
+    mm->delta_since = ds ? (uint32_t)json_integer_value(ds) : 0;
     const char *td = json_string_value(json_object_get(o, "table_dir"));
     if (td) {
         const char *id = json_string_value(json_object_get(o, "table_id"));
@@ -323,6 +334,12 @@ static int load(const char *dir, model *into, const data_schema *schema, model *
         ret = -EBADMSG;
         goto fail;
     }
+    if (!into && !out) {   /* the description only */
+        fclose(f);
+        free(js);
+        free(path);
+        return 0;
+    }
     if (into && model_config_diff(&meta->cfg, model_config_of(into), msg, sizeof msg)) {
         snprintf(err, errlen, "another architecture: %s", msg);   /* the caller names the model */
         ret = -EINVAL;
@@ -366,6 +383,11 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
     return load(dir, NULL, NULL, out, meta, err, errlen);
 }
 
+int modelfile_read_meta(const char *dir, model_meta *meta, char *err, size_t errlen)
+{
+    return load(dir, NULL, NULL, NULL, meta, err, errlen);
+}
+
 int modelfile_load_into(const char *dir, model *m, const data_schema *schema, model_meta *meta, char *err, size_t errlen)
 {
     return load(dir, m, schema, NULL, meta, err, errlen);
@@ -374,7 +396,7 @@ int modelfile_load_into(const char *dir, model *m, const data_schema *schema, mo
 /* ---- the serving bundle ---- */
 
 #define BD_MAGIC "CTRBXBDL"
-#define BD_VERSION 1u
+#define BD_VERSION 2u   /* 1: no deleted keys after each table */
 
 static int cmp_key_row(const void *x, const void *y)
 {
@@ -388,6 +410,7 @@ typedef struct {
     FILE *f;
     emb_tier *tier;
     int tb, dtype, pass;
+    int64_t since;             /* a delta: only rows last trained after this pass (< 0: all) */
     uint32_t V;
     size_t rb, n;
     uint64_t *keys, *aux, count;
@@ -421,6 +444,7 @@ static void bs_flush(bstream *b)
 static int bs_key(void *ctx, uint64_t key, uint64_t slot, float show, float click, uint32_t last_pass)
 {
     bstream *b = ctx;
+    if (b->since >= 0 && (int64_t)last_pass <= b->since) return 0;
     b->count++;
     if (b->pass == 0) return fwrite(&key, 8, 1, b->f) != 1;
     b->keys[b->n++] = key;
@@ -428,17 +452,23 @@ static int bs_key(void *ctx, uint64_t key, uint64_t slot, float show, float clic
     return b->bad;
 }
 
-static int bundle_table_from_tier(FILE *f, emb_tier *tier, int tb, int dtype, uint32_t V, size_t rb, char *err, size_t errlen)
+static int bundle_table_from_tier(FILE *f, emb_tier *tier, int tb, int dtype, int64_t since, uint32_t V, size_t rb, char *err,
+                                  size_t errlen)
 {
-    uint64_t n = emb_tier_rows(tier, tb);
-    if (fwrite(&n, 8, 1, f) != 1 || fwrite(&V, 4, 1, f) != 1) return -1;
-    bstream b = { f, tier, tb, dtype, 0, V, rb, 0, xmalloc(BCHUNK * 8), xmalloc(BCHUNK * 8), 0, xmalloc(BCHUNK * rb),
+    uint64_t n = emb_tier_rows(tier, tb);   /* a delta's count is known after its key scan: written then */
+    long at = ftell(f);
+    if (at < 0 || fwrite(&n, 8, 1, f) != 1 || fwrite(&V, 4, 1, f) != 1) return -1;
+    bstream b = { f, tier, tb, dtype, 0, since, V, rb, 0, xmalloc(BCHUNK * 8), xmalloc(BCHUNK * 8), 0, xmalloc(BCHUNK * rb),
                   xmalloc(4 + (size_t)V * 4), 0, err, errlen };
     int ret = 0;
     for (b.pass = 0; b.pass < 2 && ret == 0; b.pass++) {
         b.count = 0;
         ret = emb_tier_scan(tier, tb, bs_key, &b, err, errlen);
         if (ret == 0) bs_flush(&b);
+        if (ret == 0 && b.pass == 0 && since >= 0) {
+            n = b.count;
+            ret = fseek(f, at, SEEK_SET) < 0 || fwrite(&n, 8, 1, f) != 1 || fseek(f, 0, SEEK_END) < 0 ? -1 : 0;
+        }
         if (ret == 0 && (b.bad || b.count != n)) {
             if (!b.bad) snprintf(err, errlen, "table %d: the index changed while exporting", tb);
             ret = -1;
@@ -448,8 +478,67 @@ static int bundle_table_from_tier(FILE *f, emb_tier *tier, int tb, int dtype, ui
     return ret;
 }
 
-int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, char *err, size_t errlen)
+/* A table's rows from memory: those last trained after `since` (< 0: all), in key order. */
+static int bundle_table_from_memory(FILE *f, emb_table *e, int dtype, int64_t since, uint32_t V)
 {
+    uint64_t all = emb_table_rows(e), n = 0;
+    uint64_t *kr = xmalloc((all ? all : 1) * 2 * sizeof *kr);   /* (key, row) pairs sorted by key */
+    for (uint64_t r = 0; r < all; r++) {
+        const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+        if (since >= 0 && (int64_t)h->last_pass <= since) continue;
+        kr[2 * n] = h->key;
+        kr[2 * n + 1] = r;
+        n++;
+    }
+    qsort(kr, n, 2 * sizeof *kr, cmp_key_row);
+    int ok = fwrite(&n, 8, 1, f) == 1 && fwrite(&V, 4, 1, f) == 1;
+    for (uint64_t r = 0; ok && r < n; r++) ok = fwrite(&kr[2 * r], 8, 1, f) == 1;
+    uint8_t *buf = xmalloc(4 + (size_t)V * 4);
+    for (uint64_t r = 0; ok && r < n; r++) {
+        size_t b = quant_encode((quant_type)dtype, emb_table_vals(e, (uint32_t)kr[2 * r + 1]), (int)V, buf);
+        ok = fwrite(buf, 1, b, f) == b;
+    }
+    free(buf);
+    free(kr);
+    return ok ? 0 : -1;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* A table's deleted keys after `since` (none for a base), in order. */
+static int bundle_deleted(FILE *f, const emb_table *e, int64_t since)
+{
+    key_vec d = { 0 };
+    if (since >= 0) emb_table_deleted_since(e, (uint32_t)since, &d);
+    if (d.n) qsort(d.k, d.n, sizeof *d.k, cmp_u64);
+    uint64_t n = d.n;
+    int ok = fwrite(&n, 8, 1, f) == 1 && (!n || fwrite(d.k, 8, n, f) == n);
+    key_vec_free(&d);
+    return ok ? 0 : -1;
+}
+
+int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, int64_t since,
+                          char *err, size_t errlen)
+{
+    if (since >= 0) {   /* the deletions since then must all be known */
+        uint32_t from = meta->deltas_from;
+        for (int t = 0; t < model_n_tables(m); t++)
+            if (emb_table_deletions_from(model_table(m, t)) > from) from = emb_table_deletions_from(model_table(m, t));
+        if ((uint64_t)since > meta->passes || (uint64_t)since < from) {
+            if ((uint64_t)since > meta->passes)
+                snprintf(err, errlen, "--since %lld: the model has trained %u passes", (long long)since, meta->passes);
+            else
+                snprintf(err, errlen, "--since %lld: the keys deleted before pass %u are not recorded (%s); export a full "
+                         "bundle as the new base", (long long)since, from,
+                         from == meta->deltas_from ? "ctrbox-table shrink deleted keys offline at that pass"
+                                                   : "the model was saved by an older build, or shrunk offline");
+            return -EINVAL;
+        }
+    }
     durable_file f;
     int ret = durable_open(&f, path);
     if (ret < 0) {
@@ -463,6 +552,8 @@ int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, em
     }
     model_meta mm = *meta;
     mm.table_dir = NULL;   /* the rows are in the bundle */
+    mm.is_delta = since >= 0;
+    mm.delta_since = since >= 0 ? (uint32_t)since : 0;
     json_t *j = meta_to_json(&mm);
     char *js = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(j);
@@ -475,31 +566,11 @@ int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, em
     for (int t = 0; ok && t < model_n_tables(m); t++) {
         emb_table *e = model_table(m, t);
         uint32_t V = (uint32_t)emb_table_values(e);
-        if (tier) {
-            ok = bundle_table_from_tier(f.f, tier, t, dtype, V, emb_table_row_bytes(e), err, errlen) == 0;
-            if (!ok) {
-                durable_abort(&f);
-                return -EIO;
-            }
-            continue;
+        if (tier && bundle_table_from_tier(f.f, tier, t, dtype, since, V, emb_table_row_bytes(e), err, errlen) < 0) {
+            durable_abort(&f);
+            return -EIO;
         }
-        uint64_t n = emb_table_rows(e);
-        /* rows in key order: (key, row) pairs sorted by key */
-        uint64_t *kr = xmalloc((n ? n : 1) * 2 * sizeof *kr);
-        for (uint64_t r = 0; r < n; r++) {
-            kr[2 * r] = emb_table_head(e, (uint32_t)r)->key;
-            kr[2 * r + 1] = r;
-        }
-        qsort(kr, n, 2 * sizeof *kr, cmp_key_row);
-        ok = fwrite(&n, 8, 1, f.f) == 1 && fwrite(&V, 4, 1, f.f) == 1;
-        for (uint64_t r = 0; ok && r < n; r++) ok = fwrite(&kr[2 * r], 8, 1, f.f) == 1;
-        uint8_t *buf = xmalloc(4 + (size_t)V * 4);
-        for (uint64_t r = 0; ok && r < n; r++) {
-            size_t b = quant_encode((quant_type)dtype, emb_table_vals(e, (uint32_t)kr[2 * r + 1]), (int)V, buf);
-            ok = fwrite(buf, 1, b, f.f) == b;
-        }
-        free(buf);
-        free(kr);
+        ok = (tier || bundle_table_from_memory(f.f, e, dtype, since, V) == 0) && bundle_deleted(f.f, e, since) == 0;
     }
     ok = ok && fwrite(MF_END, 1, 8, f.f) == 8 && fflush(f.f) == 0;
     if (ok) {   /* the checksum of every byte so far, read back */
@@ -524,9 +595,12 @@ int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, em
     return ret;
 }
 
-int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen)
+/* A bundle file: a new model and its metadata; dead (an array of a key_vec per table, or NULL):
+ * the deleted keys of a delta. */
+static int bundle_read(const char *path, model **out, model_meta *meta, key_vec **dead, char *err, size_t errlen)
 {
     *out = NULL;
+    if (dead) *dead = NULL;
     memset(meta, 0, sizeof *meta);
     size_t len;
     FILE *f = fopen(path, "rb");
@@ -543,7 +617,7 @@ int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char 
         return -EINVAL;
     }
     len = (size_t)st.st_size;
-    uint8_t *all = xmalloc(len ? len : 1);
+    uint8_t *all = xmalloc(len ? len : 1);   /* bundle_read */
     int ret = fread(all, 1, len, f) == len ? 0 : -EIO;
     fclose(f);
     uint64_t sum = 0;
@@ -560,7 +634,7 @@ int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char 
     model *m = NULL;
     char msg[300];
     ret = -EBADMSG;
-    if (hv[0] != BD_VERSION || hv[1] < QUANT_FP32 || hv[1] > QUANT_INT8 || jl > len) {
+    if ((hv[0] != BD_VERSION && hv[0] != 1) || hv[1] < QUANT_FP32 || hv[1] > QUANT_INT8 || jl > len) {
         snprintf(err, errlen, "%s: bundle version %u or value type %u unknown", path, hv[0], hv[1]);
         goto fail;
     }
@@ -606,6 +680,19 @@ int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char 
         }
         free(rec);
         pos += n * (8 + per);
+        if (hv[0] < 2) continue;   /* version 1: no deleted keys */
+        uint64_t nd;
+        if (pos + 8 > len - 16) goto truncated;
+        memcpy(&nd, all + pos, 8);
+        pos += 8;
+        if (nd > (len - 16 - pos) / 8 || (nd && !meta->is_delta)) goto truncated;
+        if (dead && !*dead) *dead = xcalloc((size_t)model_n_tables(m), sizeof **dead);
+        for (uint64_t i = 0; dead && i < nd; i++) {
+            uint64_t k;
+            memcpy(&k, all + pos + i * 8, 8);
+            key_vec_push(&(*dead)[t], k);
+        }
+        pos += nd * 8;
     }
     if (pos + 16 != len || memcmp(all + pos, MF_END, 8)) goto truncated;
     free(all);
@@ -614,8 +701,89 @@ int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char 
 truncated:
     snprintf(err, errlen, "%s: sections do not add up to the file's size", path);
 fail:
+    if (dead && *dead) {
+        for (int t = 0; m && t < model_n_tables(m); t++) key_vec_free(&(*dead)[t]);
+        free(*dead);
+        *dead = NULL;
+    }
     free(all);
     model_destroy(m);
     model_meta_free(meta);
     return -EBADMSG;
+}
+
+int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen)
+{
+    int ret = bundle_read(path, out, meta, NULL, err, errlen);
+    if (ret == 0 && meta->is_delta) {
+        snprintf(err, errlen, "%s: a delta (the rows changed after pass %u): give its base bundle with --bundle and this "
+                 "file with --delta", path, meta->delta_since);
+        model_destroy(*out);
+        *out = NULL;
+        model_meta_free(meta);
+        return -EINVAL;
+    }
+    return ret;
+}
+
+int modelfile_bundle_apply(const char *path, model *m, model_meta *meta, char *err, size_t errlen)
+{
+    model *d;
+    model_meta dm;
+    key_vec *dead;
+    int ret = bundle_read(path, &d, &dm, &dead, err, errlen);
+    if (ret < 0) return ret;
+    char diff[300];
+    if (!dm.is_delta)
+        snprintf(err, errlen, "%s: a full bundle, not a delta (give it with --bundle)", path);
+    else if (model_config_diff(&meta->cfg, &dm.cfg, diff, sizeof diff) != 0)
+        snprintf(err, errlen, "%s: a delta of another model: %s", path, diff);
+    else if (dm.schema.n_fields != meta->schema.n_fields || dm.schema.n_dense != meta->schema.n_dense)
+        snprintf(err, errlen, "%s: a delta of another model: its data has other fields", path);
+    else if (dm.delta_since > meta->passes || dm.passes < meta->passes)   /* equal: the same again, or an offline shrink's */
+        snprintf(err, errlen, "%s: holds the changes after pass %u up to pass %u, the model is at pass %u: %s", path,
+                 dm.delta_since, dm.passes, meta->passes,
+                 dm.passes < meta->passes ? "it is older (give the deltas in the order they were written)"
+                                          : "the deltas between are missing");
+    else
+        ret = 1;
+    if (ret == 1) {   /* deletions, then the rows (a key deleted and created again comes back), then the dense layers */
+        ret = 0;
+        for (int t = 0; dead && t < model_n_tables(m); t++)
+            for (size_t i = 0; i < dead[t].n; i++) {
+                int64_t r = emb_table_find(model_table(m, t), dead[t].k[i]);
+                if (r >= 0) emb_table_remove(model_table(m, t), (uint32_t)r);
+            }
+        for (int t = 0; t < model_n_tables(m); t++) {
+            emb_table *to = model_table(m, t), *from = model_table(d, t);
+            size_t V = (size_t)emb_table_values(to);
+            for (size_t r = 0; r < emb_table_rows(from); r++) {
+                uint64_t key = emb_table_head(from, (uint32_t)r)->key;
+                int64_t at = emb_table_find(to, key);
+                uint32_t row = at >= 0 ? (uint32_t)at : emb_table_insert_record(to, emb_table_head(from, (uint32_t)r), 0);
+                memcpy(emb_table_vals(to, row), emb_table_vals(from, (uint32_t)r), V * sizeof(float));
+            }
+        }
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ret = f && model_save_dense(d, f) == 0 && fclose(f) == 0 ? 0 : -EIO;
+        if (ret == 0) {
+            f = fmemopen(buf, len, "rb");
+            ret = f && model_load_dense(m, f, diff, sizeof diff) == 0 ? 0 : -EBADMSG;
+            if (f) fclose(f);
+            if (ret < 0) snprintf(err, errlen, "%s: %s", path, diff);
+        } else {
+            snprintf(err, errlen, "%s: out of memory", path);
+        }
+        free(buf);
+        if (ret == 0) meta->passes = dm.passes;
+    } else {
+        ret = -EINVAL;
+    }
+    for (int t = 0; dead && t < model_n_tables(d); t++) key_vec_free(&dead[t]);
+    free(dead);
+    model_destroy(d);
+    model_meta_free(&dm);
+    return ret;
 }

@@ -12,6 +12,7 @@
 #define CTRBOX_MODELFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../datasets/source.h"
 #include "../dense/model.h"
@@ -26,6 +27,10 @@ typedef struct {
     uint64_t table_id, table_commits;   /* ... as that folder was when the model was saved */
     char *table_shrink;           /* a ctrbox-table shrink of this model under way (its settings), or NULL */
     uint32_t passes;              /* passes trained when saved: the clock a warm start (--init) goes on from */
+    uint32_t deltas_from;         /* deltas since an earlier pass are refused (an offline shrink of a table
+                                   * folder deleted keys the tables' deletion record does not know) */
+    int is_delta;                 /* a delta bundle: the rows changed after pass delta_since, and deletions */
+    uint32_t delta_since;
 } model_meta;
 
 /* The lock file of a model folder (folder_lock): a trainer and ctrbox-table shrink hold it while
@@ -43,6 +48,8 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
  * model. On an error m may hold part of the state. */
 int modelfile_load_into(const char *dir, model *m, const data_schema *schema, model_meta *meta, char *err,
                         size_t errlen);
+/* The description (JSON) of DIR/model.ctrbox only, checked, into meta. 0 or <0 with err. */
+int modelfile_read_meta(const char *dir, model_meta *meta, char *err, size_t errlen);
 void model_meta_free(model_meta *meta);
 
 /* A model whose rows live in a table folder (meta->table_dir) pairs its dense layers with the
@@ -57,10 +64,20 @@ int modelfile_check_tier(const char *dir, const model_meta *meta, const struct e
  * values, or an f32 scale then int8 values), "CTRBXEND", and the XXH64 of all bytes before it.
  * No optimizer state or counters. */
 /* dtype: a quant_type (embedding/quant.h). tier: read m's rows from this open table folder, streaming (keys in index order, rows fetched
- * in that order), or NULL: m's tables are in memory. */
-int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype, char *err,
-                size_t errlen);
-/* A new model (tables in memory, rows dequantized) and its metadata; 0 or <0 with err. */
+ * in that order), or NULL: m's tables are in memory. since < 0: every row (a base); else a delta:
+ * the rows last trained after pass `since` and, per table, the keys deleted after it (version 2:
+ * after each table's rows, u64 count and the deleted keys in order; version 1 had none). A delta
+ * since a pass before the tables' deletion record (emb_table_deletions_from) is refused. */
+int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, struct emb_tier *tier, int dtype,
+                          int64_t since, char *err, size_t errlen);
+/* A new model (tables in memory, rows dequantized) and its metadata, from a base bundle (a delta
+ * is refused: it holds only part of the rows); 0 or <0 with err. */
 int modelfile_bundle_load(const char *path, model **out, model_meta *meta, char *err, size_t errlen);
+/* Apply the delta bundle at path to m (loaded from a base, with meta): the same model, and a delta
+ * that goes on from where m is (its since <= meta->passes <= its pass: equal for the same delta
+ * again, which changes nothing, or one of an offline shrink); its deletions, then its
+ * rows and dense layers. meta->passes becomes the delta's. 0 or <0 with err (m unchanged when the
+ * delta is refused; a delta that fails on the way leaves m part-applied). */
+int modelfile_bundle_apply(const char *path, model *m, model_meta *meta, char *err, size_t errlen);
 
 #endif

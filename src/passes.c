@@ -511,6 +511,38 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
     return ret < 0 ? -1 : 0;
 }
 
+int model_export_bundle(const char *model_dir, const char *out, int dtype, int64_t since, uint64_t *rows, int *tables,
+                        char *err, size_t errlen)
+{
+    model *m;
+    model_meta meta;
+    int ret = modelfile_load(model_dir, &m, &meta, err, errlen);
+    if (ret < 0) return ret;
+    emb_tier *tier = NULL;
+    if (meta.table_dir && (ret = model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, errlen)) == 0 &&
+        (ret = modelfile_check_tier(model_dir, &meta, tier, err, errlen)) == 0 && since >= 0) {
+        /* the pending keys and the deletion record are in the commit's catalog */
+        void *blob;
+        size_t len;
+        ret = emb_tier_catalog(tier, &blob, &len, err, errlen);
+        if (ret == 0 && blob) {
+            passes ps = { .m = m, .n_tables = model_n_tables(m) };
+            catalog_head h;
+            ret = catalog_load(&ps, blob, len, &h, 1, err, errlen);
+            key_vec_free(&ps.digests);
+        }
+        free(blob);
+    }
+    if (ret == 0) ret = modelfile_bundle_save(out, m, &meta, tier, dtype, since, err, errlen);
+    *rows = 0;
+    *tables = model_n_tables(m);
+    for (int t = 0; ret == 0 && t < *tables; t++) *rows += tier ? emb_tier_rows(tier, t) : emb_table_rows(model_table(m, t));
+    emb_tier_close(tier);
+    model_meta_free(&meta);
+    model_destroy(m);
+    return ret;
+}
+
 /* ---- shrink: delete keys by the CTR accessor's rules (all tiers; embedding/shrink.h) ---- */
 
 static int shrink(passes *ps, emb_tier_batch *batch, uint64_t *deleted)

@@ -86,4 +86,11 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
 int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
                          size_t errlen);
 
+/* Write the serving bundle of the model in model_dir to out (modelfile_bundle_save: since < 0 a
+ * base, else a delta since that pass), its rows read from memory or streamed from its table folder
+ * (whose last commit, the model's, gives the tables' deletion record). *rows, *tables: what it
+ * holds. 0, or <0 with err. */
+int model_export_bundle(const char *model_dir, const char *out, int dtype, int64_t since, uint64_t *rows, int *tables,
+                        char *err, size_t errlen);
+
 #endif

@@ -1028,6 +1028,9 @@ static int shrink_model_file(const char *dir, shrinker *sk)
         }
         shrink_folder(meta.table_dir, sk);
         meta.table_commits = emb_tier_commits(s.tier);
+        /* the folder's deletions are not in the tables' deletion record (the commit's catalog keeps
+         * it): a delta for serving can only start after them, from a base exported now */
+        if (sk->r.deleted && meta.deltas_from < meta.passes + 1) meta.deltas_from = meta.passes + 1;
         free(meta.table_shrink);
         meta.table_shrink = NULL;
         if (modelfile_save(dir, m, &meta, err, sizeof err) < 0) die("%s", err);
