@@ -430,7 +430,7 @@ int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t er
         int first = cnt;
         struct dirent *de;
         while ((de = readdir(d))) {
-            if (de->d_name[0] == '.') continue;
+            if (de->d_name[0] == '.' || de->d_name[0] == '_') continue;   /* hidden; _SUCCESS, _logs (Hadoop, Spark) */
             size_t len = strlen(paths[i]) + strlen(de->d_name) + 2;
             char *p = xmalloc(len);
             snprintf(p, len, "%s/%s", paths[i], de->d_name);

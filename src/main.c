@@ -76,6 +76,16 @@ static void usage(FILE *f)
             "  --shrink-threshold S   at each epoch end delete keys whose score is below S\n"
             "  --shrink-unseen N      ... and keys unseen for more than N passes\n"
             "  --nonclk-coeff X (0.1) --clk-coeff X (1)  score = (show - click) * nonclk + click * clk\n"
+            "a stream of logs (instead of --train):\n"
+            "  --follow DIR           train each file that comes into DIR once, in name order, when complete: renamed\n"
+            "                         into place, or marked by NAME.done, or a sub-folder with a _SUCCESS file. The\n"
+            "                         model in --out records what it trained; after a kill the same command goes on.\n"
+            "                         Each file is scored before it trains (progressive validation; --no-progressive:\n"
+            "                         not). --epochs defaults to 1. SIGTERM/SIGINT stop after the next commit\n"
+            "  --follow-idle S        end when nothing new comes for S seconds (else run until a signal)\n"
+            "  --follow-done          files need a NAME.done (the default once DIR holds any .done file)\n"
+            "  --export-dir E --export-every N   after a file, if N passes went by: a serving bundle in E (a base,\n"
+            "                         then deltas) and E/manifest.json, written atomically\n"
             "%s",
             cli_input_usage);
 }
@@ -318,6 +328,7 @@ enum {
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
     T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
     T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT, T_INITFROM,
+    T_FOLLOW, T_FIDLE, T_FDONE, T_NOPROG, T_EXPEVERY, T_EXPDIR,
     /* plan only */
     T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM,
 };
@@ -340,7 +351,10 @@ static const struct option train_extra[] = {
     { "interaction", required_argument, 0, T_INTER }, { "table-per-field", no_argument, 0, T_TPF },
     { "field-dim", required_argument, 0, T_FDIM }, { "pass-rows", required_argument, 0, T_PASSROWS },
     { "table-dir", required_argument, 0, T_TABLEDIR }, { "resume", required_argument, 0, T_RESUME },
-    { "init", required_argument, 0, T_INITFROM },
+    { "init", required_argument, 0, T_INITFROM }, { "follow", required_argument, 0, T_FOLLOW },
+    { "follow-idle", required_argument, 0, T_FIDLE }, { "follow-done", no_argument, 0, T_FDONE },
+    { "no-progressive", no_argument, 0, T_NOPROG }, { "export-every", required_argument, 0, T_EXPEVERY },
+    { "export-dir", required_argument, 0, T_EXPDIR },
     { "cache-mb", required_argument, 0, T_CACHEMB }, { "cache-policy", required_argument, 0, T_CACHEPOL },
     { "decay", required_argument, 0, T_CTRDECAY }, { "shrink-threshold", required_argument, 0, T_SHRINKT },
     { "shrink-unseen", required_argument, 0, T_SHRINKU }, { "nonclk-coeff", required_argument, 0, T_NONCLK },
@@ -511,6 +525,8 @@ static int cmd_train(int argc, char **argv, int plan)
     if (kind == MODEL_COUNT) die("train: --model is required");
     model_config_default(&o.mc, kind);
     o.epochs = 10;
+    o.follow_idle = -1;
+    o.progressive = 1;
     o.patience = 2;
     o.lr_decay = 1;
     o.shuffle_rows = 1000000;
@@ -523,7 +539,7 @@ static int cmd_train(int argc, char **argv, int plan)
     o.train = xcalloc((size_t)ac + 1, sizeof *o.train);
     o.valid = xcalloc((size_t)ac + 1, sizeof *o.valid);
     plan_opts po = { NULL, NULL, 26, 13, 5, -1, -1 };
-    int sparse_lr_set = 0, bottom_set = 0, c;
+    int sparse_lr_set = 0, bottom_set = 0, epochs_set = 0, c;
     optind = 1;
     while ((c = getopt_long(ac, av, "", opts, NULL)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
@@ -542,7 +558,7 @@ static int cmd_train(int argc, char **argv, int plan)
             if (strcmp(optarg, "sum") && strcmp(optarg, "mean")) die("--pool %s: want sum or mean", optarg);
             o.mc.pool_mean = !strcmp(optarg, "mean");
             break;
-        case T_EPOCHS: o.epochs = (int)num_arg("epochs", optarg, 1, 1e6); break;
+        case T_EPOCHS: o.epochs = (int)num_arg("epochs", optarg, 1, 1e6); epochs_set = 1; break;
         case T_BATCH: o.mc.batch = (int)num_arg("batch", optarg, 1, 1 << 20); break;
         case T_SEED: o.mc.seed = (uint64_t)num_arg("seed", optarg, 0, 1e15); break;
         case T_THREADS: o.threads = (int)num_arg("threads", optarg, 1, 256); break;
@@ -587,6 +603,12 @@ static int cmd_train(int argc, char **argv, int plan)
         case T_TABLEDIR: o.table_dir = optarg; break;
         case T_RESUME: o.table_dir = optarg; o.resume = 1; break;
         case T_INITFROM: o.init = optarg; break;
+        case T_FOLLOW: o.follow = optarg; break;
+        case T_FIDLE: o.follow_idle = num_arg("follow-idle", optarg, 0, 1e9); break;
+        case T_FDONE: o.follow_done = 1; break;
+        case T_NOPROG: o.progressive = 0; break;
+        case T_EXPEVERY: o.export_every = (uint32_t)num_arg("export-every", optarg, 1, 1e9); break;
+        case T_EXPDIR: o.export_dir = optarg; break;
         case T_CACHEMB: o.cache_mb = num_arg("cache-mb", optarg, 0, 1e9); break;
         case T_CACHEPOL:
             if (strcmp(optarg, "lfu") && strcmp(optarg, "lru")) die("--cache-policy %s: want lfu or lru", optarg);
@@ -624,14 +646,26 @@ static int cmd_train(int argc, char **argv, int plan)
     }
     if (o.table_dir && o.mc.emb_l2_all > 0)
         die("--emb-l2 updates every row at every step; it cannot be used with --table-dir (use --l2)");
-    if (!o.n_train || !o.out) die("train: --train and --out are required");
+    if (o.follow) {
+        if (o.n_train || o.n_valid || o.resume)
+            die("train: --follow DIR trains the files that come into DIR: it takes no --train, --valid or --resume (each "
+                "file is scored before it trains: progressive validation; a killed run goes on when run again)");
+        if (!o.out) die("train: --follow needs --out DIR");
+        if (!epochs_set) o.epochs = 1;
+    } else if (o.follow_idle >= 0 || o.follow_done || o.export_dir || o.export_every) {
+        die("train: --follow-idle, --follow-done, --export-dir and --export-every go with --follow DIR");
+    }
+    if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
+    if (o.export_dir && !o.export_every) o.export_every = 1;
+    if (!o.follow && (!o.n_train || !o.out)) die("train: --train and --out are required");
     if (o.init && o.resume)
         die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
             "killed on the way continues when the same --init command runs again)");
     if (o.table_dir && !o.pass_rows)   /* without a pass size the reader made empty passes forever */
         die("train: --%s needs --pass-rows N: the rows of one pass, the unit the table folder commits "
             "(e.g. --pass-rows 1000000)", o.resume ? "resume" : "table-dir");
-    if (in.so.fmt == FMT_NONE && !cbx_file_is_cbx(o.train[0])) die("train: --format is required for text input");
+    if (in.so.fmt == FMT_NONE && (o.follow || !cbx_file_is_cbx(o.train[0])))
+        die("train: --format is required for text input%s", o.follow ? " (and with --follow: cbx for cbx files)" : "");
     if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);
     o.in = in.so;
     o.schema_spec = in.so.schema_spec;

@@ -59,6 +59,7 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(o, "passes", json_integer((json_int_t)mm->passes));
     if (mm->deltas_from) json_object_set_new(o, "deltas_from", json_integer((json_int_t)mm->deltas_from));
     if (mm->is_delta) json_object_set_new(o, "delta_since", json_integer((json_int_t)mm->delta_since));
+    if (mm->follow) json_object_set(o, "follow", (json_t *)mm->follow);
     if (mm->table_dir) {
         char id[24];
         snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
@@ -141,15 +142,18 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
         return -EBADMSG;
     }
     mm->passes = passes ? (uint32_t)json_integer_value(passes) : 0;
-    json_t *df = json_object_get(o, "deltas_from"), *ds = json_object_get(o, "delta_since");
+    json_t *df = json_object_get(o, "deltas_from"), *ds = json_object_get(o, "delta_since"), *fw = json_object_get(o, "follow");
     if ((df && (!json_is_integer(df) || json_integer_value(df) < 0 || json_integer_value(df) > UINT32_MAX)) ||
-        (ds && (!json_is_integer(ds) || json_integer_value(ds) < 0 || json_integer_value(ds) > UINT32_MAX))) {
-        snprintf(err, errlen, "model description: \"deltas_from\" or \"delta_since\" is malformed");
+        (ds && (!json_is_integer(ds) || json_integer_value(ds) < 0 || json_integer_value(ds) > UINT32_MAX)) ||
+        (fw && (!json_is_object(fw) || !json_is_string(json_object_get(fw, "dir")) ||
+                !json_is_array(json_object_get(fw, "files"))))) {
+        snprintf(err, errlen, "model description: \"deltas_from\", \"delta_since\" or \"follow\" is malformed");
         return -EBADMSG;
     }
     mm->deltas_from = df ? (uint32_t)json_integer_value(df) : 0;
     mm->is_delta = ds != NULL;
     mm->delta_since = ds ? (uint32_t)json_integer_value(ds) : 0;
+    mm->follow = fw ? json_incref(fw) : NULL;
     const char *td = json_string_value(json_object_get(o, "table_dir"));
     if (td) {
         const char *id = json_string_value(json_object_get(o, "table_id"));
@@ -212,6 +216,7 @@ void model_meta_free(model_meta *mm)
     free(mm->offsets);
     free(mm->table_dir);
     free(mm->table_shrink);
+    if (mm->follow) json_decref((json_t *)mm->follow);
     memset(mm, 0, sizeof *mm);
 }
 
@@ -552,6 +557,7 @@ int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, em
     }
     model_meta mm = *meta;
     mm.table_dir = NULL;   /* the rows are in the bundle */
+    mm.follow = NULL;
     mm.is_delta = since >= 0;
     mm.delta_since = since >= 0 ? (uint32_t)since : 0;
     json_t *j = meta_to_json(&mm);

@@ -31,6 +31,7 @@ typedef struct {
                                    * folder deleted keys the tables' deletion record does not know) */
     int is_delta;                 /* a delta bundle: the rows changed after pass delta_since, and deletions */
     uint32_t delta_since;
+    void *follow;                 /* --follow's ledger (a jansson object: "dir", "files": [...]), or NULL */
 } model_meta;
 
 /* The lock file of a model folder (folder_lock): a trainer and ctrbox-table shrink hold it while

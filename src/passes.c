@@ -38,6 +38,7 @@
 #include "../io/stream.h"
 #include "../io/mix.h"
 #include "passes.h"
+#include "../embedding/quant.h"
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
@@ -1009,6 +1010,32 @@ int passes_end_epoch(passes *ps)
     free((uint64_t *)r->known);
     ps->reading = 0;
     return ret;
+}
+
+int passes_export(passes *ps, const model_meta *meta, const char *path, int64_t since, char *err, size_t errlen)
+{
+    if (ps->tier && writer_wait(ps) < 0) {
+        snprintf(err, errlen, "the last commit failed");
+        return -1;
+    }
+    return modelfile_bundle_save(path, ps->m, meta, ps->tier, QUANT_FP32, since, err, errlen);
+}
+
+int passes_restart(passes *ps)
+{
+    ps->digests.n = 0;   /* the new data's first epoch */
+    ps->pass_in_epoch = 0;
+    ps->epoch_done = 0;
+    if (!ps->tier) return 0;
+    char err[1024];
+    if (writer_wait(ps) < 0) return -1;
+    if (data_fingerprint(ps->o, &ps->data, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return -1;
+    }
+    ps->origin[0] = emb_tier_id(ps->tier);   /* as passes_open's warm start from the model kept now */
+    ps->origin[1] = emb_tier_commits(ps->tier);
+    return 0;
 }
 
 int passes_commit_epoch(passes *ps, uint64_t *shrunk)

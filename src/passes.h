@@ -57,6 +57,11 @@ int passes_close(passes *p);
 /* Whether the rows live in a table folder (the model kept is the last committed pass's). */
 int passes_tiered(const passes *p);
 
+/* The run goes on with other training files (--follow's next entry; o's files changed), as a warm
+ * start from the last commit (the model kept now) would: a new run on its own data. The caller
+ * resets the run state but its pass clock. 0, or -1 (said). */
+int passes_restart(passes *p);
+
 /* Start epoch rs->epoch, skipping its first `skip` passes (a resume). */
 void passes_begin_epoch(passes *p, uint64_t skip);
 /* The next pass, its rows in memory and the cache within its budget; NULL at the epoch's end or
@@ -85,6 +90,11 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
  * rows the model in model_dir was saved with. 0, or <0 with a message in err. */
 int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
                          size_t errlen);
+
+/* The serving bundle of the run's model as of its last commit, made durable first (meta: the
+ * model's description, its pass clock set) to path: since < 0 a base, else a delta since that pass
+ * (modelfile_bundle_save), in fp32. 0, or <0 with err. */
+int passes_export(passes *p, const model_meta *meta, const char *path, int64_t since, char *err, size_t errlen);
 
 /* Write the serving bundle of the model in model_dir to out (modelfile_bundle_save: since < 0 a
  * base, else a delta since that pass), its rows read from memory or streamed from its table folder

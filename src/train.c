@@ -10,7 +10,9 @@
 #include "train.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
+#include "follow.h"
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
@@ -40,7 +43,18 @@ typedef struct {
     uint64_t rows_epoch_prev;
     double t_start, t_epoch, t_last_print;
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
+    int follow;                   /* --follow: an entry's end, not an epoch's, keeps the model */
+    int stopped;                  /* SIGTERM or SIGINT: stopped after a commit, at a pass boundary */
+    double unit_auc, unit_logloss;   /* the entry's progressive validation (NaN: none) */
 } trainer;
+
+/* --follow: SIGTERM and SIGINT ask the run to stop at the next pass boundary after a commit */
+static volatile sig_atomic_t stop_asked;
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_asked = 1;
+}
 
 int train_read_rows(char *const *paths, int n, const source_opts *in, sample_block *all, data_schema *schema,
                   char *err, size_t errlen)
@@ -197,9 +211,12 @@ static void progress(trainer *t, int force)
         double left = (double)t->epoch_rows * (t->o->epochs - t->rs.epoch + 1) - (double)(t->rs.rows_done - t->rows_epoch_prev);
         snprintf(eta, sizeof eta, "  ETA %.0fs", left > 0 ? left / rate : 0);
     }
-    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s", tty ? "\r" : "", t->rs.epoch,
+    char unit[96] = "";
+    if (t->follow && !isnan(t->unit_auc))
+        snprintf(unit, sizeof unit, "  before training: auc %.4f logloss %.4f", t->unit_auc, t->unit_logloss);
+    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s%s", tty ? "\r" : "", t->rs.epoch,
             (unsigned long long)(t->rs.rows_done - t->rows_epoch_prev), rate,
-            t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : 0.0, eta, tty ? "   " : "\n");
+            t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : 0.0, unit, eta, tty ? "   " : "\n");
 }
 
 /* Train on the rows of buf in (shuffled) order, one batch at a time. */
@@ -256,16 +273,25 @@ static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
     return ret;
 }
 
+/* The training files as one source, or NULL (said). */
+static data_source *open_training(const train_opts *o)
+{
+    char err[1024];
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: %s\n", err);
+        return NULL;
+    }
+    return s;
+}
+
 /* One pass over the whole epoch, read from the files in chunks of the shuffle buffer's size. */
 static int train_stream(trainer *t)
 {
     const train_opts *o = t->o;
     char err[1024];
-    data_source *s;
-    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {
-        fprintf(stderr, "ctrbox: %s\n", err);
-        return -1;
-    }
+    data_source *s = open_training(o);
+    if (!s) return -1;
     sample_block b, buf;
     block_init(&b, source_schema(s)->n_dense);
     block_init(&buf, source_schema(s)->n_dense);
@@ -323,11 +349,13 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
         return -1;
     }
     if (meta0.table_dir) {   /* its dense state and pass clock come from the folder's commit (passes_open) */
+        t->meta.deltas_from = meta0.deltas_from;
         *table_dir = xstrdup(meta0.table_dir);
         *table_id = meta0.table_id;
         *table_commits = meta0.table_commits;
     } else {
         t->rs.pass = meta0.passes;
+        t->meta.deltas_from = meta0.deltas_from;
         if (!meta0.passes)   /* a file of an older build: the newest pass any row saw */
             for (int i = 0; i < model_n_tables(t->m); i++)
                 for (size_t r = 0; r < emb_table_rows(model_table(t->m, i)); r++)
@@ -361,9 +389,13 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             ret = p->rows ? train_buffer(t, p->rows, p->index) : train_stream(t);
             if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
             if (ret == 0) progress(t, 0);
+            if (ret == 0 && stop_asked && t->follow && passes_tiered(t->ps)) {   /* the pass is committed */
+                t->stopped = 1;
+                break;
+            }
         }
         if (passes_end_epoch(t->ps) < 0) ret = -1;
-        if (ret < 0) break;
+        if (ret < 0 || t->stopped) break;
         progress(t, 1);
         int better = 1, stop = 0;
         if (t->have_valid) {
@@ -390,7 +422,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         }
         if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
         /* with a table folder the model is the last committed pass; else the best (or the last) */
-        if ((passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
+        if (!t->follow && (passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
             ret = -1;
             break;
         }
@@ -400,7 +432,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         }
     }
     /* a run resumed after its last commit still leaves its model file */
-    if (ret == 0 && passes_tiered(t->ps) && keep_model(t) < 0) ret = -1;
+    if (ret == 0 && !t->follow && passes_tiered(t->ps) && keep_model(t) < 0) ret = -1;
     return ret;
 }
 
@@ -446,9 +478,199 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     return 0;
 }
 
-int train_run(const train_opts *o)
+/* The schema of o's training input, and whether it has a row: 1, 0 (none), or -1 with err. */
+static int probe_input(const train_opts *o, data_schema *schema, char *err, size_t errlen)
 {
-    trainer t = { .o = o, .rs = { .best_auc = -INFINITY } };
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -1;
+    sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
+    block_init(&first, source_schema(s)->n_dense);
+    int got = source_next(s, &first, err, errlen);
+    block_free(&first);
+    if (got >= 0) schema_copy(schema, source_schema(s));
+    source_close(s);
+    return got < 0 ? -1 : got > 0;
+}
+
+/* --follow: the watched folder, the entry being trained, the ledger of those trained. */
+typedef struct {
+    char *dir;                    /* absolute */
+    char *name, *path;            /* the entry now */
+    json_t *ledger;               /* saved in the model file (t->meta.follow) */
+    uint64_t trained;             /* entries trained by this process */
+} follow_run;
+
+/* The next entry to train, waited for: 1 with oc->train set to it (and its schema in *schema if
+ * schema->n_fields is 0, else checked against it), 0 when the run ends (idle, or a signal), -1
+ * (said). Entries without rows join the ledger, untrained. */
+static int follow_next_entry(follow_run *fr, train_opts *oc, data_schema *schema, uint32_t pass)
+{
+    char err[1024];
+    for (;;) {
+        free(fr->name), free(fr->path);
+        fr->name = fr->path = NULL;
+        int r = follow_wait(fr->dir, oc->follow_done, fr->ledger, oc->follow_idle, &stop_asked, &fr->name, &fr->path, err,
+                            sizeof err);
+        if (r <= 0) {
+            if (r < 0) fprintf(stderr, "ctrbox: %s\n", err);
+            return r < 0 ? -1 : 0;
+        }
+        oc->train = &fr->path;
+        oc->n_train = 1;
+        data_schema us = { 0 };
+        int got = probe_input(oc, &us, err, sizeof err);
+        if (got < 0) {
+            fprintf(stderr, "ctrbox: %s (--follow: move it out of %s or fix it; the same command then goes on)\n", err,
+                    fr->dir);
+            return -1;
+        }
+        if (got == 0) {
+            if (!oc->quiet) fprintf(stderr, "%s: no rows; nothing to train\n", fr->path);
+            follow_ledger_add(fr->ledger, fr->name, 0, pass);
+            schema_free(&us);
+            continue;
+        }
+        if (schema->n_fields && !schema_equal(schema, &us)) {
+            fprintf(stderr, "ctrbox: %s: %u fields and %u dense values, the model trains on %u and %u (--follow: move it "
+                    "out of %s; the same command then goes on)\n", fr->path, us.n_fields, us.n_dense, schema->n_fields,
+                    schema->n_dense, fr->dir);
+            schema_free(&us);
+            return -1;
+        }
+        if (!schema->n_fields) schema_copy(schema, &us);
+        schema_free(&us);
+        return 1;
+    }
+}
+
+/* Progressive validation: the entry's rows scored by the model before it trains on them. */
+static int score_entry(trainer *t, const char *name)
+{
+    const train_opts *o = t->o;
+    char err[1024];
+    data_source *s = open_training(o);
+    if (!s) return -1;
+    sample_block b;
+    block_init(&b, source_schema(s)->n_dense);
+    size_t n = 0, cap = 0;
+    float *lab = NULL;
+    double *prob = NULL;
+    int ret;
+    double t0 = now_sec();
+    while ((ret = source_next(s, &b, err, sizeof err)) > 0) {
+        if (passes_pull(t->ps, &b) < 0) {
+            ret = -2;
+            break;
+        }
+        if (n + b.rows > cap) {
+            cap = (n + b.rows) * 2;
+            lab = xrealloc(lab, cap * sizeof *lab);
+            prob = xrealloc(prob, cap * sizeof *prob);
+        }
+        model_predict_batch(t->m, &b, 0, b.rows, prob + n);
+        memcpy(lab + n, b.label, b.rows * sizeof *lab);
+        n += b.rows;
+    }
+    if (ret == -1) fprintf(stderr, "ctrbox: %s\n", err);
+    block_free(&b);
+    source_close(s);
+    if (ret == 0) {
+        t->unit_auc = metrics_auc(lab, prob, n);
+        t->unit_logloss = metrics_logloss(lab, prob, n);
+        char a[32], l[32];
+        if (t->log) {
+            fprintf(t->log, "{\"kind\": \"progressive\", \"file\": \"%s\", \"pass\": %u, \"rows\": %zu, \"auc\": %s, "
+                    "\"logloss\": %s, \"seconds\": %.3f}\n", name, t->rs.pass, n, jnum(a, sizeof a, t->unit_auc),
+                    jnum(l, sizeof l, t->unit_logloss), now_sec() - t0);
+            fflush(t->log);
+        }
+        if (!o->quiet)
+            fprintf(stderr, "%s: %zu rows; scored before training on them (progressive validation): auc %.6f logloss %.6f\n",
+                    name, n, t->unit_auc, t->unit_logloss);
+    }
+    free(lab);
+    free(prob);
+    return ret < 0 ? -1 : 0;
+}
+
+/* The entry is trained: it joins the ledger, saved with the model; then the export, if one is due. */
+static int follow_entry_done(trainer *t, follow_run *fr, uint32_t first_pass)
+{
+    const train_opts *o = t->o;
+    follow_ledger_add(fr->ledger, fr->name, t->rs.rows_done, t->rs.pass);
+    if (keep_model(t) < 0) return -1;
+    fr->trained++;
+    if (t->log) {
+        fprintf(t->log, "{\"kind\": \"file\", \"file\": \"%s\", \"rows\": %llu, \"first_pass\": %u, \"pass\": %u, "
+                "\"trained\": %zu}\n", fr->name, (unsigned long long)t->rs.rows_done, first_pass + 1, t->rs.pass,
+                follow_ledger_count(fr->ledger));
+        fflush(t->log);
+    }
+    if (!o->quiet)
+        fprintf(stderr, "trained %s: %llu rows, passes %u to %u; %zu entries of %s trained\n", fr->name,
+                (unsigned long long)t->rs.rows_done, first_pass + 1, t->rs.pass, follow_ledger_count(fr->ledger), fr->dir);
+    if (!o->export_dir) return 0;
+    char err[1024], *wrote;
+    if (follow_export(t->ps, &t->meta, o->export_dir, t->rs.pass, o->export_every, &wrote, err, sizeof err) < 0) {
+        fprintf(stderr, "ctrbox: --export-dir: %s\n", err);
+        return -1;
+    }
+    if (wrote && !o->quiet) fprintf(stderr, "exported %s\n", wrote);
+    free(wrote);
+    return 0;
+}
+
+/* --follow, before anything is read: the folder, the signals, and where the run stands: a model in
+ * the output folder that follows this folder goes on (oc->init), else a new run (from --init if
+ * given). 0, or -1 (said). */
+static int follow_begin(follow_run *fr, train_opts *oc)
+{
+    char err[1024];
+    struct stat st;
+    fr->dir = realpath(oc->follow, NULL);
+    if (!fr->dir || stat(fr->dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ctrbox: --follow %s: %s\n", oc->follow, fr->dir ? "not a folder" : strerror(errno));
+        return -1;
+    }
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_stop;   /* no SA_RESTART: a wait for new files ends at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    char mf[4200];
+    snprintf(mf, sizeof mf, "%s/model.ctrbox", oc->out);
+    if (access(mf, F_OK) == 0) {
+        model_meta meta;
+        if (modelfile_read_meta(oc->out, &meta, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: %s\n", err);
+            return -1;
+        }
+        int mine = meta.follow && follow_ledger_dir_is(meta.follow, fr->dir);
+        if (mine) fr->ledger = json_deep_copy(meta.follow);
+        model_meta_free(&meta);
+        if (!mine) {
+            fprintf(stderr, "ctrbox: --out %s holds a model that does not follow %s: give an empty folder (with --init %s "
+                    "to start from that model)\n", oc->out, fr->dir, oc->out);
+            return -1;
+        }
+        if (!oc->quiet)
+            fprintf(stderr, "following %s: %zu entries trained, going on\n", fr->dir, follow_ledger_count(fr->ledger));
+        oc->init = oc->out;
+        oc->resume = 0;
+    } else {
+        fr->ledger = follow_ledger_new(fr->dir);
+        oc->resume = oc->table_dir && !oc->init;   /* a first entry killed on the way goes on */
+        if (!oc->quiet) fprintf(stderr, "following %s\n", fr->dir);
+    }
+    return 0;
+}
+
+int train_run(const train_opts *o0)
+{
+    train_opts oc = *o0;   /* --follow sets the training files to each entry in turn */
+    const train_opts *o = &oc;
+    trainer t = { .o = o, .rs = { .best_auc = -INFINITY }, .follow = o->follow != NULL, .unit_auc = NAN };
+    follow_run fr = { 0 };
     char err[1024];
     if (o->threads > 0) {
         dense_cpu_preflight(o->threads);
@@ -465,23 +687,26 @@ int train_run(const train_opts *o)
         }
     }
     /* the schema: from the first training file (and the validation set must agree) */
-    data_source *s;
-    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) {
-        fprintf(stderr, "ctrbox: %s\n", err);
-        return 1;
+    if (o->follow) {
+        int r = follow_begin(&fr, &oc);
+        if (r == 0) r = follow_next_entry(&fr, &oc, &t.meta.schema, 0);
+        if (r <= 0) {
+            if (r == 0 && !o->quiet) fprintf(stderr, "nothing new in %s\n", fr.dir);
+            free(fr.dir), free(fr.name), free(fr.path);
+            if (fr.ledger) json_decref(fr.ledger);
+            schema_free(&t.meta.schema);
+            return r < 0;
+        }
+        t.meta.follow = fr.ledger;
+    } else {
+        int got = probe_input(o, &t.meta.schema, err, sizeof err);
+        if (got <= 0) {
+            if (got == 0) snprintf(err, sizeof err, "%s%s: no rows to train on", o->train[0], o->n_train > 1 ? " ..." : "");
+            fprintf(stderr, "ctrbox: %s\n", err);
+            schema_free(&t.meta.schema);
+            return 1;
+        }
     }
-    sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
-    block_init(&first, source_schema(s)->n_dense);
-    int got = source_next(s, &first, err, sizeof err);
-    block_free(&first);
-    if (got <= 0) {
-        if (got == 0) snprintf(err, sizeof err, "%s%s: no rows to train on", o->train[0], o->n_train > 1 ? " ..." : "");
-        fprintf(stderr, "ctrbox: %s\n", err);
-        source_close(s);
-        return 1;
-    }
-    schema_copy(&t.meta.schema, source_schema(s));
-    source_close(s);
     if (o->in.fmt == FMT_LIBFFM) {
         fprintf(stderr, "ctrbox: libffm input: convert it to cbx first (its field count is known only at the end)\n");
         return 1;
@@ -530,7 +755,7 @@ int train_run(const train_opts *o)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
-    t.log = fopen(logpath, o->resume || o->init ? "a" : "w");   /* a warm start run again after a kill goes on */
+    t.log = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* a warm start run again after a kill goes on */
     if (!t.log) {
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         return 1;
@@ -574,18 +799,63 @@ int train_run(const train_opts *o)
     int start_epoch;
     uint64_t skip;
     model_meta init = { .table_dir = init_dir, .table_id = init_id, .table_commits = init_commits };
-    if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, init_dir ? &init : NULL, t.log, &t.rs, &start_epoch, &skip) < 0 ||
-        train_epochs(&t, start_epoch, skip) < 0)
+    if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, init_dir ? &init : NULL, t.log, &t.rs, &start_epoch, &skip) < 0)
         ret = 1;
+    if (ret == 0 && o->follow && o->export_dir && follow_ledger_count(fr.ledger) && start_epoch == 1 && skip == 0) {
+        /* killed between the model and its export: the model is the one kept, export it if due (a
+         * run resumed in the middle of an entry has moved on: its next export covers these passes) */
+        char *wrote;
+        t.meta.passes = t.rs.pass;
+        if (follow_export(t.ps, &t.meta, o->export_dir, t.rs.pass, o->export_every, &wrote, err, sizeof err) < 0) {
+            fprintf(stderr, "ctrbox: --export-dir: %s\n", err);
+            ret = 1;
+        } else if (wrote && !o->quiet) {
+            fprintf(stderr, "exported %s\n", wrote);
+        }
+        free(wrote);
+    }
+    while (ret == 0) {   /* once; with --follow, once per entry of the folder */
+        uint32_t first_pass = t.rs.pass;
+        t.unit_auc = t.unit_logloss = NAN;
+        /* a resumed entry was scored before it was killed (the log has it) */
+        if (o->follow && o->progressive && start_epoch == 1 && skip == 0 && score_entry(&t, fr.name) < 0) ret = 1;
+        if (ret == 0 && train_epochs(&t, start_epoch, skip) < 0) ret = 1;
+        if (ret || !o->follow || t.stopped) break;
+        if (follow_entry_done(&t, &fr, first_pass) < 0) {
+            ret = 1;
+            break;
+        }
+        int r = stop_asked ? 0 : follow_next_entry(&fr, &oc, &t.meta.schema, t.rs.pass);
+        if (r <= 0) {
+            ret = r < 0;
+            break;
+        }
+        /* the next entry: as a warm start from the model just kept, without reading it back */
+        t.rs = (run_state){ .pass = t.rs.pass, .best_auc = -INFINITY };
+        start_epoch = 1;
+        skip = 0;
+        if (passes_restart(t.ps) < 0) ret = 1;
+    }
     if (passes_close(t.ps) < 0) ret = 1;
     t.meta.table_dir = NULL;
+    if (ret == 0 && o->follow && stop_asked && t.log)
+        fprintf(t.log, "{\"kind\": \"stopped\", \"pass\": %u, \"trained\": %zu, \"entry\": \"%s\"}\n", t.rs.pass,
+                follow_ledger_count(fr.ledger), t.stopped && fr.name ? fr.name : "");
 done:
     free(abs);
     free(init_dir);
-    if (ret == 0 && !o->quiet)
+    if (ret == 0 && !o->quiet && o->follow)
+        fprintf(stderr, "%s after %.1f s: %llu entries trained now, %zu in all; model in %s/model.ctrbox%s\n",
+                t.stopped || stop_asked ? "stopped by a signal" : "nothing new", now_sec() - t.t_start,
+                (unsigned long long)fr.trained, follow_ledger_count(fr.ledger), o->out,
+                t.stopped ? " (the same command goes on from the last commit)" : "");
+    else if (ret == 0 && !o->quiet)
         fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
                 t.have_valid ? "best validation AUC" : "last training loss",
                 t.have_valid ? t.rs.best_auc : (t.rs.loss_n ? t.rs.loss_sum / (double)t.rs.loss_n : NAN), o->out);
+    free(fr.dir), free(fr.name), free(fr.path);
+    if (fr.ledger) json_decref(fr.ledger);
+    t.meta.follow = NULL;
     fclose(t.log);
     close(lock);
     model_destroy(t.m);

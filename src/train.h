@@ -40,6 +40,13 @@ typedef struct {
     uint32_t shrink_unseen;       /* delete keys unseen for this many passes (0: off) */
     float nonclk_coeff, clk_coeff;   /* score = (show - click) * nonclk + click * clk */
     const char *placement;        /* --placement: cpu (NULL), gpu, auto or LAYER=DEV,... (issue 5) */
+    /* a watched folder (src/follow.h) */
+    const char *follow;           /* --follow DIR: train each complete entry of DIR once, in name order */
+    double follow_idle;           /* end when nothing new comes for this many seconds (< 0: never) */
+    int follow_done;              /* files need a done-file (NAME.done) */
+    int progressive;              /* score each entry with the model before training on it */
+    uint32_t export_every;        /* with export_dir: a bundle (base, then deltas) every that many passes */
+    const char *export_dir;
 } train_opts;
 
 int train_run(const train_opts *o);

@@ -26,6 +26,9 @@ const char *th_shared_data(void);
 int th_file_exists(const char *path);
 /* Assert that files a and b of the temporary folder are non-empty and equal, byte for byte. */
 void th_same_file(const char *a, const char *b);
+/* Assert that table folders (or model folders) a and b hold the same rows, optimizer state
+ * included, whatever their order. */
+void th_same_rows(const char *a, const char *b);
 /* gzip / zstd compress a buffer into a file. */
 void th_write_gzip(const char *path, const void *data, size_t len);
 void th_write_zstd(const char *path, const void *data, size_t len);

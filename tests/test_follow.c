@@ -1,6 +1,6 @@
 /*
- * test_follow.c: training from a stream of logs: the deltas a serving process applies to its base
- * bundle.
+ * test_follow.c: training from a stream of logs (--follow), progressive validation, and the
+ * deltas a serving process applies to its base bundle.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -18,6 +18,10 @@ TestSuite(follow, .fini = th_cleanup);
 #define RUN "$B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 8 --batch 256 --lr 0.01 --threads 1 " \
             "--seed 5 --pass-rows 700 --decay 0.9 --shrink-unseen 3 --quiet"
 
+/* the same, with dense layers slow enough for kills to fall inside days */
+#define SLOW "$B/ctrbox train --model deepfm --format criteo --dim 16 --hidden 256,256 --batch 32 --lr 0.01 --threads 1 " \
+             "--seed 5 --pass-rows 700 --decay 0.9 --shrink-unseen 3 --quiet"
+
 /* Six days of `rows` rows each (d1 .. d6) and a validation set. */
 static void make_days_of(int rows)
 {
@@ -29,6 +33,155 @@ static void make_days_of(int rows)
 }
 
 static void make_days(void) { make_days_of(2000); }
+
+/* The entries of a model's --follow ledger, "name:rows," each, in order. */
+static char *ledger(const char *dir)
+{
+    model_meta meta;
+    char err[600];
+    cr_assert_eq(modelfile_read_meta(th_path(dir), &meta, err, sizeof err), 0, "%s", err);
+    cr_assert(meta.follow, "%s has no ledger", dir);
+    json_t *files = json_object_get(meta.follow, "files");
+    size_t n = 0, cap = 4096;
+    char *s = calloc(1, cap);
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *e = json_array_get(files, i);
+        n += (size_t)snprintf(s + n, cap - n, "%s:%lld,", json_string_value(json_object_get(e, "name")),
+                              (long long)json_integer_value(json_object_get(e, "rows")));
+    }
+    model_meta_free(&meta);
+    return s;
+}
+
+/* A writer drops six days into a folder over time: each file is written in two halves, in
+ * place, then marked by NAME.done; the last is a folder of two parts with a _SUCCESS file. The
+ * trainer, killed with -9 at random moments (25 times: in the middle of days, of passes, of
+ * commits, while waiting) and started again with the same command, ends with the model of an
+ * uninterrupted run over the finished folder; every day is trained once, whole (a half-written
+ * file never is), in name order. In memory (the model file's bytes) and with a table folder
+ * (predictions and the folder's rows). */
+Test(follow, killed_at_random_ends_as_an_uninterrupted_run, .timeout = 600)
+{
+    make_days_of(4000);
+    for (int tiered = 0; tiered < 2; tiered++) {
+        const char *tk = tiered ? "--table-dir kt --cache-mb 0.05" : "", *tr = tiered ? "--table-dir rt --cache-mb 0.05" : "";
+        char *o;
+        int rc = th_run(&o,
+            "rm -rf in k kt ref rt kills writer.done && mkdir in && "
+            "( for i in 1 2 3 4 5; do head -2000 d$i.tsv > in/d$i.tsv; sleep 0.1; tail -2000 d$i.tsv >> in/d$i.tsv; "
+            "  touch in/d$i.tsv.done; sleep 0.05; done; "
+            "  mkdir in/d6; head -2500 d6.tsv > in/d6/part-0; sleep 0.1; tail -1500 d6.tsv > in/d6/part-1; touch in/d6/_SUCCESS; "
+            "  touch writer.done ) & "
+            "for i in $(seq 1 25); do "
+            "  " SLOW " --follow in --follow-done --follow-idle 1.5 --out k %s 2>>err.txt & pid=$!; "
+            "  if [ $((i %% 2)) = 0 ]; then sleep $(printf 0.%%02d $(shuf -i 1-40 -n 1)); "
+            "  else n=$(( $(cat k/log.jsonl 2>/dev/null | wc -l) + $(shuf -i 1-5 -n 1) )); t=0; "   /* a few lines on */
+            "    while [ $(cat k/log.jsonl 2>/dev/null | wc -l) -lt $n ] && [ $t -lt 60 ]; do sleep 0.01; t=$((t + 1)); done; fi; "
+            "  if kill -9 $pid 2>/dev/null; then echo kill >> kills; fi; wait $pid; "
+            "done; wait; "
+            SLOW " --follow in --follow-done --follow-idle 0.5 --out k %s 2>>err.txt && "
+            SLOW " --follow in --follow-idle 0 --out ref %s && "
+            "$B/ctrbox predict --model k --data va.tsv --out pk.txt && $B/ctrbox predict --model ref --data va.tsv --out pr.txt && "
+            "echo kills $(cat kills 2>/dev/null | wc -l), entries scored $(grep -c progressive k/log.jsonl) times, "
+            "$(grep -c '\"kind\": \"pass\"' k/log.jsonl) pass lines for $(grep -c '\"kind\": \"pass\"' ref/log.jsonl)",
+            tk, tk, tr);
+        cr_assert_eq(rc, 0, "%s", o);
+        fprintf(stderr, "follow (%s): %s", tiered ? "table folder" : "in memory", o);
+        free(o);
+        char *lk = ledger("k"), *lr = ledger("ref");
+        cr_assert_str_eq(lk, "d1.tsv:4000,d2.tsv:4000,d3.tsv:4000,d4.tsv:4000,d5.tsv:4000,d6:4000,");
+        cr_assert_str_eq(lk, lr);
+        free(lk), free(lr);
+        th_same_file("pk.txt", "pr.txt");
+        if (tiered) {
+            th_same_rows("kt", "rt");
+        } else {
+            th_same_file("k/model.ctrbox", "ref/model.ctrbox");
+        }
+        /* the log: each day's end at most once (a kill can fall between the model and its line) */
+        cr_assert_eq(th_run(&o, "grep -o '\"kind\": \"file\", \"file\": \"[^\"]*\"' k/log.jsonl | sort | uniq -d"), 0);
+        cr_assert_str_eq(o, "", "a day trained twice: %s", o);
+        free(o);
+    }
+}
+
+/* The model --follow ends with is the model of a chain of warm starts, one per file (the same
+ * pass boundaries); each file is scored first by the model of the files before it: the AUC and
+ * logloss in the log are `ctrbox eval` of the previous day's model on it. SIGTERM stops at a
+ * pass boundary with exit 0 and the same command goes on. */
+Test(follow, equals_a_chain_of_warm_starts_and_scores_each_file_first, .timeout = 300)
+{
+    make_days();
+    char *o;
+    int rc = th_run(&o,
+        "mkdir in && for i in 1 2 3; do cp d$i.tsv in/.d$i.tmp && mv in/.d$i.tmp in/d$i.tsv; done && "
+        RUN " --epochs 1 --train d1.tsv --out c1 && " RUN " --epochs 1 --train d2.tsv --init c1 --out c2 && "
+        RUN " --epochs 1 --train d3.tsv --init c2 --out c3 && "
+        RUN " --follow in --follow-idle 0 --out f && "
+        "$B/ctrbox predict --model c3 --data va.tsv --out pc.txt && $B/ctrbox predict --model f --data va.tsv --out pf.txt && "
+        "$B/ctrbox eval --model c2 --data d3.tsv --json");
+    cr_assert_eq(rc, 0, "%s", o);
+    th_same_file("pc.txt", "pf.txt");
+    json_t *ev = json_loads(o, 0, NULL);
+    cr_assert(ev, "%s", o);
+    free(o);
+    double auc = json_real_value(json_object_get(ev, "auc")), ll = json_real_value(json_object_get(ev, "logloss"));
+    json_decref(ev);
+    rc = th_run(&o, "grep '\"kind\": \"progressive\", \"file\": \"d3.tsv\"' f/log.jsonl");
+    cr_assert_eq(rc, 0, "%s", o);
+    json_t *pv = json_loads(o, 0, NULL);
+    cr_assert(pv, "%s", o);
+    cr_assert_float_eq(json_real_value(json_object_get(pv, "auc")), auc, 2e-6, "%s", o);
+    cr_assert_float_eq(json_real_value(json_object_get(pv, "logloss")), ll, 2e-6, "%s", o);
+    cr_assert_eq(json_integer_value(json_object_get(pv, "rows")), 2000);
+    json_decref(pv);
+    free(o);
+
+    /* SIGTERM: exit 0 after a commit; the same command finishes; the model is the same */
+    rc = th_run(&o, "cp d4.tsv d5.tsv d6.tsv in/ && "
+                    RUN " --follow in --out s --table-dir st --cache-mb 0.05 2>err.txt & pid=$!; "
+                    "while ! grep -qs '\"kind\": \"pass\"' s/log.jsonl; do sleep 0.05; done; kill -TERM $pid; wait $pid; "
+                    "echo rc=$?; grep -c '\"kind\": \"stopped\"' s/log.jsonl; "
+                    RUN " --follow in --follow-idle 0 --out s --table-dir st --cache-mb 0.05 && "
+                    RUN " --follow in --follow-idle 0 --out f && "
+                    "$B/ctrbox predict --model s --data va.tsv --out ps.txt && $B/ctrbox predict --model f --data va.tsv --out pf.txt");
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert(strstr(o, "rc=0\n1\n"), "SIGTERM: exit 0 and the log says so: %s", o);
+    free(o);
+    th_same_file("ps.txt", "pf.txt");
+    char *l = ledger("s");
+    cr_assert_str_eq(l, "d1.tsv:2000,d2.tsv:2000,d3.tsv:2000,d4.tsv:2000,d5.tsv:2000,d6.tsv:2000,");
+    free(l);
+}
+
+/* What --follow refuses, and what it never reads. */
+Test(follow, refusals_and_names_it_skips)
+{
+    make_days();
+    char *o;
+    int rc = th_run(&o, "mkdir in && cp d1.tsv in/d1.tsv && cp d2.tsv in/.hidden && cp d2.tsv in/_tmp && "
+                        "cp d2.tsv in/d2.tsv.tmp && cp d2.tsv in/d2.part && mkdir in/d3 && cp d3.tsv in/d3/part-0 && "
+                        RUN " --follow in --follow-idle 0 --out f --export-dir ex && cat ex/manifest.json");
+    cr_assert_eq(rc, 0, "%s", o);
+    cr_assert(strstr(o, "base-0000000003.bundle"), "%s", o);
+    free(o);
+    char *l = ledger("f");
+    cr_assert_str_eq(l, "d1.tsv:2000,", "temporary names and a folder without _SUCCESS wait");
+    free(l);
+    cr_assert_neq(th_run(&o, RUN " --follow in --train d1.tsv --out g"), 0);
+    cr_assert(strstr(o, "takes no --train"), "%s", o);
+    free(o);
+    cr_assert_neq(th_run(&o, RUN " --train d1.tsv --out g && " RUN " --follow in --out g --follow-idle 0"), 0);
+    cr_assert(strstr(o, "holds a model that does not follow"), "%s", o);
+    free(o);
+    /* a file of bad lines stops the run, naming it; nothing of the model is lost */
+    cr_assert_neq(th_run(&o, "cut -f1-30 d2.tsv > in/d2b.tsv && " RUN " --follow in --follow-idle 0 --out f"), 0);
+    cr_assert(strstr(o, "d2b.tsv"), "%s", o);
+    free(o);
+    l = ledger("f");
+    cr_assert_str_eq(l, "d1.tsv:2000,");
+    free(l);
+}
 
 /* Rows, keys and dense layers of two models, compared exactly. */
 static void same_model(model *a, model *b)
