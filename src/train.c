@@ -498,6 +498,8 @@ typedef struct {
     char *name, *path;            /* the entry now */
     json_t *ledger;               /* saved in the model file (t->meta.follow) */
     uint64_t trained;             /* entries trained by this process */
+    char *unsaved;                /* the log lines of entries trained since the model was kept, or NULL */
+    double saved_at;
 } follow_run;
 
 /* The next entry to train, waited for: 1 with oc->train set to it (and its schema in *schema if
@@ -593,22 +595,16 @@ static int score_entry(trainer *t, const char *name)
     return ret < 0 ? -1 : 0;
 }
 
-/* The entry is trained: it joins the ledger, saved with the model; then the export, if one is due. */
-static int follow_entry_done(trainer *t, follow_run *fr, uint32_t first_pass)
+/* The model kept with the entries trained since the last save (their log lines then), and the
+ * export, if one is due. 0 or -1 (said). */
+static int follow_save(trainer *t, follow_run *fr)
 {
     const train_opts *o = t->o;
-    follow_ledger_add(fr->ledger, fr->name, t->rs.rows_done, t->rs.pass);
     if (keep_model(t) < 0) return -1;
-    fr->trained++;
-    if (t->log) {
-        fprintf(t->log, "{\"kind\": \"file\", \"file\": \"%s\", \"rows\": %llu, \"first_pass\": %u, \"pass\": %u, "
-                "\"trained\": %zu}\n", fr->name, (unsigned long long)t->rs.rows_done, first_pass + 1, t->rs.pass,
-                follow_ledger_count(fr->ledger));
-        fflush(t->log);
-    }
-    if (!o->quiet)
-        fprintf(stderr, "trained %s: %llu rows, passes %u to %u; %zu entries of %s trained\n", fr->name,
-                (unsigned long long)t->rs.rows_done, first_pass + 1, t->rs.pass, follow_ledger_count(fr->ledger), fr->dir);
+    fr->saved_at = now_sec();
+    if (t->log && fr->unsaved) fputs(fr->unsaved, t->log), fflush(t->log);
+    free(fr->unsaved);
+    fr->unsaved = NULL;
     if (!o->export_dir) return 0;
     char err[1024], *wrote;
     if (follow_export(t->ps, &t->meta, o->export_dir, t->rs.pass, o->export_every, &wrote, err, sizeof err) < 0) {
@@ -618,6 +614,38 @@ static int follow_entry_done(trainer *t, follow_run *fr, uint32_t first_pass)
     if (wrote && !o->quiet) fprintf(stderr, "exported %s\n", wrote);
     free(wrote);
     return 0;
+}
+
+/* An in-memory model is saved whole: while the folder holds more entries ready to train (a
+ * backlog), the save waits for the last of them, up to this many seconds of training (what a kill
+ * then trains again, from the last save: never an entry twice in the model). A model whose rows
+ * are in a table folder is saved after each entry (a few kilobytes; its folder has moved on). */
+enum { FOLLOW_SAVE_DEFER = 300 };
+
+/* The entry is trained: it joins the ledger, saved with the model now or with the next entries'. */
+static int follow_entry_done(trainer *t, follow_run *fr, uint32_t first_pass)
+{
+    const train_opts *o = t->o;
+    follow_ledger_add(fr->ledger, fr->name, t->rs.rows_done, t->rs.pass);
+    fr->trained++;
+    char *line;
+    if (asprintf(&line, "%s{\"kind\": \"file\", \"file\": \"%s\", \"rows\": %llu, \"first_pass\": %u, \"pass\": %u, "
+                 "\"trained\": %zu}\n", fr->unsaved ? fr->unsaved : "", fr->name, (unsigned long long)t->rs.rows_done,
+                 first_pass + 1, t->rs.pass, follow_ledger_count(fr->ledger)) < 0)
+        die("out of memory");
+    free(fr->unsaved);
+    fr->unsaved = line;
+    if (!o->quiet)
+        fprintf(stderr, "trained %s: %llu rows, passes %u to %u; %zu entries of %s trained\n", fr->name,
+                (unsigned long long)t->rs.rows_done, first_pass + 1, t->rs.pass, follow_ledger_count(fr->ledger), fr->dir);
+    int backlog = 0;
+    if (!passes_tiered(t->ps) && !o->export_dir && !stop_asked && now_sec() - fr->saved_at < FOLLOW_SAVE_DEFER) {
+        char err[1024], *name, *path;
+        int settling;
+        backlog = follow_next(fr->dir, o->follow_done, fr->ledger, &name, &path, &settling, err, sizeof err) > 0;
+        free(name), free(path);
+    }
+    return backlog ? 0 : follow_save(t, fr);
 }
 
 /* --follow, before anything is read: the folder, the signals, and where the run stands: a model in
@@ -760,7 +788,7 @@ int train_run(const train_opts *o0)
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         return 1;
     }
-    t.t_start = now_sec();
+    t.t_start = fr.saved_at = now_sec();
     int ret = 0;
     char *init_dir = NULL, *abs = NULL;   /* a tiered --init model's table folder; the folder trained in */
     uint64_t init_id = 0, init_commits = 0;
@@ -826,8 +854,9 @@ int train_run(const train_opts *o0)
             break;
         }
         int r = stop_asked ? 0 : follow_next_entry(&fr, &oc, &t.meta.schema, t.rs.pass);
-        if (r <= 0) {
+        if (r <= 0) {   /* the model is still at the end of the last entry trained: kept */
             ret = r < 0;
+            if (fr.unsaved && follow_save(&t, &fr) < 0) ret = 1;
             break;
         }
         /* the next entry: as a warm start from the model just kept, without reading it back */
@@ -853,7 +882,7 @@ done:
         fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
                 t.have_valid ? "best validation AUC" : "last training loss",
                 t.have_valid ? t.rs.best_auc : (t.rs.loss_n ? t.rs.loss_sum / (double)t.rs.loss_n : NAN), o->out);
-    free(fr.dir), free(fr.name), free(fr.path);
+    free(fr.dir), free(fr.name), free(fr.path), free(fr.unsaved);
     if (fr.ledger) json_decref(fr.ledger);
     t.meta.follow = NULL;
     fclose(t.log);
