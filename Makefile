@@ -118,7 +118,7 @@ frappe: deps all
 # The robustness harness (tests/torture.sh): kill -9 and resume, corruption of every file kind,
 # full disks, memory limits; TORTURE_COUNT trials per loop from TORTURE_SEED (default: the clock).
 TORTURE_COUNT ?= 20
-TORTURE_LOOPS ?= kill corrupt disk memory
+TORTURE_LOOPS ?= kill corrupt disk memory follow
 torture: deps all
 	@bash tools/install-deps.sh torture
 	@bash tests/torture.sh "$(TORTURE_LOOPS)" $(TORTURE_COUNT) $(TORTURE_SEED)

@@ -18,12 +18,18 @@
 #            full disk exit 1 and leave no partial output.
 #   memory   a random command under a random address-space limit (ulimit -v, 100 MB to 1.5 GB):
 #            success, or exit 1 with one line; never a hang or an abort.
-# Usage: tests/torture.sh [LOOPS] [COUNT] [SEED]   (LOOPS: "kill corrupt disk memory" or a subset,
+#   follow   `train --follow` with random options (model, admission, shrink, decay, pass size,
+#            epochs, in memory or a table folder at a random budget, progressive validation, an
+#            export folder) over files that arrive between runs (renamed into place, done-files,
+#            a folder with _SUCCESS), killed -9 at random moments and started again: it must end
+#            with the ledger, model and rows of one uninterrupted run over the final folder, and
+#            the export folder's base plus deltas must predict as a full bundle of that model.
+# Usage: tests/torture.sh [LOOPS] [COUNT] [SEED]   (LOOPS: "kill corrupt disk memory follow" or a subset,
 #        COUNT trials per loop (default 20), SEED of the first (default: from the clock, printed).
 # Env: TORTURE_DIR (default /tmp/ctrbox-torture), B (the programs' folder, default bin).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LOOPS=${1:-"kill corrupt disk memory"}
+LOOPS=${1:-"kill corrupt disk memory follow"}
 COUNT=${2:-20}
 SEED=${3:-$(date +%s)}
 B=$(cd "${B:-bin}" && pwd)
@@ -106,6 +112,8 @@ corrupt_setup() {
         $R --train ../tr.tsv --epochs 1 --out mem &&
         $R --train ../tr.tsv --epochs 1 --out tier --pass-rows 4000 --table-dir tab --cache-mb 0.05 2>/dev/null &&
         $B/ctrbox export-serving --model mem --out b.bundle >/dev/null &&
+        $R --train data.tsv --epochs 1 --out mem2 --init mem && $B/ctrbox export-serving --model mem2 --since mem --out d.bundle >/dev/null &&
+        mkdir fin && cp data.tsv fin/a.tsv && $R --follow fin --follow-idle 0 --epochs 1 --out fol --export-dir ex &&
         $B/ctrbox-table export mem --to npy npy 2>/dev/null && $B/ctrbox-table export mem --to hugectr hc 2>/dev/null &&
         $B/ctrbox plan --model deepfm --dim 4 --hidden 16,16 --batch 256 --reps 1 --save-profile prof.json >/dev/null &&
         printf 'model = lr\nformat = criteo\ntrain = data.tsv\nepochs = 1\nquiet = 1\n' > c.ini || return 1
@@ -133,6 +141,9 @@ corrupt_kinds=(
     "1|tab/index/*.log|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
     "1|tab/index/OPTIONS-*|$B/ctrbox-table inspect tab"
     "1|b.bundle|$B/ctrbox predict --bundle b.bundle --data data.tsv --out out.txt && cat out.txt"
+    "1|d.bundle|$B/ctrbox predict --bundle b.bundle --delta d.bundle --data data.tsv --out out.txt && cat out.txt"
+    "1|fol/model.ctrbox|cp data.tsv fin/b.tsv && $B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 16,16 --batch 256 --threads 1 --quiet --follow fin --follow-idle 0 --out fol && $B/ctrbox predict --model fol --data data.tsv --out out.txt && cat out.txt"
+    "0|ex/manifest.json|cp data.tsv fin/b.tsv && $B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 16,16 --batch 256 --threads 1 --quiet --follow fin --follow-idle 0 --out fol --export-dir ex && cat ex/manifest.json"
     "0|npy/keys.npy|$B/ctrbox-table import --from npy npy imp --dim 4 --w 1 --opt adam"
     "0|npy/values.npy|$B/ctrbox-table import --from npy npy imp --dim 4 --w 1 --opt adam"
     "1|prof.json|$B/ctrbox plan --model deepfm --dim 4 --hidden 16,16 --batch 256 --profile prof.json"
@@ -258,12 +269,80 @@ memory_trial() {
     cd "$W" && rm -rf "$d"
 }
 
+# ---- follow ----
+follow_trial() {
+    local s=$1 d="$W/follow.$1"
+    RANDOM=$s
+    rm -rf "$d" && mkdir -p "$d/in" && cd "$d" || return
+    local n=$((3 + RANDOM % 3)) rows=$((1500 + RANDOM % 3000)) i
+    for ((i = 1; i <= n; i++)); do sed -n "$(( (i - 1) * rows + 1 )),$(( i * rows ))p" ../trk.tsv > day$i.tsv; done
+    local opts="--model $(pick lr fm deepfm deepfm) --format criteo --dim 4 --hidden 16,16 --batch 256 --quiet"
+    opts+=" --epochs $(pick 1 1 2) --pass-rows $(pick 700 1500 4000) --threads $(pick 1 2) --seed $((RANDOM % 100))"
+    opts+=" $(pick '' '--min-show 2') $(pick '' '--shrink-threshold 0.4' '--shrink-unseen 2') $(pick '' '--decay 0.9')"
+    opts+=" $(pick '' '--no-progressive') $(pick '' '--export-dir EX --export-every 2')"
+    local tiered=$(pick 0 1) done=$(pick 0 1)
+    local ro=${opts//EX/exr} ko=${opts//EX/exk}
+    [ "$tiered" = 1 ] && { ro+=" --table-dir tr --cache-mb $(pick 0.02 0.2)"; ko+=" --table-dir tk --cache-mb 0.05"; }
+    [ "$done" = 1 ] && { ro+=" --follow-done"; ko+=" --follow-done"; }
+    drop() {   # day $1 into in/: renamed into place, in place with a done-file, or a folder with _SUCCESS
+        case $(( ($1 + s) % 3 )) in
+            0) cp day$1.tsv in/.t && mv in/.t in/day$1.tsv && touch -d '2 seconds ago' in/day$1.tsv
+               [ "$done" = 0 ] || touch in/day$1.tsv.done ;;
+            1) if [ "$done" = 1 ]; then cp day$1.tsv in/day$1.tsv && touch in/day$1.tsv.done
+               else cp day$1.tsv in/.t && mv in/.t in/day$1.tsv && touch -d '2 seconds ago' in/day$1.tsv; fi ;;
+            2) mkdir -p in/day$1 && cp day$1.tsv in/day$1/part-0 && touch in/day$1/_SUCCESS ;;
+        esac
+    }
+    local kills=0
+    for ((i = 1; i <= n; i++)); do   # a day arrives, the trainer runs and is killed at a random moment
+        drop $i
+        $B/ctrbox train $ko --follow in --out k >k.log 2>&1 &
+        local p=$! at=$((RANDOM % 1500))
+        sleep "$((at / 1000)).$(printf %03d $((at % 1000)))"
+        kill -9 $p 2>/dev/null
+        wait $p 2>/dev/null
+        [ $? -eq 137 ] && kills=$((kills + 1))
+    done
+    if ! timeout 300 $B/ctrbox train $ko --follow in --follow-idle 0 --out k >k.log 2>&1; then
+        fail follow $s "the last run failed ($ko): $(tail -1 k.log)"; cd "$W"; return
+    fi
+    if ! timeout 300 $B/ctrbox train $ro --follow in --follow-idle 0 --out r >r.log 2>&1; then
+        fail follow $s "the reference failed ($ro): $(tail -1 r.log)"; cd "$W"; return
+    fi
+    $B/ctrbox predict --model r --data ../va.tsv --out p_r.txt 2>/dev/null
+    $B/ctrbox predict --model k --data ../va.tsv --out p_k.txt 2>/dev/null
+    if ! cmp -s p_r.txt p_k.txt || [ ! -s p_r.txt ]; then
+        fail follow $s "predictions differ after $kills kills ($ko)"; cd "$W"; return
+    fi
+    local lk=$(grep -ao '"follow":{[^]]*]' k/model.ctrbox | sed 's/"dir":"[^"]*"//') lr=$(grep -ao '"follow":{[^]]*]' r/model.ctrbox | sed 's/"dir":"[^"]*"//')
+    [ -n "$lk" ] && [ "$lk" = "$lr" ] || { fail follow $s "the ledgers differ after $kills kills: $lk / $lr"; cd "$W"; return; }
+    if [ "$tiered" = 1 ]; then
+        $B/ctrbox-table export tr --to text --with-optimizer e_r.tsv 2>/dev/null && sort e_r.tsv > s_r
+        $B/ctrbox-table export tk --to text --with-optimizer e_k.tsv 2>/dev/null && sort e_k.tsv > s_k
+        cmp -s s_r s_k || { fail follow $s "the rows differ after $kills kills ($ko)"; cd "$W"; return; }
+    fi
+    if [[ $ko == *--export-dir* ]]; then   # base + deltas, in the manifest's order, against a full bundle
+        local ds=$(grep -o '"delta-[^"]*"' exk/manifest.json | tr -d '"' | sed 's|^|--delta exk/|' | tr '\n' ' ')
+        local base=$(grep -o '"base-[^"]*"' exk/manifest.json | tr -d '"')
+        $B/ctrbox export-serving --model k --out full.bundle >/dev/null 2>&1
+        $B/ctrbox predict --bundle full.bundle --data ../va.tsv --out p_f.txt 2>/dev/null
+        local last=$(grep -o '"pass": [0-9]*' exk/manifest.json | tail -1 | grep -o '[0-9]*')
+        [ "$last" = "$(grep -ao '"passes":[0-9]*' k/model.ctrbox | grep -o '[0-9]*')" ] ||   # trained on since
+            { $B/ctrbox export-serving --model k --since "$last" --out tail.bundle >/dev/null 2>&1; ds+=" --delta tail.bundle"; }
+        $B/ctrbox predict --bundle exk/$base $ds --data ../va.tsv --out p_e.txt 2>e.log
+        cmp -s p_f.txt p_e.txt && [ -s p_e.txt ] ||
+            { fail follow $s "base + deltas differ from the full bundle ($ko): $(tail -1 e.log)"; cd "$W"; return; }
+    fi
+    say "follow $s: $n days of $rows rows, $kills kills, tiered $tiered: $ko"
+    cd "$W" && rm -rf "$d"
+}
+
 for loop in $LOOPS; do
     t0=$(date +%s)
     case $loop in
         corrupt) corrupt_setup || { echo "torture: corrupt setup failed"; exit 1; } ;;
         disk) if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then echo "torture: disk needs root and unshare -m; skipped"; continue; fi ;;
-        kill|memory) ;;
+        kill|memory|follow) ;;
         *) echo "torture: unknown loop '$loop'"; exit 2 ;;
     esac
     for ((i = 0; i < COUNT; i++)); do
