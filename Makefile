@@ -25,7 +25,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
+.PHONY: all deps test check-tests demo bench bench-follow bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -93,6 +93,12 @@ bench:
 	@bash bench/bench_ingest.sh
 	@bash bench/bench_train.sh
 	@bash bench/bench_tier.sh
+	@bash bench/bench_follow.sh
+
+# --follow catching up on a folder against one run over the same files (~10 min).
+bench-follow:
+	@$(MAKE) --no-print-directory all
+	@bash bench/bench_follow.sh
 
 # The SSD tier's benchmarks alone (prefetch vs fio, end to end vs in memory, peak RSS; ~25 min).
 bench-tier:
