@@ -508,18 +508,12 @@ static int bundle_table_from_memory(FILE *f, emb_table *e, int dtype, int64_t si
     return ok ? 0 : -1;
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return (a > b) - (a < b);
-}
-
 /* A table's deleted keys after `since` (none for a base), in order. */
 static int bundle_deleted(FILE *f, const emb_table *e, int64_t since)
 {
     key_vec d = { 0 };
     if (since >= 0) emb_table_deleted_since(e, (uint32_t)since, &d);
-    if (d.n) qsort(d.k, d.n, sizeof *d.k, cmp_u64);
+    if (d.n) qsort(d.k, d.n, sizeof *d.k, cmp_key_row);   /* by the first u64: the key */
     uint64_t n = d.n;
     int ok = fwrite(&n, 8, 1, f) == 1 && (!n || fwrite(d.k, 8, n, f) == n);
     key_vec_free(&d);

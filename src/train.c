@@ -43,7 +43,6 @@ typedef struct {
     uint64_t rows_epoch_prev;
     double t_start, t_epoch, t_last_print;
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
-    int follow;                   /* --follow: an entry's end, not an epoch's, keeps the model */
     int stopped;                  /* SIGTERM or SIGINT: stopped after a commit, at a pass boundary */
     double unit_auc, unit_logloss;   /* the entry's progressive validation (NaN: none) */
 } trainer;
@@ -145,6 +144,15 @@ static const char *jnum(char *buf, size_t n, double x)
     return buf;
 }
 
+/* A string as a JSON string, quotes and escapes included (caller frees); s must be UTF-8. */
+static char *jstr(const char *s)
+{
+    json_t *j = json_string(s);
+    char *q = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    return q ? q : xstrdup("null");
+}
+
 static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 {
     if (!t->log) return;
@@ -212,7 +220,7 @@ static void progress(trainer *t, int force)
         snprintf(eta, sizeof eta, "  ETA %.0fs", left > 0 ? left / rate : 0);
     }
     char unit[96] = "";
-    if (t->follow && !isnan(t->unit_auc))
+    if (t->o->follow && !isnan(t->unit_auc))
         snprintf(unit, sizeof unit, "  before training: auc %.4f logloss %.4f", t->unit_auc, t->unit_logloss);
     fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s%s", tty ? "\r" : "", t->rs.epoch,
             (unsigned long long)(t->rs.rows_done - t->rows_epoch_prev), rate,
@@ -348,14 +356,13 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
         snprintf(err, errlen, "--init %s: %s", o->init, msg);
         return -1;
     }
+    t->meta.deltas_from = meta0.deltas_from;
     if (meta0.table_dir) {   /* its dense state and pass clock come from the folder's commit (passes_open) */
-        t->meta.deltas_from = meta0.deltas_from;
         *table_dir = xstrdup(meta0.table_dir);
         *table_id = meta0.table_id;
         *table_commits = meta0.table_commits;
     } else {
         t->rs.pass = meta0.passes;
-        t->meta.deltas_from = meta0.deltas_from;
         if (!meta0.passes)   /* a file of an older build: the newest pass any row saw */
             for (int i = 0; i < model_n_tables(t->m); i++)
                 for (size_t r = 0; r < emb_table_rows(model_table(t->m, i)); r++)
@@ -389,7 +396,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             ret = p->rows ? train_buffer(t, p->rows, p->index) : train_stream(t);
             if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
             if (ret == 0) progress(t, 0);
-            if (ret == 0 && stop_asked && t->follow && passes_tiered(t->ps)) {   /* the pass is committed */
+            if (ret == 0 && stop_asked && t->o->follow && passes_tiered(t->ps)) {   /* the pass is committed */
                 t->stopped = 1;
                 break;
             }
@@ -422,7 +429,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         }
         if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
         /* with a table folder the model is the last committed pass; else the best (or the last) */
-        if (!t->follow && (passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
+        if (!t->o->follow && (passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
             ret = -1;
             break;
         }
@@ -432,7 +439,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         }
     }
     /* a run resumed after its last commit still leaves its model file */
-    if (ret == 0 && !t->follow && passes_tiered(t->ps) && keep_model(t) < 0) ret = -1;
+    if (ret == 0 && !t->o->follow && passes_tiered(t->ps) && keep_model(t) < 0) ret = -1;
     return ret;
 }
 
@@ -517,6 +524,14 @@ static int follow_next_entry(follow_run *fr, train_opts *oc, data_schema *schema
             if (r < 0) fprintf(stderr, "ctrbox: %s\n", err);
             return r < 0 ? -1 : 0;
         }
+        json_t *js = json_string(fr->name);   /* the ledger is JSON: a name must be UTF-8 */
+        int utf8 = js != NULL;
+        json_decref(js);
+        if (!utf8) {
+            fprintf(stderr, "ctrbox: %s: the name is not UTF-8 (the model's ledger is JSON): rename it; the same command "
+                    "then goes on\n", fr->path);
+            return -1;
+        }
         oc->train = &fr->path;
         oc->n_train = 1;
         data_schema us = { 0 };
@@ -581,9 +596,11 @@ static int score_entry(trainer *t, const char *name)
         t->unit_logloss = metrics_logloss(lab, prob, n);
         char a[32], l[32];
         if (t->log) {
-            fprintf(t->log, "{\"kind\": \"progressive\", \"file\": \"%s\", \"pass\": %u, \"rows\": %zu, \"auc\": %s, "
-                    "\"logloss\": %s, \"seconds\": %.3f}\n", name, t->rs.pass, n, jnum(a, sizeof a, t->unit_auc),
+            char *q = jstr(name);
+            fprintf(t->log, "{\"kind\": \"progressive\", \"file\": %s, \"pass\": %u, \"rows\": %zu, \"auc\": %s, "
+                    "\"logloss\": %s, \"seconds\": %.3f}\n", q, t->rs.pass, n, jnum(a, sizeof a, t->unit_auc),
                     jnum(l, sizeof l, t->unit_logloss), now_sec() - t0);
+            free(q);
             fflush(t->log);
         }
         if (!o->quiet)
@@ -628,11 +645,12 @@ static int follow_entry_done(trainer *t, follow_run *fr, uint32_t first_pass)
     const train_opts *o = t->o;
     follow_ledger_add(fr->ledger, fr->name, t->rs.rows_done, t->rs.pass);
     fr->trained++;
-    char *line;
-    if (asprintf(&line, "%s{\"kind\": \"file\", \"file\": \"%s\", \"rows\": %llu, \"first_pass\": %u, \"pass\": %u, "
-                 "\"trained\": %zu}\n", fr->unsaved ? fr->unsaved : "", fr->name, (unsigned long long)t->rs.rows_done,
+    char *line, *q = jstr(fr->name);
+    if (asprintf(&line, "%s{\"kind\": \"file\", \"file\": %s, \"rows\": %llu, \"first_pass\": %u, \"pass\": %u, "
+                 "\"trained\": %zu}\n", fr->unsaved ? fr->unsaved : "", q, (unsigned long long)t->rs.rows_done,
                  first_pass + 1, t->rs.pass, follow_ledger_count(fr->ledger)) < 0)
         die("out of memory");
+    free(q);
     free(fr->unsaved);
     fr->unsaved = line;
     if (!o->quiet)
@@ -697,7 +715,7 @@ int train_run(const train_opts *o0)
 {
     train_opts oc = *o0;   /* --follow sets the training files to each entry in turn */
     const train_opts *o = &oc;
-    trainer t = { .o = o, .rs = { .best_auc = -INFINITY }, .follow = o->follow != NULL, .unit_auc = NAN };
+    trainer t = { .o = o, .rs = { .best_auc = -INFINITY }, .unit_auc = NAN };
     follow_run fr = { 0 };
     char err[1024];
     if (o->threads > 0) {
@@ -867,9 +885,12 @@ int train_run(const train_opts *o0)
     }
     if (passes_close(t.ps) < 0) ret = 1;
     t.meta.table_dir = NULL;
-    if (ret == 0 && o->follow && stop_asked && t.log)
-        fprintf(t.log, "{\"kind\": \"stopped\", \"pass\": %u, \"trained\": %zu, \"entry\": \"%s\"}\n", t.rs.pass,
-                follow_ledger_count(fr.ledger), t.stopped && fr.name ? fr.name : "");
+    if (ret == 0 && o->follow && stop_asked && t.log) {
+        char *q = jstr(t.stopped && fr.name ? fr.name : "");
+        fprintf(t.log, "{\"kind\": \"stopped\", \"pass\": %u, \"trained\": %zu, \"entry\": %s}\n", t.rs.pass,
+                follow_ledger_count(fr.ledger), q);
+        free(q);
+    }
 done:
     free(abs);
     free(init_dir);

@@ -182,6 +182,28 @@ Test(follow, refusals_and_names_it_skips)
     l = ledger("f");
     cr_assert_str_eq(l, "d1.tsv:2000,");
     free(l);
+    /* a name with quotes and backslashes is logged as valid JSON; a name that is not UTF-8 is
+     * refused, naming it (the ledger is JSON) */
+    cr_assert_eq(th_run(&o, "mkdir q && cp d3.tsv 'q/a\"b\\c.tsv' && " RUN " --follow q --follow-idle 0 --out fq"), 0, "%s", o);
+    free(o);
+    size_t len;
+    char *log = th_read(th_path("fq/log.jsonl"), &len);
+    int files = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        cr_assert(j, "not JSON: %s", line);
+        const char *f = json_string_value(json_object_get(j, "file"));
+        if (f && !strcmp(json_string_value(json_object_get(j, "kind")), "file")) {
+            cr_assert_str_eq(f, "a\"b\\c.tsv");
+            files++;
+        }
+        json_decref(j);
+    }
+    cr_assert_eq(files, 1);
+    free(log);
+    cr_assert_neq(th_run(&o, "mkdir u && cp d3.tsv \"u/$(printf 'x\\377.tsv')\" && " RUN " --follow u --follow-idle 0 --out fu"), 0);
+    cr_assert(strstr(o, "the name is not UTF-8"), "%s", o);
+    free(o);
 }
 
 /* Rows, keys and dense layers of two models, compared exactly. */
