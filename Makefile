@@ -16,7 +16,7 @@ CUDA      ?= $(if $(NVCC),1,0)
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=[sm_80,compute_80]
 CUDA_LIB  = $(if $(filter 1,$(CUDA)),$(BIN)/libctrbox_cuda.so)
 
-LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/follow.c src/passes.c src/modelfile.c \
+LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/score.c src/follow.c src/passes.c src/modelfile.c \
            io/reader.c io/stream.c io/parse.c io/keymap.c \
            io/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
@@ -25,7 +25,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test check-tests demo bench bench-follow bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
+.PHONY: FORCE all deps test check-tests demo bench bench-follow bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -33,7 +33,17 @@ deps:
 
 $(BUILD)/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
+	$(CC) $(CFLAGS) $(SAN) -I$(BUILD) -c $< -o $@
+
+# --version names the commit built (git describe; "unknown" outside a git checkout). The header is
+# rewritten only when that changes, so a build after a commit recompiles src/cli.c alone.
+COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(BUILD)/ctrbox_version.h: FORCE
+	@mkdir -p $(BUILD)
+	@echo '#define CTRBOX_COMMIT "$(COMMIT)"' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/src/cli.o: $(BUILD)/ctrbox_version.h
+FORCE:
 
 $(BIN)/libctrbox_cuda.so: dense/cuda/backend_cuda.cu dense/backend.h dense/optim.h embedding/optim.h
 	@mkdir -p $(BIN)

@@ -240,6 +240,7 @@ void cbx_writer_abort(cbx_writer *w)
 struct cbx_reader {
     io_stream *s;
     data_schema schema;
+    data_format source;     /* the text format the file was converted from */
     uint64_t block_index;
     uint64_t offset;        /* byte offset of the next block */
     cbx_trailer seen;       /* totals of the blocks read so far */
@@ -284,6 +285,7 @@ static int read_header(cbx_reader *r, char *err, size_t errlen)
         RFAIL(-EBADMSG, "%s: header checksum mismatch (bytes 0..%u)", name, hb);
     }
     uint32_t nf = get32(h + 16), nd = get32(h + 20), mode = get32(h + 24), flags = get32(h + 28);
+    r->source = (data_format)get32(h + 32);
     if (nf > CBX_MAX_FIELDS || mode > NUM_BUCKET) {
         free(h);
         RFAIL(-EBADMSG, "%s: corrupt header (%u fields, num mode %u)", name, nf, mode);
@@ -321,6 +323,18 @@ bad_schema:
 static int reader_init(cbx_reader *r, char *err, size_t errlen)
 {
     return read_header(r, err, errlen);
+}
+
+data_format cbx_reader_source(const cbx_reader *r) { return r->source; }
+
+data_format cbx_file_source(const char *path)
+{
+    cbx_reader *r;
+    char err[300];
+    if (cbx_reader_open(&r, path, err, sizeof err) < 0) return FMT_NONE;
+    data_format f = r->source;
+    cbx_reader_close(r);
+    return f == FMT_CRITEO || f == FMT_LIBSVM || f == FMT_LIBFFM || f == FMT_CSV ? f : FMT_NONE;
 }
 
 int cbx_reader_open(cbx_reader **out, const char *path, char *err, size_t errlen)

@@ -56,6 +56,10 @@ int cbx_reader_open(cbx_reader **out, const char *path, char *err, size_t errlen
 int cbx_reader_open_mem(cbx_reader **out, const void *data, size_t len, char *err, size_t errlen);
 void cbx_reader_close(cbx_reader *r);
 const data_schema *cbx_reader_schema(const cbx_reader *r);
+/* The text format the file was converted from (its header says), or what the writer was given. */
+data_format cbx_reader_source(const cbx_reader *r);
+/* The same of the cbx file at path; FMT_NONE when it cannot be read or names no text format. */
+data_format cbx_file_source(const char *path);
 /* Replace b's contents with the next block: 1, 0 at the end (trailer verified), <0 error. */
 int cbx_reader_next(cbx_reader *r, sample_block *b, char *err, size_t errlen);
 /* The trailer, once cbx_reader_next returned 0. */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cbx.h"
 #include "../io/stream.h"
 #include "../io/util.h"
 
@@ -235,3 +237,64 @@ const data_schema *source_schema(const data_source *s)
 const line_stats *source_stats(const data_source *s) { return &s->stats; }
 data_format source_format(const data_source *s) { return s->o.fmt; }
 int source_is_direct(const data_source *s) { return s->direct; }
+
+/* ---- what a file looks like, for messages ---- */
+
+static int all_numeric(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789+-.eE", p[i])) return 0;
+    return n > 0;
+}
+
+data_format source_sniff(const char *path, char *out, size_t n)
+{
+    data_format guess = FMT_NONE;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {   /* a pipe is read once: never looked at here */
+        snprintf(out, n, "%s", stat(path, &st) != 0 ? "missing" : "a stream (not looked at)");
+        return FMT_NONE;
+    }
+    if (cbx_file_is_cbx(path)) {
+        data_format f = cbx_file_source(path);
+        snprintf(out, n, "a cbx file%s%s", f ? " converted from " : "", f ? parse_format_name(f) : "");
+        return FMT_CBX;
+    }
+    char err[300];
+    io_stream *s;
+    if (io_stream_open(&s, path, 0, err, sizeof err) < 0) {
+        snprintf(out, n, "unreadable (%s)", err);
+        return FMT_NONE;
+    }
+    io_line line;
+    int r = io_stream_next_line(s, &line);
+    if (r <= 0 || line.overlong) {
+        snprintf(out, n, r == 0 ? "empty" : r < 0 ? "unreadable" : "a file whose first line is too long to be data");
+        io_stream_close(s);
+        return FMT_NONE;
+    }
+    const char *p = line.ptr;
+    size_t len = line.len, tabs = 0, commas = 0, colons = 0, spaces = 0;
+    for (size_t i = 0; i < len; i++) tabs += p[i] == '\t', commas += p[i] == ',', colons += p[i] == ':', spaces += p[i] == ' ';
+    if (tabs) {
+        snprintf(out, n, "tab-separated, %zu columns (criteo has 40 with the label, 39 without)", tabs + 1);
+        guess = FMT_CRITEO;
+    } else if (commas) {
+        const char *c = memchr(p, ',', len);
+        int header = !all_numeric(p, (size_t)(c - p));
+        guess = FMT_CSV;
+        snprintf(out, n, "csv, %zu columns%s%.*s ...)", commas + 1, header ? " under a header (" : " (first value ",
+                 (int)((size_t)(c - p) < 40 ? (size_t)(c - p) : 40), p);
+    } else if (colons && spaces) {
+        size_t per = 0;   /* colons in the first feature: 1 for libsvm (index:value), 2 for libffm */
+        const char *f = memchr(p, ' ', len) + 1;
+        while (f < p + len && *f == ' ') f++;
+        for (const char *q = f; q < p + len && *q != ' '; q++) per += *q == ':';
+        snprintf(out, n, per >= 2 ? "libffm (label field:index:value ...)" : "libsvm (label index:value ...)");
+        guess = per >= 2 ? FMT_LIBFFM : FMT_LIBSVM;
+    } else {
+        snprintf(out, n, "one column per line (\"%.*s\")", (int)(len < 40 ? len : 40), p);
+    }
+    io_stream_close(s);
+    return guess;
+}

@@ -47,6 +47,10 @@ const data_schema *source_schema(const data_source *s);
 /* Lines seen and bad lines by reason (text: counted here; cbx: from the files' trailers). */
 const line_stats *source_stats(const data_source *s);
 data_format source_format(const data_source *s);
+/* What the file at path looks like, in words ("csv, 12 columns under a header (id ...)", "a cbx file
+ * converted from criteo", "tab-separated, 40 columns ..."), for a message that refuses it; and the
+ * format it most likely is (FMT_NONE: no guess). A guess from one line, never used to read. */
+data_format source_sniff(const char *path, char *out, size_t n);
 /* Whether cbx files were read with O_DIRECT. */
 int source_is_direct(const data_source *s);
 

@@ -34,6 +34,22 @@ static const dense_backend *gpu;
 static size_t gpu_mem;
 static char gpu_desc[1024], describe[1400];
 
+int device_cuda_lib_path(char *path, size_t n)
+{
+    const char *env = getenv("CTRBOX_CUDA_LIB");
+    if (env && *env) {
+        snprintf(path, n, "%s", env);
+        return 0;
+    }
+    if (n < 64) return -1;
+    ssize_t got = readlink("/proc/self/exe", path, n - 32);
+    if (got < 0) got = 0;
+    path[got] = 0;
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, 32, "libctrbox_cuda.so");
+    return 0;
+}
+
 static void gpu_load(void)
 {
     const char *sim = getenv("CTRBOX_GPU_SIM");
@@ -45,15 +61,7 @@ static void gpu_load(void)
     }
     char path[PATH_MAX];
     const char *env = getenv("CTRBOX_CUDA_LIB");
-    if (env && *env) {
-        snprintf(path, sizeof path, "%s", env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (n < 0) n = 0;
-        path[n] = 0;
-        char *slash = strrchr(path, '/');
-        snprintf(slash ? slash + 1 : path, 32, "libctrbox_cuda.so");
-    }
+    device_cuda_lib_path(path, sizeof path);
     if (access(path, R_OK) != 0) {
         if (env && *env) snprintf(gpu_desc, sizeof gpu_desc, "none (CTRBOX_CUDA_LIB=%.900s: no such file)", path);
         else snprintf(gpu_desc, sizeof gpu_desc, "none (the CUDA backend %.900s was not built: nvcc was not found)", path);

@@ -28,5 +28,7 @@ const dense_backend *device_backend(place_device d);
 /* One line per device found, for the log: "cpu: 2 cores, OpenBLAS" / "gpu0: NVIDIA H200, ..." or
  * "gpu: none (why)". Borrowed, static. */
 const char *device_describe(void);
+/* Where the CUDA backend is looked for: $CTRBOX_CUDA_LIB, else libctrbox_cuda.so beside the program. */
+int device_cuda_lib_path(char *path, size_t n);
 
 #endif

@@ -61,9 +61,14 @@ void process_setup(void)
     if (_ZSt13set_terminatePFvvE) _ZSt13set_terminatePFvvE(uncaught);
 }
 
+static const char *prog = "ctrbox";
+
+void util_set_prog(const char *name) { prog = name; }
+const char *util_prog(void) { return prog; }
+
 static void oom(size_t n)
 {
-    fprintf(stderr, "ctrbox: out of memory allocating %zu bytes\n", n);
+    fprintf(stderr, "%s: out of memory allocating %zu bytes\n", prog, n);
     exit(1);
 }
 
@@ -139,7 +144,7 @@ void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("ctrbox: ", stderr);
+    fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);

@@ -40,6 +40,10 @@ void sort_u64(uint64_t *v, size_t n);
  * one line and exit status 1 instead of an abort. */
 void process_setup(void);
 
+/* The program's name in its messages ("ctrbox", "ctrbox-data", "ctrbox-table"); each main sets it. */
+void util_set_prog(const char *name);
+const char *util_prog(void);
+
 /* Print "prog: message" on stderr and exit(1). For the programs' main paths only. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -3,10 +3,16 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../dense/device.h"
 #include "../io/util.h"
+#include "ctrbox_version.h"
 
 const struct option cli_input_options[] = {
     { "format", required_argument, 0, CLI_OPT_FORMAT },
@@ -41,9 +47,21 @@ void cli_input_free(cli_input *c)
     c->offsets = NULL;
 }
 
+void cli_input_over(const cli_input *c, source_opts *so)
+{
+    if (c->given & 1u << (CLI_OPT_FORMAT - CLI_OPT_BASE)) so->fmt = c->so.fmt;
+    if (c->given & 1u << (CLI_OPT_SCHEMA - CLI_OPT_BASE)) so->schema_spec = c->so.schema_spec;
+    if (c->given & 1u << (CLI_OPT_FIELD_OFFSETS - CLI_OPT_BASE))
+        so->field_offsets = c->so.field_offsets, so->n_offsets = c->so.n_offsets;
+    if (c->given & 1u << (CLI_OPT_NUM - CLI_OPT_BASE)) so->num = c->so.num;
+    if (c->given & 1u << (CLI_OPT_MAX_BAD_RATIO - CLI_OPT_BASE)) so->max_bad_ratio = c->so.max_bad_ratio;
+    if (c->given & 1u << (CLI_OPT_MAX_LINE - CLI_OPT_BASE)) so->max_line = c->so.max_line;
+}
+
 int cli_input_option(cli_input *c, int opt, const char *arg)
 {
     char *end;
+    if (opt >= CLI_OPT_BASE && opt < CLI_OPT_END) c->given |= 1u << (opt - CLI_OPT_BASE);
     switch (opt) {
     case CLI_OPT_FORMAT:
         c->so.fmt = parse_format_from_name(arg);
@@ -91,4 +109,140 @@ struct option *cli_options_with_input(const struct option *extra)
     memcpy(o, cli_input_options, a * sizeof *o);
     memcpy(o + a, extra, b * sizeof *o);
     return o;
+}
+
+/* ---- help, option errors, version ---- */
+
+static void print_help(const cli_cmd *c, FILE *f)
+{
+    fputs(c->help, f);
+    if (c->input) fputs(cli_input_usage, f);
+    for (const struct option *o = c->opts; o->name; o++) {   /* each option named: "--name" then not a name char */
+        size_t n = strlen(o->name);
+        int found = 0;
+        for (int part = 0; part < 2 && !found; part++) {
+            const char *t = part ? (c->input ? cli_input_usage : "") : c->help;
+            for (const char *p = strstr(t, "--"); p && !found; p = strstr(p + 2, "--"))
+                found = !strncmp(p + 2, o->name, n) && !(isalnum((unsigned char)p[2 + n]) || p[2 + n] == '-');
+        }
+        if (!found) {
+            fprintf(stderr, "%s %s: the help does not name --%s\n", c->prog, c->cmd, o->name);
+            CHECK(!"every option is in its command's help");
+        }
+    }
+}
+
+void cli_help_check(const cli_cmd *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_help(c, stdout);
+            exit(0);
+        }
+}
+
+/* Edit distance (insertions, deletions, substitutions, adjacent swaps) of a and b, both short. */
+static int distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+/* The name among names nearest to word, when near enough to be a slip (else NULL). */
+static const char *nearest(const char *word, const char *const *names, size_t n_names)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; i < n_names; i++) {
+        int d = distance(word, names[i]);
+        if (d < bd) bd = d, best = names[i];
+    }
+    int len = (int)strlen(word);
+    return best && bd <= (len < 5 ? 1 : len < 9 ? 2 : 3) ? best : NULL;
+}
+
+void cli_usage_error(const cli_cmd *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s %s: ", c->prog, c->cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see `%s %s --help`\n", c->prog, c->cmd);
+    va_end(ap);
+    exit(2);
+}
+
+int cli_getopt(const cli_cmd *c, int argc, char **argv)
+{
+    opterr = 0;
+    int opt = getopt_long(argc, argv, ":", c->opts, NULL);
+    if (opt != '?' && opt != ':') return opt;
+    const char *arg = argv[optind - 1];
+    if (opt == ':') cli_usage_error(c, "option '%s' needs a value", arg);
+    char name[128];
+    snprintf(name, sizeof name, "%s", arg + strspn(arg, "-"));
+    char *eq = strchr(name, '=');
+    if (eq) *eq = 0;
+    const struct option *exact = NULL;
+    size_t n = 0;
+    for (const struct option *o = c->opts; o->name; o++, n++)
+        if (!strcmp(o->name, name)) exact = o;
+    if (exact && eq && exact->has_arg == no_argument) cli_usage_error(c, "option '--%s' takes no value", name);
+    if (!strncmp(arg, "--", 2) && !exact) {
+        size_t hits = 0;   /* getopt_long takes a unique prefix: more than one is ambiguous */
+        for (const struct option *o = c->opts; o->name; o++) hits += !strncmp(o->name, name, strlen(name));
+        if (hits > 1) cli_usage_error(c, "option '--%s' is ambiguous: give the whole name", name);
+    }
+    const char **names = xcalloc(n + 1, sizeof *names);
+    for (size_t i = 0; i < n; i++) names[i] = c->opts[i].name;
+    names[n] = "help";
+    const char *near = nearest(name, names, n + 1);
+    char text[160];
+    snprintf(text, sizeof text, "%s", near ? near : "");
+    free(names);
+    if (!strncmp(arg, "--", 2) || arg[0] != '-')
+        cli_usage_error(c, "unknown option '%s'%s%s%s", arg, *text ? " (did you mean '--" : "", text, *text ? "'?)" : "");
+    cli_usage_error(c, "unknown option '-%c' (options are long: --name%s%s%s)", optopt ? optopt : '?',
+                    *text ? "; did you mean '--" : "", text, *text ? "'?" : "");
+}
+
+void cli_unknown_command(const char *prog, const char *cmd, const char *const *cmds)
+{
+    size_t n = 0;
+    while (cmds[n]) n++;
+    const char *near = nearest(cmd, (const char *const *)cmds, n);
+    fprintf(stderr, "%s: unknown command '%s'%s%s%s; see `%s --help`\n", prog, cmd, near ? " (did you mean '" : "",
+            near ? near : "", near ? "'?)" : "", prog);
+    exit(2);
+}
+
+#ifndef CTRBOX_VERSION
+#define CTRBOX_VERSION "0.15.0"
+#endif
+#ifndef CTRBOX_COMMIT
+#define CTRBOX_COMMIT "unknown"
+#endif
+
+void cli_print_version(const char *prog)
+{
+    char path[4096];
+    printf("%s %s (git %s)\n", prog, CTRBOX_VERSION, CTRBOX_COMMIT);
+    if (device_cuda_lib_path(path, sizeof path) == 0 && access(path, R_OK) == 0)
+        printf("CUDA backend: built (%s; `ctrbox devices` says whether a GPU is here)\n", path);
+    else
+        printf("CUDA backend: not built (%s absent: nvcc was not found at build time); the dense layers run on the CPU\n",
+               path);
 }

@@ -27,7 +27,11 @@ extern const char cli_input_usage[];
 typedef struct {
     source_opts so;
     uint64_t *offsets;
+    unsigned given;               /* bit (opt - CLI_OPT_BASE) set for each input option given */
 } cli_input;
+
+/* so with the options c was given put over it (a model's input settings, the user's changes). */
+void cli_input_over(const cli_input *c, source_opts *so);
 
 void cli_input_init(cli_input *c);
 void cli_input_free(cli_input *c);
@@ -36,5 +40,28 @@ int cli_input_option(cli_input *c, int opt, const char *arg);
 
 /* Append `extra` (terminated by a zero entry) to the input options; caller frees. */
 struct option *cli_options_with_input(const struct option *extra);
+
+/* One command of a program, for its help and its option errors. */
+typedef struct {
+    const char *prog;              /* "ctrbox" */
+    const char *cmd;               /* "train" */
+    const char *help;              /* its usage and every option with its default */
+    const struct option *opts;     /* its options (getopt_long's table) */
+    int input;                     /* it takes the input options: their help follows */
+} cli_cmd;
+
+/* --help or -h among argv (before a "--"): print c's help on stdout and exit 0. Every option of
+ * c->opts must be named in the help (a programmer error otherwise: the tests ask every command). */
+void cli_help_check(const cli_cmd *c, int argc, char **argv);
+/* getopt_long over c->opts, quiet: an unknown option ("did you mean" the nearest when it is
+ * close), a missing or unexpected argument is one line naming it and "see `PROG CMD --help`",
+ * then exit 2. */
+int cli_getopt(const cli_cmd *c, int argc, char **argv);
+/* A usage error: "PROG CMD: message; see `PROG CMD --help`", exit 2. */
+void cli_usage_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* An unknown command: one line with the nearest command when close, exit 2. cmds: NULL-terminated. */
+void cli_unknown_command(const char *prog, const char *cmd, const char *const *cmds) __attribute__((noreturn));
+/* `PROG --version`: the version, the git commit built, and whether the CUDA backend was built. */
+void cli_print_version(const char *prog);
 
 #endif

@@ -27,68 +27,162 @@
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
+#include "score.h"
 #include "train.h"
 #include "../io/util.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ctrbox COMMAND [options]\n"
-            "  train --model M --format F --train FILE... [--valid FILE...] --out DIR [options]\n"
-            "  eval --model DIR --data FILE... [--format F] [--pred-out FILE] [--group FIELD] [--json]\n"
-            "  eval --scores FILE [--json]      AUC, logloss, rows of label<TAB>probability lines\n"
-            "  predict --model DIR --data FILE... --out FILE [--id-column NAME]   (or --bundle FILE [--delta FILE]...\n"
-            "                         instead of --model, for eval too) one probability per line in row order; the data may lack labels\n"
-            "                         (criteo: 39 columns; libsvm/libffm: no leading label; csv: no label column);\n"
-            "                         --id-column (csv): NAME,probability lines under a header\n"
-            "  export-serving --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--since PASS] [--force]\n"
-            "                         one read-only file for serving; --since PASS (or a model folder: its pass): a\n"
-            "                         delta, the rows trained after that pass and the keys deleted since\n"
-            "                         (predict --bundle BASE --delta D1 --delta D2 ... applies them in order)\n"
-            "  plan --model M [model flags] [--batch N] [--fields 26 --dense 13] [--profile FILE] [--save-profile FILE]\n"
-            "       [--placement auto|cpu|gpu|LAYER=DEV,...] [--reps 5] [--cpu-mem-mb N] [--gpu-mem-mb N]\n"
-            "                         time each layer on each device, place the layers (HeterPS), print the plan\n"
-            "  devices                the devices found (the CUDA backend is loaded at run time)\n"
-            "train options:\n"
-            "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
-            "  --model lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm\n"
-            "  --dim N (16)  --hidden 400,400,400  --bottom 64,16 (dlrm)  --cross N (3, dcnv2)\n"
-            "  --batchnorm  --dropout P  --pool sum|mean  --interaction dot|cat (dlrm)\n"
-            "  --table-per-field (else one table shared by all fields)  --field-dim NAME=SIZE,... (own table and size)\n"
-            "  --epochs N (10)  --batch N (4096)  --seed S (1)  --threads N (2)  --shuffle-rows N (1000000, 0: off)\n"
-            "  --lr X (dense, 1e-3)  --dense-opt adam|adagrad|sgd  --dense-l2 X\n"
-            "  --sparse-lr X  --sparse-opt adam|adagrad|rowwise_adagrad|sgd|ftrl  --l2 X (rows touched)\n"
-            "  --emb-l2 X (whole table, every step)  --init-std X (0.01)  --min-show N (admission)\n"
-            "  --patience N (2)  --lr-decay F (1: none)  --eval-every STEPS  --quiet\n"
-            "  --placement cpu|gpu|auto|LAYER=DEV,...  where the dense layers run (cpu; see ctrbox plan)\n"
-            "passes and the SSD tier:\n"
-            "  --pass-rows N          train in passes of N rows (each pass commits with a table folder)\n"
-            "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files)\n"
-            "  --init MODEL_DIR       warm start: the model's dense and sparse state (optimizer state and counters\n"
-            "                         too) trained on with new --train files; the pass clock goes on; rates, decay,\n"
-            "                         shrink, batch, epochs may change, the architecture may not. A tiered model\n"
-            "                         trains on in its table folder (--pass-rows needed); so does a table folder\n"
-            "                         of pretrained rows from ctrbox-table import (fresh dense layers)\n"
-            "  --resume DIR           continue the run committed in table folder DIR (same options otherwise;\n"
-            "                         starts it if DIR holds none, so a restarted job can always pass it)\n"
-            "  --cache-mb N (1024)    rows kept in memory with a table folder  --cache-policy lfu|lru (lfu)\n"
-            "  --decay R              show/click multiplied by R at each pass boundary\n"
-            "  --shrink-threshold S   at each epoch end delete keys whose score is below S\n"
-            "  --shrink-unseen N      ... and keys unseen for more than N passes\n"
-            "  --nonclk-coeff X (0.1) --clk-coeff X (1)  score = (show - click) * nonclk + click * clk\n"
-            "a stream of logs (instead of --train):\n"
-            "  --follow DIR           train each file that comes into DIR once, in name order, when complete: renamed\n"
-            "                         into place, or marked by NAME.done, or a sub-folder with a _SUCCESS file. The\n"
-            "                         model in --out records what it trained; after a kill the same command goes on.\n"
-            "                         Each file is scored before it trains (progressive validation; --no-progressive:\n"
-            "                         not). --epochs defaults to 1. SIGTERM/SIGINT stop after the next commit\n"
-            "  --follow-idle S        end when nothing new comes for S seconds (else run until a signal)\n"
-            "  --follow-done          files need a NAME.done (the default once DIR holds any .done file)\n"
-            "  --export-dir E --export-every N   after a file, if N passes went by: a serving bundle in E (a base,\n"
-            "                         then deltas) and E/manifest.json, written atomically\n"
-            "%s",
-            cli_input_usage);
+            "usage: ctrbox COMMAND [options]      (ctrbox COMMAND --help: the command's options and defaults)\n"
+            "  train           train a model from logs or cbx files (early stopping on --valid; passes; SSD tier)\n"
+            "  eval            AUC, logloss, calibration (and gAUC) of a model on labeled data, or of a scores file\n"
+            "  predict         one probability per input row (the data may lack labels)\n"
+            "  export-serving  a read-only serving bundle of a model (or a delta since a pass)\n"
+            "  info            what a model is: configuration, layers, tables, training history, input settings\n"
+            "  report          one self-contained HTML page: training curves, ROC/PR, calibration, fields, tier\n"
+            "  plan            time each layer on each device and place the layers (HeterPS)\n"
+            "  devices         the devices found (the CUDA backend is loaded at run time)\n"
+            "  --version       version, git commit, CUDA backend built or not\n"
+            "tools: ctrbox-data (generate, convert, inspect, split data; keys of tokens), ctrbox-table (table folders)\n");
 }
+
+static const char train_help[] =
+    "usage: ctrbox train --model KIND --train FILE... [--valid FILE...] --out DIR [--format F] [options]\n"
+    "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
+    "  --model KIND           lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm (required)\n"
+    "  --train FILE...        training files (text in --format, or cbx); a folder: its files in name order\n"
+    "  --valid FILE...        validation files: evaluated each epoch, the best model kept, early stopping\n"
+    "  --out DIR              the model folder: model.ctrbox and log.jsonl (required)\n"
+    "model:\n"
+    "  --dim N                embedding size (16; ffm: 4)\n"
+    "  --hidden L             MLP sizes (400,400,400)\n"
+    "  --bottom L             dlrm's bottom MLP on the dense values (64,DIM)\n"
+    "  --cross N              dcnv2 cross layers (3)\n"
+    "  --batchnorm            batch normalisation in the MLP (off)\n"
+    "  --dropout P            dropout in the MLP (0)\n"
+    "  --pool sum|mean        multi-hot fields pooled (sum)\n"
+    "  --interaction dot|cat  dlrm's interaction (dot)\n"
+    "  --table-per-field      one table per field (off: one table shared by all fields)\n"
+    "  --field-dim NAME=SIZE,...  a field's own table and embedding size (none)\n"
+    "training:\n"
+    "  --epochs N             (10; 1 with --follow)\n"
+    "  --batch N              (4096)\n"
+    "  --seed S               (1)\n"
+    "  --threads N            (2)\n"
+    "  --shuffle-rows N       rows shuffled together (1000000; 0: file order)\n"
+    "  --lr X                 dense learning rate (0.001)\n"
+    "  --dense-opt NAME       adam|adagrad|sgd (adam)\n"
+    "  --dense-l2 X           dense L2 (0)\n"
+    "  --sparse-lr X          sparse learning rate (the --lr value)\n"
+    "  --sparse-opt NAME      adam|adagrad|rowwise_adagrad|sgd|ftrl (adam)\n"
+    "  --l2 X                 L2 on the rows a step touches (0)\n"
+    "  --emb-l2 X             L2 on the whole table, every step (0; not with --table-dir)\n"
+    "  --init-std X           initial embedding values' standard deviation (0.01)\n"
+    "  --min-show N           a key gets a row once seen N times (0: at once)\n"
+    "  --patience N           epochs without a better validation AUC before stopping (2)\n"
+    "  --lr-decay F           learning rates times F after an epoch without improvement (1: never)\n"
+    "  --eval-every STEPS     evaluate (and keep the best) every STEPS steps too (0: each epoch only)\n"
+    "  --quiet                no progress lines (the final summary stays)\n"
+    "  --placement P          cpu|gpu|auto|LAYER=DEV,... where the dense layers run (cpu; see ctrbox plan)\n"
+    "passes and the SSD tier:\n"
+    "  --pass-rows N          train in passes of N rows (each pass commits with a table folder) (none)\n"
+    "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files) (none: in memory)\n"
+    "  --init MODEL_DIR       warm start: the model's dense and sparse state (optimizer state and counters\n"
+    "                         too) trained on with new --train files; the pass clock goes on; rates, decay,\n"
+    "                         shrink, batch, epochs may change, the architecture may not. A tiered model\n"
+    "                         trains on in its table folder (--pass-rows needed); so does a table folder\n"
+    "                         of pretrained rows from ctrbox-table import (fresh dense layers)\n"
+    "  --resume DIR           continue the run committed in table folder DIR (same options otherwise;\n"
+    "                         starts it if DIR holds none, so a restarted job can always pass it)\n"
+    "  --cache-mb N           rows kept in memory with a table folder (1024)\n"
+    "  --cache-policy P       lfu|lru (lfu)\n"
+    "  --decay R              show/click multiplied by R at each pass boundary (1: none)\n"
+    "  --shrink-threshold S   at each epoch end delete keys whose score is below S (off)\n"
+    "  --shrink-unseen N      ... and keys unseen for more than N passes (off)\n"
+    "  --nonclk-coeff X       score = (show - click) * nonclk + click * clk (0.1)\n"
+    "  --clk-coeff X          (1)\n"
+    "a stream of logs (instead of --train):\n"
+    "  --follow DIR           train each file that comes into DIR once, in name order, when complete: renamed\n"
+    "                         into place, or marked by NAME.done, or a sub-folder with a _SUCCESS file. The\n"
+    "                         model in --out records what it trained; after a kill the same command goes on.\n"
+    "                         Each file is scored before it trains (progressive validation). SIGTERM/SIGINT\n"
+    "                         stop after the next commit\n"
+    "  --no-progressive       do not score each file before training on it\n"
+    "  --follow-idle S        end when nothing new comes for S seconds (else run until a signal)\n"
+    "  --follow-done          files need a NAME.done (the default once DIR holds any .done file)\n"
+    "  --export-dir E         after a file: a serving bundle in E (a base, then deltas) and E/manifest.json\n"
+    "  --export-every N       ... when N passes went by (1)\n"
+    "(--profile, --save-profile, --fields, --dense, --reps, --cpu-mem-mb, --gpu-mem-mb: ctrbox plan's)\n";
+
+static const char plan_help[] =
+    "usage: ctrbox plan --model KIND [model options] [options]\n"
+    "time each layer on each device, place the layers (HeterPS), print the plan; the model options are\n"
+    "train's (--dim, --hidden, --bottom, --cross, --batch, --placement ...: see ctrbox train --help)\n"
+    "  --fields N             categorical fields of the model measured (26)\n"
+    "  --dense N              dense values (13)\n"
+    "  --profile FILE         plan from a saved profile instead of measuring\n"
+    "  --save-profile FILE    save the measured profile\n"
+    "  --placement P          auto|cpu|gpu|LAYER=DEV,... (auto)\n"
+    "  --reps N               timing repetitions per layer (5)\n"
+    "  --cpu-mem-mb N         memory the CPU side may use (the profile's)\n"
+    "  --gpu-mem-mb N         memory the GPU side may use (the profile's)\n"
+    "plan takes train's options too; those that do not shape the model are ignored. train's options:\n";
+
+static const char eval_help[] =
+    "usage: ctrbox eval --model DIR|DIR/model.ctrbox --data FILE... [options]\n"
+    "       ctrbox eval --bundle FILE [--delta FILE]... --data FILE... [options]\n"
+    "       ctrbox eval --scores FILE [--json]\n"
+    "AUC, logloss and calibration (mean predicted CTR / observed CTR: 1 is calibrated, above 1 the model\n"
+    "over-predicts) of a model on labeled data. The data is read as the model was trained (format, schema,\n"
+    "field offsets, numeric mode): --data alone is enough.\n"
+    "  --model DIR            the model folder, or its model.ctrbox file\n"
+    "  --bundle FILE          a serving bundle (ctrbox export-serving) instead of --model\n"
+    "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
+    "  --table-dir DIR        a tiered model's table folder, where it is not where the model says (the\n"
+    "                         folder beside the model is found by itself when both moved together)\n"
+    "  --data FILE...         labeled data\n"
+    "  --pred-out FILE        also write label<TAB>probability lines (none)\n"
+    "  --out FILE             the same as --pred-out\n"
+    "  --group FIELD          also the group AUC (gAUC) over this categorical field (none)\n"
+    "  --id-column NAME       (predict's; refused here)\n"
+    "  --json                 one JSON object instead of the text line\n"
+    "  --scores FILE          evaluate label<TAB>probability lines instead of a model\n"
+    "the input options below are the model's unless given; one that changes the fields is refused\n";
+
+static const char predict_help[] =
+    "usage: ctrbox predict --model DIR|DIR/model.ctrbox --data FILE... --out FILE [options]\n"
+    "       ctrbox predict --bundle FILE [--delta FILE]... --data FILE... --out FILE [options]\n"
+    "one probability per line in row order; the data may lack labels (criteo: 39 columns; libsvm/libffm:\n"
+    "no leading label; csv: no label column). The data is read as the model was trained.\n"
+    "  --model DIR            the model folder, or its model.ctrbox file\n"
+    "  --bundle FILE          a serving bundle instead of --model\n"
+    "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
+    "  --table-dir DIR        a tiered model's table folder, where it is not where the model says\n"
+    "  --data FILE...         the rows to score\n"
+    "  --out FILE             the probabilities (required)\n"
+    "  --pred-out FILE        the same as --out\n"
+    "  --id-column NAME       csv: NAME,probability lines under a header (none)\n"
+    "  --group FIELD          (eval's; ignored)\n"
+    "  --json                 (eval's; ignored)\n"
+    "  --scores FILE          (eval's)\n"
+    "the input options below are the model's unless given; one that changes the fields is refused\n";
+
+static const char export_help[] =
+    "usage: ctrbox export-serving --model DIR --out BUNDLE [options]\n"
+    "one read-only file for serving: dense layers, rows (no optimizer state), the model description\n"
+    "  --model DIR            the model folder, or its model.ctrbox file\n"
+    "  --out BUNDLE           the bundle written (an existing one only with --force)\n"
+    "  --dtype T              fp32|fp16|bf16|int8 row values (fp32; int8: a scale per row)\n"
+    "  --since PASS|MODEL_DIR a delta: the rows trained after that pass (a model folder: its pass) and the\n"
+    "                         keys deleted since; predict --bundle BASE --delta D1 --delta D2 applies them\n"
+    "  --table-dir DIR        a tiered model's table folder, where it is not where the model says\n"
+    "  --force                replace an existing --out\n";
+
+static const char devices_help[] =
+    "usage: ctrbox devices\n"
+    "the devices found: the CPU, and a GPU when the CUDA backend (libctrbox_cuda.so beside the program,\n"
+    "or $CTRBOX_CUDA_LIB) loads and finds one ($CTRBOX_GPU: which, 0)\n";
 
 /* Read label<TAB>probability lines; dies with file:line on a bad one. */
 static size_t read_scores(const char *path, float **label_out, double **prob_out)
@@ -183,6 +277,7 @@ typedef struct {
     const char *pred_out, *group;
     int json, predict_only;
     const char *id_column;
+    const char *table_dir;        /* a tiered model's table folder given on the command line, or NULL */
 } eval_job;
 
 static int model_data_eval(const eval_job *j)
@@ -191,25 +286,12 @@ static int model_data_eval(const eval_job *j)
     char **data = j->data;
     int n_data = j->n_data, json = j->json, predict_only = j->predict_only;
     cli_input *in = j->in;
-    char err[1024];
     model *m;
     model_meta meta;
-    if (j->bundle ? modelfile_bundle_load(j->bundle, &m, &meta, err, sizeof err) < 0
-                  : modelfile_load(dir, &m, &meta, err, sizeof err) < 0)
-        die("%s", err);
-    for (int i = 0; i < j->n_deltas; i++)
-        if (modelfile_bundle_apply(j->deltas[i], m, &meta, err, sizeof err) < 0) die("%s", err);
-    source_opts so = meta.input;   /* read the data as the model was trained, unless told otherwise */
-    if (j->format_given) so = in->so;
-    so.max_bad_ratio = in->so.max_bad_ratio;
-    so.unlabeled = predict_only;
-    so.id_column = id_column;
+    const score_src src = { dir, j->bundle, j->deltas, j->n_deltas, j->table_dir };
+    score_load(&src, &m, &meta);
     sample_block b;
-    data_schema ds;
-    if (train_read_rows(data, n_data, &so, &b, &ds, err, sizeof err) < 0) die("%s", err);
-    if (ds.n_fields != meta.schema.n_fields || ds.n_dense != meta.schema.n_dense)
-        die("%s: %u fields and %u dense values, the model was trained on %u and %u", data[0], ds.n_fields, ds.n_dense,
-            meta.schema.n_fields, meta.schema.n_dense);
+    score_read(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &b);
     int gf = -1;
     if (group) {
         for (uint32_t f = 0; f < meta.schema.n_fields; f++)
@@ -217,8 +299,6 @@ static int model_data_eval(const eval_job *j)
         if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
     }
     if (!predict_only && !b.rows) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
-    if (meta.table_dir && model_pull_from_tier(m, dir, &meta, &b, err, sizeof err) < 0)
-        die("%s", err);
     double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
     eval_result r;
     train_evaluate_block(m, &b, prob, gf, &r);
@@ -245,7 +325,6 @@ static int model_data_eval(const eval_job *j)
     if (!predict_only) print_result(&r, json, 1);
     free(prob);
     block_free(&b);
-    schema_free(&ds);
     model_meta_free(&meta);
     model_destroy(m);
     return 0;
@@ -258,15 +337,19 @@ static int cmd_eval(int argc, char **argv, int predict)
         { "model", required_argument, 0, 'm' },  { "data", required_argument, 0, 'd' },
         { "pred-out", required_argument, 0, 'p' }, { "out", required_argument, 0, 'p' },
         { "group", required_argument, 0, 'g' }, { "bundle", required_argument, 0, 'b' },
-        { "id-column", required_argument, 0, 'i' }, { "delta", required_argument, 0, 'D' }, { 0, 0, 0, 0 },
+        { "id-column", required_argument, 0, 'i' }, { "delta", required_argument, 0, 'D' },
+        { "table-dir", required_argument, 0, 'T' }, { 0, 0, 0, 0 },
     };
     struct option *opts = cli_options_with_input(extra);
+    const cli_cmd cc = { "ctrbox", predict ? "predict" : "eval", predict ? predict_help : eval_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
     cli_input in;
     cli_input_init(&in);
-    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL, *id_column = NULL;
+    const char *scores = NULL, *dir = NULL, *pred = NULL, *group = NULL, *bundle = NULL, *id_column = NULL,
+               *table_dir = NULL;
     char **data = xcalloc((size_t)argc + 1, sizeof *data), **deltas = xcalloc((size_t)argc + 1, sizeof *deltas);
     int json = 0, n_data = 0, n_deltas = 0, format_given = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == CLI_OPT_FORMAT) format_given = 1;
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
@@ -279,20 +362,23 @@ static int cmd_eval(int argc, char **argv, int predict)
         case 'g': group = optarg; break;
         case 'i': id_column = optarg; break;
         case 'D': deltas[n_deltas++] = optarg; break;
-        default: usage(stderr); return 2;
+        case 'T': table_dir = optarg; break;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
     int ret = 0;
     if (dir || bundle) dense_cpu_preflight(0);
     if (n_deltas && !bundle) die("%s: --delta FILE goes with --bundle BASE (the base bundle it changes)", predict ? "predict" : "eval");
-    eval_job job = { dir, bundle, deltas, n_deltas, data, n_data, &in, format_given, pred, group, json, predict, id_column };
+    eval_job job = { dir, bundle, deltas, n_deltas, data, n_data, &in, format_given, pred, group, json, predict, id_column,
+                     table_dir };
     if (predict) {
-        if ((!dir && !bundle) || !n_data || !pred) die("predict: --model DIR (or --bundle FILE), --data and --out are required");
+        if ((!dir && !bundle) || !n_data || !pred)
+            cli_usage_error(&cc, "--model DIR (or --bundle FILE), --data and --out are required");
         job.group = NULL;
         job.json = 0;
         ret = model_data_eval(&job);
     } else if (dir || bundle) {
-        if (!n_data) die("eval: --data FILE is required with --model or --bundle");
+        if (!n_data) cli_usage_error(&cc, "--data FILE is required with --model or --bundle");
         if (id_column) die("eval: --id-column is predict's (eval needs labels, not ids)");
         ret = model_data_eval(&job);
     }
@@ -303,7 +389,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         cli_input_free(&in);
         return ret;
     }
-    if (!scores) die("eval: give --model DIR --data FILE, or --scores FILE");
+    if (!scores) cli_usage_error(&cc, "give --model DIR --data FILE, or --scores FILE");
     float *label;
     double *prob;
     size_t n = read_scores(scores, &label, &prob);
@@ -493,6 +579,11 @@ static void config_check_lines(const char *path)
 
 static int cmd_train(int argc, char **argv, int plan)
 {
+    struct option *opts = cli_options_with_input(train_extra);
+    char *plan_text = NULL;
+    if (plan && asprintf(&plan_text, "%s%s", plan_help, train_help) < 0) die("out of memory");
+    const cli_cmd cc = { "ctrbox", plan ? "plan" : "train", plan ? plan_text : train_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
     /* a --config file's options go first, so the command line overrides them */
     ini_args ia = { 1, 8, xcalloc(8, sizeof(char *)), NULL, "" };
     ia.argv[0] = argv[0];
@@ -510,7 +601,6 @@ static int cmd_train(int argc, char **argv, int plan)
     for (int i = 0; i < ia.argc; i++) av[ac++] = ia.argv[i];
     for (int i = 1; i < argc; i++) av[ac++] = argv[i];
 
-    struct option *opts = cli_options_with_input(train_extra);
     cli_input in;
     cli_input_init(&in);
     train_opts o = { 0 };
@@ -522,7 +612,7 @@ static int cmd_train(int argc, char **argv, int plan)
             if (k < 0) die("--model %s: want lr, fm, ffm, dnn, widedeep, deepfm, dcnv2 or dlrm", av[i + 1]);
             kind = (model_kind)k;
         }
-    if (kind == MODEL_COUNT) die("train: --model is required");
+    if (kind == MODEL_COUNT) cli_usage_error(&cc, "--model KIND is required (lr, fm, ffm, dnn, widedeep, deepfm, dcnv2, dlrm)");
     model_config_default(&o.mc, kind);
     o.epochs = 10;
     o.follow_idle = -1;
@@ -541,7 +631,7 @@ static int cmd_train(int argc, char **argv, int plan)
     plan_opts po = { NULL, NULL, 26, 13, 5, -1, -1 };
     int sparse_lr_set = 0, bottom_set = 0, epochs_set = 0, c;
     optind = 1;
-    while ((c = getopt_long(ac, av, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, ac, av)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case T_MODEL: case T_CONFIG: break;
@@ -630,7 +720,7 @@ static int cmd_train(int argc, char **argv, int plan)
             else if (c == T_CPUMEM) po.cpu_mem_mb = num_arg("cpu-mem-mb", optarg, 0, 1e9);
             else po.gpu_mem_mb = num_arg("gpu-mem-mb", optarg, 0, 1e9);
             break;
-        default: usage(stderr); return 2;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
     if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;
@@ -638,7 +728,7 @@ static int cmd_train(int argc, char **argv, int plan)
     if (plan) {
         dense_cpu_preflight(0);
         int r = run_plan(&o, &po);
-        free(o.train), free(o.valid), free(opts), free(av);
+        free(o.train), free(o.valid), free(opts), free(av), free(plan_text);
         cli_input_free(&in);
         for (int i = 1; i < ia.argc; i++) free(ia.argv[i]);
         free(ia.argv);
@@ -657,7 +747,7 @@ static int cmd_train(int argc, char **argv, int plan)
     }
     if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
     if (o.export_dir && !o.export_every) o.export_every = 1;
-    if (!o.follow && (!o.n_train || !o.out)) die("train: --train and --out are required");
+    if (!o.follow && (!o.n_train || !o.out)) cli_usage_error(&cc, "--train FILE and --out DIR are required");
     if (o.init && o.resume)
         die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
             "killed on the way continues when the same --init command runs again)");
@@ -688,15 +778,17 @@ static int cmd_export_serving(int argc, char **argv)
     static const struct option opts[] = {
         { "model", required_argument, 0, 'm' }, { "out", required_argument, 0, 'o' },
         { "dtype", required_argument, 0, 'd' }, { "force", no_argument, 0, 'F' },
-        { "since", required_argument, 0, 's' }, { 0, 0, 0, 0 },
+        { "since", required_argument, 0, 's' }, { "table-dir", required_argument, 0, 'T' }, { 0, 0, 0, 0 },
     };
-    static const char *want = "export-serving: want --model DIR --out BUNDLE [--dtype fp32|fp16|bf16|int8] [--since PASS|MODEL_DIR]";
-    const char *dir = NULL, *out = NULL;
+    const cli_cmd cc = { "ctrbox", "export-serving", export_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
+    const char *dir = NULL, *out = NULL, *table_dir = NULL;
     int dtype = QUANT_FP32, force = 0, c;
     int64_t since = -1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'm') dir = optarg;
         else if (c == 'o') out = optarg;
+        else if (c == 'T') table_dir = optarg;
         else if (c == 'F') force = 1;
         else if (c == 's') {   /* a pass, or a model folder: its pass (the model a serving base came from) */
             if (strspn(optarg, "0123456789") == strlen(optarg)) {
@@ -714,15 +806,16 @@ static int cmd_export_serving(int argc, char **argv)
             dtype = quant_from_name(optarg);
             if (!dtype) die("--dtype %s: want fp32, fp16, bf16 or int8", optarg);
         } else {
-            die("%s", want);
+            cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!dir || !out) die("%s", want);
+    if (optind < argc) cli_usage_error(&cc, "unexpected argument '%s'", argv[optind]);
+    if (!dir || !out) cli_usage_error(&cc, "--model DIR and --out BUNDLE are required");
     refuse_existing_output(out, force);
     char err[1024];
     uint64_t rows;
     int tables;
-    if (model_export_bundle(dir, out, dtype, since, &rows, &tables, err, sizeof err) < 0) die("%s", err);
+    if (model_export_bundle(dir, table_dir, out, dtype, since, &rows, &tables, err, sizeof err) < 0) die("%s", err);
     if (since >= 0) printf("wrote %s: a delta, the rows trained after pass %lld and the keys deleted since\n", out, (long long)since);
     else printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows, tables);
     return 0;
@@ -730,12 +823,17 @@ static int cmd_export_serving(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    util_set_prog("ctrbox");
     blas_select_core(argv);
     process_setup();
     signal(SIGXFSZ, SIG_IGN);   /* a file-size limit fails the write (EFBIG) instead of killing us */
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        cli_print_version("ctrbox");
+        return 0;
     }
     const char *cmd = argv[1];
     argv[1] = argv[0];
@@ -745,11 +843,14 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv, 0);
     if (!strcmp(cmd, "plan")) return cmd_train(argc, argv, 1);
     if (!strcmp(cmd, "devices")) {
+        static const struct option none[] = { { 0, 0, 0, 0 } };
+        const cli_cmd cc = { "ctrbox", "devices", devices_help, none, 0 };
+        cli_help_check(&cc, argc, argv);
+        if (cli_getopt(&cc, argc, argv) != -1 || optind < argc) cli_usage_error(&cc, "takes no arguments");
         printf("%s\n", device_describe());
         return 0;
     }
     if (!strcmp(cmd, "export-serving")) return cmd_export_serving(argc, argv);
-    fprintf(stderr, "ctrbox: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    static const char *const cmds[] = { "train", "eval", "predict", "export-serving", "plan", "devices", NULL };
+    cli_unknown_command("ctrbox", cmd, cmds);
 }

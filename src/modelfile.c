@@ -81,6 +81,8 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(o, "schema", so);
     json_object_set_new(io, "format", json_string(parse_format_name(mm->input.fmt)));
     json_object_set_new(io, "num", json_string(mm->input.num == NUM_BUCKET ? "bucket" : "log"));
+    json_object_set_new(io, "max_line", json_integer((json_int_t)mm->input.max_line));
+    if (mm->source_fmt) json_object_set_new(io, "converted_from", json_string(parse_format_name(mm->source_fmt)));
     if (mm->schema_spec) json_object_set_new(io, "schema", json_string(mm->schema_spec));
     if (mm->input.n_offsets) {
         json_t *a = json_array();
@@ -90,6 +92,8 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(o, "input", io);
     return o;
 }
+
+json_t *modelfile_meta_json(const model_meta *mm) { return meta_to_json(mm); }
 
 static int get_int_list(json_t *a, int *v, int max)
 {
@@ -196,6 +200,10 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     source_opts_default(&mm->input);
     mm->input.fmt = parse_format_from_name(json_string_value(json_object_get(io, "format")) ?: "");
     mm->input.num = !strcmp(json_string_value(json_object_get(io, "num")) ?: "log", "bucket") ? NUM_BUCKET : NUM_LOG;
+    json_t *ml = json_object_get(io, "max_line");
+    if (json_is_integer(ml) && json_integer_value(ml) >= 16 && json_integer_value(ml) <= (1ll << 30))
+        mm->input.max_line = (size_t)json_integer_value(ml);
+    mm->source_fmt = parse_format_from_name(json_string_value(json_object_get(io, "converted_from")) ?: "");
     const char *spec = json_string_value(json_object_get(io, "schema"));
     if (spec) mm->input.schema_spec = mm->schema_spec = xstrdup(spec);
     json_t *offs = json_object_get(io, "field_offsets");
@@ -220,22 +228,48 @@ void model_meta_free(model_meta *mm)
     memset(mm, 0, sizeof *mm);
 }
 
+static char *join(const char *dir, const char *name);
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void modelfile_find_table_dir(const char *dir, model_meta *meta, const char *path, int given)
+{
+    if (!given && is_dir(meta->table_dir)) return;   /* where it was saved */
+    char *folder = modelfile_folder(dir);
+    char *p = given || path[0] == '/' ? xstrdup(path) : join(folder, path);
+    free(folder);
+    if (!given && !is_dir(p)) {   /* neither: the message names the stored place */
+        free(p);
+        return;
+    }
+    free(meta->table_dir);
+    meta->table_dir = p;
+}
+
 int modelfile_check_tier(const char *dir, const model_meta *meta, const emb_tier *tier, char *err, size_t errlen)
 {
     uint64_t now = emb_tier_commits(tier);
     if (emb_tier_id(tier) == meta->table_id && now == meta->table_commits) return 0;
     char what[160];
     if (meta->table_shrink && emb_tier_id(tier) == meta->table_id) {
-        snprintf(err, errlen, "%s/model.ctrbox: a ctrbox-table shrink of this model (%s) was interrupted; run it again "
-                 "with the same settings to finish it", dir, meta->table_shrink);
+        char *mp = modelfile_path(dir);
+        snprintf(err, errlen, "%s: a ctrbox-table shrink of this model (%s) was interrupted; run it again "
+                 "with the same settings to finish it", mp, meta->table_shrink);
+        free(mp);
         return -1;
     }
     if (emb_tier_id(tier) != meta->table_id) snprintf(what, sizeof what, "is another table folder now (made again since)");
     else snprintf(what, sizeof what, "now holds commit %llu (trained further, or changed by ctrbox-table, since)",
                   (unsigned long long)now);
-    snprintf(err, errlen, "%s/model.ctrbox: its dense layers go with commit %llu of table folder %s, which %s: the rows "
+    char *mp = modelfile_path(dir);
+    snprintf(err, errlen, "%s: its dense layers go with commit %llu of table folder %s, which %s: the rows "
              "this model was saved with are gone. Use the model the later run saved, or keep a model fixed with "
-             "ctrbox export-serving", dir, (unsigned long long)meta->table_commits, meta->table_dir, what);
+             "ctrbox export-serving", mp, (unsigned long long)meta->table_commits, meta->table_dir, what);
+    free(mp);
     return -1;
 }
 
@@ -247,6 +281,53 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *modelfile_path(const char *dir)
+{
+    return is_file(dir) ? xstrdup(dir) : join(dir, "model.ctrbox");
+}
+
+char *modelfile_folder(const char *dir)
+{
+    if (!is_file(dir)) return xstrdup(dir);
+    const char *slash = strrchr(dir, '/');
+    if (!slash) return xstrdup(".");
+    if (slash == dir) return xstrdup("/");
+    char *d = xstrdup(dir);
+    d[slash - dir] = 0;
+    return d;
+}
+
+/* The path of folder `to` relative to folder `from`, both absolute and canonical (realpath), as
+ * "../"s and `to`'s own components (caller frees). */
+static char *relative_path(const char *from, const char *to)
+{
+    size_t i = 0, common = 0;   /* the end of the shared leading components */
+    while (from[i] && from[i] == to[i]) {
+        i++;
+        if (from[i - 1] == '/') common = i;
+    }
+    if ((!from[i] || from[i] == '/') && (!to[i] || to[i] == '/')) common = i;   /* a whole component shared */
+    size_t ups = 0;
+    for (const char *p = from + common; *p; p++)
+        if (*p != '/' && (p == from + common || p[-1] == '/')) ups++;
+    const char *rest = to + common;
+    while (*rest == '/') rest++;
+    char *r = xmalloc(ups * 3 + strlen(rest) + 2);
+    r[0] = 0;
+    for (size_t k = 0; k < ups; k++) strcat(r, "../");
+    strcat(r, rest);
+    size_t n = strlen(r);
+    if (n > 1 && r[n - 1] == '/') r[n - 1] = 0;
+    if (!r[0]) strcpy(r, ".");
+    return r;
+}
+
 int modelfile_save(const char *dir, const model *m, const model_meta *meta, char *err, size_t errlen)
 {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
@@ -255,6 +336,13 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
         return -e;
     }
     char *path = join(dir, "model.ctrbox");
+    char *rel = NULL;   /* the table folder seen from the model's: found again when both move together */
+    if (meta->table_dir) {
+        char *a = realpath(dir, NULL), *b = realpath(meta->table_dir, NULL);
+        if (a && b) rel = relative_path(a, b);
+        free(a);
+        free(b);
+    }
     durable_file f;
     int ret = durable_open(&f, path);
     if (ret < 0) {
@@ -263,6 +351,8 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
         return ret;
     }
     json_t *j = meta_to_json(meta);
+    if (rel) json_object_set_new(j, "table_dir_relative", json_string(rel));
+    free(rel);
     char *js = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(j);
     uint32_t hv[2] = { MF_VERSION, 0 };
@@ -293,7 +383,7 @@ static int load(const char *dir, model *into, const data_schema *schema, model *
 {
     if (out) *out = NULL;
     memset(meta, 0, sizeof *meta);
-    char *path = join(dir, "model.ctrbox");
+    char *path = modelfile_path(dir);
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
@@ -329,6 +419,8 @@ static int load(const char *dir, model *into, const data_schema *schema, model *
         goto fail;
     }
     ret = meta_from_json(j, meta, msg, sizeof msg);
+    const char *rel = json_string_value(json_object_get(j, "table_dir_relative"));
+    if (ret == 0 && meta->table_dir && rel) modelfile_find_table_dir(dir, meta, rel, 0);
     json_decref(j);
     if (ret < 0) {
         snprintf(err, errlen, "%s: %s", path, msg);

@@ -20,7 +20,8 @@
 typedef struct {
     model_config cfg;
     data_schema schema;
-    source_opts input;            /* fmt, num, schema_spec, offsets as trained (strings owned) */
+    source_opts input;            /* fmt, num, schema_spec, offsets, max_line as trained (strings owned) */
+    data_format source_fmt;       /* trained on cbx: the text format it was converted from (or FMT_NONE) */
     char *schema_spec;
     uint64_t *offsets;
     char *table_dir;              /* the sparse rows live in this SSD-tier folder, not in the file */
@@ -49,9 +50,20 @@ int modelfile_load(const char *dir, model **out, model_meta *meta, char *err, si
  * model. On an error m may hold part of the state. */
 int modelfile_load_into(const char *dir, model *m, const data_schema *schema, model_meta *meta, char *err,
                         size_t errlen);
+/* DIR given as a model's folder or as its file: the file (DIR/model.ctrbox, or DIR itself when it
+ * is a file), and the folder (caller frees). */
+char *modelfile_path(const char *dir);
+char *modelfile_folder(const char *dir);
+/* A tiered model's table folder (meta->table_dir): the stored absolute place, else the place stored
+ * relative to the model (path, relative to the model's folder) when the folder moved with the
+ * model. given: path is the user's (--table-dir), taken as it is. Loading calls it (given 0). The
+ * folder's id and commit are checked when it is opened (modelfile_check_tier). */
+void modelfile_find_table_dir(const char *dir, model_meta *meta, const char *path, int given);
 /* The description (JSON) of DIR/model.ctrbox only, checked, into meta. 0 or <0 with err. */
 int modelfile_read_meta(const char *dir, model_meta *meta, char *err, size_t errlen);
 void model_meta_free(model_meta *meta);
+/* The description as saved in the file (a new jansson object: "model", "schema", "input", ...). */
+struct json_t *modelfile_meta_json(const model_meta *meta);
 
 /* A model whose rows live in a table folder (meta->table_dir) pairs its dense layers with the
  * folder's rows as they were when it was saved: 0 if tier (that folder, open) still holds them,

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
@@ -376,15 +377,32 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
     return ret;
 }
 
+int model_tier_open(model *m, const char *model_dir, const model_meta *meta, emb_tier **tier, char *err,
+                            size_t errlen)
+{
+    struct stat st;
+    *tier = NULL;
+    if (stat(meta->table_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        char *mp = modelfile_path(model_dir);
+        snprintf(err, errlen, "%s: its rows are in the table folder %s, which is not there: give --table-dir DIR, "
+                 "where the folder is now", mp, meta->table_dir);
+        free(mp);
+        return -ENOENT;
+    }
+    int ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, tier, err, errlen);
+    if (ret == 0 && modelfile_check_tier(model_dir, meta, *tier, err, errlen) < 0) {
+        emb_tier_close(*tier);
+        *tier = NULL;
+        ret = -1;
+    }
+    return ret;
+}
+
 int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta, const sample_block *b, char *err,
                          size_t errlen)
 {
     emb_tier *tier;
-    int ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, &tier, err, errlen);
-    if (ret == 0 && modelfile_check_tier(model_dir, meta, tier, err, errlen) < 0) {
-        emb_tier_close(tier);
-        ret = -1;
-    }
+    int ret = model_tier_open(m, model_dir, meta, &tier, err, errlen);
     if (ret == 0) {
         emb_cache *c = cache_of(m, meta->schema.n_fields, UINT64_MAX, 1);
         ret = emb_cache_pull(c, tier, b, err, errlen);
@@ -512,16 +530,16 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
     return ret < 0 ? -1 : 0;
 }
 
-int model_export_bundle(const char *model_dir, const char *out, int dtype, int64_t since, uint64_t *rows, int *tables,
-                        char *err, size_t errlen)
+int model_export_bundle(const char *model_dir, const char *table_dir, const char *out, int dtype, int64_t since,
+                        uint64_t *rows, int *tables, char *err, size_t errlen)
 {
     model *m;
     model_meta meta;
     int ret = modelfile_load(model_dir, &m, &meta, err, errlen);
     if (ret < 0) return ret;
+    if (table_dir && meta.table_dir) modelfile_find_table_dir(model_dir, &meta, table_dir, 1);
     emb_tier *tier = NULL;
-    if (meta.table_dir && (ret = model_open_tier(m, meta.table_dir, 1, 64u << 20, &tier, err, errlen)) == 0 &&
-        (ret = modelfile_check_tier(model_dir, &meta, tier, err, errlen)) == 0 && since >= 0) {
+    if (meta.table_dir && (ret = model_tier_open(m, model_dir, &meta, &tier, err, errlen)) == 0 && since >= 0) {
         /* the pending keys and the deletion record are in the commit's catalog */
         void *blob;
         size_t len;

@@ -100,7 +100,12 @@ int passes_export(passes *p, const model_meta *meta, const char *path, int64_t s
  * base, else a delta since that pass), its rows read from memory or streamed from its table folder
  * (whose last commit, the model's, gives the tables' deletion record). *rows, *tables: what it
  * holds. 0, or <0 with err. */
-int model_export_bundle(const char *model_dir, const char *out, int dtype, int64_t since, uint64_t *rows, int *tables,
+/* A tiered model's table folder (meta->table_dir), opened read-only and checked to hold the
+ * model's commit; a folder that is not there is named with the --table-dir hint. 0 or <0 with err. */
+int model_tier_open(model *m, const char *model_dir, const model_meta *meta, struct emb_tier **tier, char *err,
+                    size_t errlen);
+int model_export_bundle(const char *model_dir, const char *table_dir, const char *out, int dtype, int64_t since,
+                        uint64_t *rows, int *tables,
                         char *err, size_t errlen);
 
 #endif

@@ -22,6 +22,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "../datasets/cbx.h"
 #include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
@@ -342,10 +343,11 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
     model_meta meta0;
     char msg[600];
     *table_dir = NULL;
-    char mf[4200];
+    char *mf = modelfile_path(o->init);   /* a model's folder or its file */
     struct stat st;
-    snprintf(mf, sizeof mf, "%s/model.ctrbox", o->init);
-    if (stat(mf, &st) < 0 && stat(o->init, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int bare = stat(mf, &st) < 0 && stat(o->init, &st) == 0 && S_ISDIR(st.st_mode);
+    free(mf);
+    if (bare) {
         /* no model: a table folder (ctrbox-table import's pretrained rows); its tables must be the
          * model's (the folder's layout, checked when it opens), the dense layers start afresh */
         *table_dir = xstrdup(o->init);
@@ -778,6 +780,8 @@ int train_run(const train_opts *o0)
         return 1;
     }
     t.meta.input = o->in;
+    if (o->in.fmt == FMT_CBX)   /* what the cbx files were converted from: eval may be given that text */
+        t.meta.source_fmt = o->follow ? FMT_NONE : cbx_file_source(o->train[0]);
     t.meta.schema_spec = (char *)o->schema_spec;
     t.meta.offsets = (uint64_t *)o->offsets;
     t.m = model_create(&o->mc, &t.meta.schema);

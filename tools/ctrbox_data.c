@@ -28,14 +28,41 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ctrbox-data COMMAND [options]\n"
-            "  gen --rows N --seed S --out FILE.tsv [--truth FILE] [--keys SCALE] [--offset ROW]\n"
-            "  convert --format F [input options] --in FILE... --out FILE.cbx\n"
-            "  inspect [--format F] [input options] [--json] FILE...\n"
-            "  split --ratios 8,1,1 --seed S [--format F] --in FILE --out PREFIX\n"
-            "%s",
-            cli_input_usage);
+            "usage: ctrbox-data COMMAND [options]      (ctrbox-data COMMAND --help: its options and defaults)\n"
+            "  gen       a synthetic Criteo-layout data set from a known model (and its true probabilities)\n"
+            "  convert   text logs (criteo, libsvm, libffm, csv) to the binary cbx format\n"
+            "  inspect   rows, fields, distinct values, bad lines, label balance of data files\n"
+            "  split     one file into train/valid/test files by ratios, seeded\n"
+            "  --version\n");
 }
+
+static const char gen_help[] =
+    "usage: ctrbox-data gen --rows N --out FILE.tsv [options]\n"
+    "rows in the Criteo layout (label, 13 integers, 26 categorical hashes) drawn from a known model\n"
+    "  --rows N               (required)\n"
+    "  --out FILE             (required)\n"
+    "  --seed S               the model and the rows (1)\n"
+    "  --truth FILE           also write label<TAB>true probability lines (ctrbox eval --scores: the best AUC)\n"
+    "  --keys SCALE           distinct values per field times SCALE (1)\n"
+    "  --offset ROW           start at row ROW of the same stream (0): disjoint train/valid/test files\n";
+static const char convert_help[] =
+    "usage: ctrbox-data convert --format F [input options] --in FILE... --out FILE.cbx\n"
+    "  --in FILE              an input (repeat for several; a folder: its files in name order) (required)\n"
+    "  --out FILE.cbx         (required)\n";
+static const char inspect_help[] =
+    "usage: ctrbox-data inspect [--format F] [input options] [--json] FILE...\n"
+    "rows, label balance, per field the values and distinct count (exact up to --exact-limit, then\n"
+    "estimated), bad lines; columns whose values are nearly all distinct (ids) are flagged\n"
+    "  --json                 one JSON object\n"
+    "  --exact-limit N        distinct values counted exactly up to N per field (1048576)\n";
+static const char split_help[] =
+    "usage: ctrbox-data split --ratios 8,1,1 --in FILE --out PREFIX [options]\n"
+    "each row to one of the parts at random (seeded): PREFIX.train, PREFIX.valid, PREFIX.test for three\n"
+    "parts (PREFIX.train, PREFIX.test for two; else PREFIX.part0, ...; .cbx added for cbx input)\n"
+    "  --ratios L             the parts' shares, e.g. 8,1,1 (required)\n"
+    "  --in FILE              (required)\n"
+    "  --out PREFIX           (required)\n"
+    "  --seed S               (1)\n";
 
 static uint64_t parse_u64_arg(const char *name, const char *arg)
 {
@@ -54,10 +81,12 @@ static int cmd_gen(int argc, char **argv)
         { "keys", required_argument, 0, 'k' }, { "offset", required_argument, 0, 'f' },
         { 0, 0, 0, 0 },
     };
+    const cli_cmd cc = { "ctrbox-data", "gen", gen_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     gen_opts g = { 0, 1, 1.0, 0 };
     const char *out = NULL, *truth = NULL;
     int have_rows = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         switch (c) {
         case 'n': g.rows = parse_u64_arg("--rows", optarg); have_rows = 1; break;
         case 's': g.seed = parse_u64_arg("--seed", optarg); break;
@@ -70,10 +99,10 @@ static int cmd_gen(int argc, char **argv)
             if (*end || !(g.keys_scale > 0) || g.keys_scale > 1e3) die("--keys %s: want a positive scale", optarg);
             break;
         }
-        default: usage(stderr); return 2;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!have_rows || !out) die("gen: --rows and --out are required");
+    if (!have_rows || !out) cli_usage_error(&cc, "--rows N and --out FILE are required");
     durable_file fo, ft = { 0 };
     int ret = durable_open(&fo, out);
     if (ret < 0) die("%s: cannot create: %s", out, strerror(-ret));
@@ -117,20 +146,22 @@ static int cmd_convert(int argc, char **argv)
     struct option *opts = cli_options_with_input(extra);
     cli_input in;
     cli_input_init(&in);
+    const cli_cmd cc = { "ctrbox-data", "convert", convert_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
     const char *out = NULL;
     char **inputs = xcalloc((size_t)argc, sizeof *inputs);
     int n_in = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case 'i': inputs[n_in++] = optarg; break;
         case 'o': out = optarg; break;
-        default: usage(stderr); return 2;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
     while (optind < argc && n_in > 0) inputs[n_in++] = argv[optind++];   /* --in a b c */
-    if (n_in == 0 || !out) die("convert: --in and --out are required");
-    if (in.so.fmt == FMT_NONE) die("convert: --format is required");
+    if (n_in == 0 || !out) cli_usage_error(&cc, "--in FILE and --out FILE.cbx are required");
+    if (in.so.fmt == FMT_NONE) cli_usage_error(&cc, "--format F is required (criteo, libsvm, libffm, csv)");
 
     char err[1024];
     data_source *src;
@@ -174,17 +205,19 @@ static int cmd_inspect(int argc, char **argv)
     cli_input in;
     cli_input_init(&in);
     in.so.max_bad_ratio = 1.0;   /* inspect reports bad lines rather than stopping on them */
+    const cli_cmd cc = { "ctrbox-data", "inspect", inspect_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
     int json = 0, c;
     size_t exact_limit = 1u << 20;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case 'j': json = 1; break;
         case 'x': exact_limit = (size_t)parse_u64_arg("--exact-limit", optarg); break;
-        default: usage(stderr); return 2;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (optind >= argc) die("inspect: name a file");
+    if (optind >= argc) cli_usage_error(&cc, "name a file");
     if (json) in.so.report_bad = -1;
     char err[1024];
     data_source *src;
@@ -300,19 +333,21 @@ static int cmd_split(int argc, char **argv)
     cli_input in;
     cli_input_init(&in);
     const char *ratios = NULL, *input = NULL, *prefix = NULL;
+    const cli_cmd cc = { "ctrbox-data", "split", split_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
     uint64_t seed = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case 'r': ratios = optarg; break;
         case 's': seed = parse_u64_arg("--seed", optarg); break;
         case 'i': input = optarg; break;
         case 'o': prefix = optarg; break;
-        default: usage(stderr); return 2;
+        default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!ratios || !input || !prefix) die("split: --ratios, --in and --out are required");
+    if (!ratios || !input || !prefix) cli_usage_error(&cc, "--ratios, --in and --out are required");
     uint64_t *rv;
     int k = parse_u64_list(ratios, &rv);
     if (k < 2 || k > 64) die("--ratios %s: want two or more integers like 8,1,1", ratios);
@@ -434,10 +469,15 @@ static int cmd_split(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    util_set_prog("ctrbox-data");
     process_setup();
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        cli_print_version("ctrbox-data");
+        return 0;
     }
     const char *cmd = argv[1];
     argv[1] = argv[0];
@@ -446,7 +486,6 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "convert")) return cmd_convert(argc, argv);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!strcmp(cmd, "split")) return cmd_split(argc, argv);
-    fprintf(stderr, "ctrbox-data: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    static const char *const cmds[] = { "gen", "convert", "inspect", "split", NULL };
+    cli_unknown_command("ctrbox-data", cmd, cmds);
 }

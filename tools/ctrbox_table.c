@@ -32,22 +32,73 @@
 #include "../embedding/shrink.h"
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
+#include "../src/cli.h"
 #include "../src/modelfile.h"
 #include "../io/util.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ctrbox-table COMMAND [options]\n"
-               "  inspect DIR [--json]\n"
-               "  export DIR --to text|npy|hugectr OUT [--with-optimizer] [--table N] [--force]\n"
-               "  import --from text|npy|hugectr IN DIR [--table N] [--dim D --w 0|1 --opt NAME (new folder)]\n"
-               "  delta DIR --since PASS OUT [--force]   rows changed after PASS, as a text file import applies\n"
-               "  merge A B OUT [--by pass|show]  union of two table folders; for a key in both the newer pass wins\n"
-               "  convert DIR --dtype fp16|bf16|int8 OUT [--force]   rows for serving (no optimizer state; int8: a scale per row)\n"
-               "  shrink DIR [--threshold S] [--unseen N] [--nonclk-coeff 0.1] [--clk-coeff 1] [--decay R] [--pass P]\n"
+    fprintf(f, "usage: ctrbox-table COMMAND [options]      (ctrbox-table COMMAND --help: its options and defaults)\n"
+               "  inspect   a table's rows, dims, optimizer, show/click spread, disk bytes\n"
+               "  export    the rows as text, npy or HugeCTR files\n"
+               "  import    rows from text, npy or HugeCTR files into a table folder\n"
+               "  delta     the rows changed after a pass, as a text file import applies\n"
+               "  merge     the union of two table folders\n"
+               "  convert   rows for serving in fp16, bf16 or int8\n"
+               "  shrink    delete keys by score and age\n"
+               "  --version\n"
                "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir). An existing OUT is\n"
                "replaced only with --force.\n");
 }
+
+static const char inspect_help[] =
+    "usage: ctrbox-table inspect DIR [--json]\n"
+    "per table: rows, dim, optimizer, bytes, show/click quantiles, the top keys by show; the last committed pass\n"
+    "  --json                 one JSON object\n";
+static const char export_help[] =
+    "usage: ctrbox-table export DIR --to text|npy|hugectr OUT [options]\n"
+    "  --to F                 text (one row per line: key, values), npy (keys.npy, values.npy in OUT),\n"
+    "                         hugectr (OUT/key, OUT/emb_vector) (required)\n"
+    "  --with-optimizer       the optimizer state and counters too (text, npy) (off)\n"
+    "  --table N              which table (0)\n"
+    "  --since PASS           only rows trained after PASS (text, hugectr) (all)\n"
+    "  --force                replace an existing OUT\n";
+static const char delta_help[] =
+    "usage: ctrbox-table delta DIR --since PASS OUT [options]\n"
+    "the rows changed after PASS, with their optimizer state, as a text file `import --from text` applies\n"
+    "  --since PASS           (required)\n"
+    "  --table N              which table (0)\n"
+    "  --force                replace an existing OUT\n"
+    "  --to F                 text|hugectr (text)\n"
+    "  --with-optimizer       (always on for a delta)\n";
+static const char import_help[] =
+    "usage: ctrbox-table import --from text|npy|hugectr IN DIR [options]\n"
+    "rows into table folder DIR (created when absent: give --dim, --w, --opt); a key present is replaced\n"
+    "  --from F               text|npy|hugectr (required)\n"
+    "  --table N              which table (0)\n"
+    "  --dim D                a new folder's embedding size (required for a new folder)\n"
+    "  --w 0|1                a new folder's rows hold a wide weight (the input's layout)\n"
+    "  --opt NAME             a new folder's optimizer: adam|adagrad|rowwise_adagrad|sgd|ftrl (adam)\n";
+static const char merge_help[] =
+    "usage: ctrbox-table merge A B OUT [--by pass|show]\n"
+    "the union of two table folders; for a key in both the newer pass wins\n"
+    "  --by pass|show         which row wins for a key in both: the newer pass, or the more shown (pass)\n";
+static const char convert_help[] =
+    "usage: ctrbox-table convert DIR --dtype fp16|bf16|int8 OUT [options]\n"
+    "rows for serving (no optimizer state; int8: a scale per row)\n"
+    "  --dtype T              fp16|bf16|int8 (required)\n"
+    "  --table N              which table (0)\n"
+    "  --force                replace an existing OUT\n";
+static const char shrink_help[] =
+    "usage: ctrbox-table shrink DIR [options]\n"
+    "delete keys whose score is below a threshold or that were unseen for a number of passes; in place,\n"
+    "committed (give at least one of --threshold and --unseen)\n"
+    "  --threshold S          delete keys with score (show - click) * nonclk + click * clk below S (off)\n"
+    "  --unseen N             delete keys unseen for more than N passes (off)\n"
+    "  --nonclk-coeff X       (0.1)\n"
+    "  --clk-coeff X          (1)\n"
+    "  --decay R              show and click times R first (1: none)\n"
+    "  --pass P               the pass counted as now (the last committed)\n";
 
 /* ---- one table's description ---- */
 
@@ -124,13 +175,26 @@ static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t
 static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    char p[4200];
-    snprintf(p, sizeof p, "%s/model.ctrbox", dir);
-    if (access(p, F_OK) != 0) return open_folder(s, dir, 1, err, errlen);
-    if (modelfile_load(dir, &s->m, &s->meta, err, errlen) < 0) return -1;
+    char *p = modelfile_path(dir);   /* a model's folder or its file */
+    if (access(p, F_OK) != 0) {
+        free(p);
+        return open_folder(s, dir, 1, err, errlen);
+    }
+    if (modelfile_load(dir, &s->m, &s->meta, err, errlen) < 0) {
+        free(p);
+        return -1;
+    }
     if (s->meta.table_dir) {
         model_destroy(s->m);
         s->m = NULL;
+        struct stat st;
+        if (stat(s->meta.table_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s: its rows are in the table folder %s, which is not there: give the table folder "
+                     "itself, where it is now", p, s->meta.table_dir);
+            free(p);
+            return -1;
+        }
+        free(p);
         if (open_folder(s, s->meta.table_dir, 1, err, errlen) < 0) return -1;
         return modelfile_check_tier(dir, &s->meta, s->tier, err, errlen);
     }
@@ -144,6 +208,7 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
     }
     s->disk_bytes = du(p);
     snprintf(s->path, sizeof s->path, "%s", p);
+    free(p);
     return 0;
 }
 
@@ -236,12 +301,13 @@ static int cmd_inspect(int argc, char **argv)
 {
     int json = 0;
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] != '-' && !dir) dir = argv[i];
-        else die("inspect: unexpected argument '%s'", argv[i]);
-    }
-    if (!dir) die("inspect: give a model or table folder");
+    static const struct option opts[] = { { "json", no_argument, 0, 'j' }, { 0, 0, 0, 0 } };
+    const cli_cmd cc = { "ctrbox-table", "inspect", inspect_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
+    int c;
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) json = 1;
+    if (argc - optind != 1) cli_usage_error(&cc, "give one model or table folder");
+    dir = argv[optind];
     char err[1024];
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
@@ -414,10 +480,12 @@ static int cmd_export(int argc, char **argv, int delta)
         { "table", required_argument, 0, 'n' }, { "since", required_argument, 0, 's' },
         { "force", no_argument, 0, 'F' }, { 0, 0, 0, 0 },
     };
+    const cli_cmd cc = { "ctrbox-table", delta ? "delta" : "export", delta ? delta_help : export_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     const char *to = delta ? "text" : NULL;
     int with_opt = delta, tb = 0, force = 0, c;
     long long since = -1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 't') to = optarg;
         else if (c == 'o') with_opt = 1;
         else if (c == 'n') tb = table_arg(optarg);
@@ -427,10 +495,10 @@ static int cmd_export(int argc, char **argv, int delta)
             since = strtoll(optarg, &end, 10);
             if (*end || end == optarg || since < 0) die("--since %s: want a pass number", optarg);
         }
-        else die("%s: see ctrbox-table --help", delta ? "delta" : "export");
+        else cli_usage_error(&cc, "unexpected option");
     }
-    if (delta && since < 0) die("delta: want DIR --since PASS OUT");
-    if (!to || argc - optind != 2) die("export: want DIR --to text|npy|hugectr OUT");
+    if (delta && (since < 0 || argc - optind != 2)) cli_usage_error(&cc, "want DIR --since PASS OUT");
+    if (!to || argc - optind != 2) cli_usage_error(&cc, "want DIR --to text|npy|hugectr OUT");
     if (since >= 0 && !strcmp(to, "npy")) die("--since: with text or hugectr output (npy needs the row count first)");
     const char *dir = argv[optind], *out = argv[optind + 1];
     tfmt fmt = fmt_of("export", to);
@@ -689,17 +757,19 @@ static int cmd_import(int argc, char **argv)
         { "dim", required_argument, 0, 'd' }, { "w", required_argument, 0, 'w' },
         { "opt", required_argument, 0, 'o' }, { 0, 0, 0, 0 },
     };
+    const cli_cmd cc = { "ctrbox-table", "import", import_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     const char *from = NULL, *optname = "adam";
     int tb = 0, dim = 0, has_w = -1, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'f') from = optarg;
         else if (c == 'n') tb = table_arg(optarg);
         else if (c == 'd') dim = atoi(optarg);
         else if (c == 'w') has_w = atoi(optarg) != 0;
         else if (c == 'o') optname = optarg;
-        else die("import: see ctrbox-table --help");
+        else cli_usage_error(&cc, "unexpected option");
     }
-    if (!from || argc - optind != 2) die("import: want --from text|npy|hugectr IN DIR");
+    if (!from || argc - optind != 2) cli_usage_error(&cc, "want --from text|npy|hugectr IN DIR");
     const char *in = argv[optind], *dir = argv[optind + 1];
     tfmt fmt = fmt_of("import", from);
     char err[1024];
@@ -832,8 +902,10 @@ static int cmd_convert(int argc, char **argv)
         { "dtype", required_argument, 0, 'd' }, { "table", required_argument, 0, 'n' }, { "force", no_argument, 0, 'F' },
         { 0, 0, 0, 0 },
     };
+    const cli_cmd cc = { "ctrbox-table", "convert", convert_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     int dtype = 0, tb = 0, force = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'd') {
             dtype = quant_from_name(optarg);
             if (!dtype || dtype == QUANT_FP32) die("--dtype %s: want fp16, bf16 or int8", optarg);
@@ -842,10 +914,10 @@ static int cmd_convert(int argc, char **argv)
         } else if (c == 'F') {
             force = 1;
         } else {
-            die("convert: want DIR --dtype fp16|bf16|int8 OUT [--table N]");
+            cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!dtype || argc - optind != 2) die("convert: want DIR --dtype fp16|bf16|int8 OUT [--table N]");
+    if (!dtype || argc - optind != 2) cli_usage_error(&cc, "want DIR --dtype fp16|bf16|int8 OUT [--table N]");
     const char *dir = argv[optind], *out = argv[optind + 1];
     char err[1024];
     tsrc s;
@@ -942,12 +1014,14 @@ static int merge_row(void *ctx, const emb_row_head *h)
 static int cmd_merge(int argc, char **argv)
 {
     static const struct option opts[] = { { "by", required_argument, 0, 'b' }, { 0, 0, 0, 0 } };
+    const cli_cmd cc = { "ctrbox-table", "merge", merge_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     int by_show = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'b' && (!strcmp(optarg, "pass") || !strcmp(optarg, "show"))) by_show = !strcmp(optarg, "show");
-        else die("merge: want A B OUT [--by pass|show]");
+        else cli_usage_error(&cc, "--by %s: want pass or show", optarg);
     }
-    if (argc - optind != 3) die("merge: want A B OUT [--by pass|show]");
+    if (argc - optind != 3) cli_usage_error(&cc, "want A B OUT [--by pass|show]");
     const char *da = argv[optind], *db = argv[optind + 1], *dout = argv[optind + 2];
     char err[1024], idx[4200];
     tsrc a = { 0 }, b = { 0 }, o = { 0 };
@@ -1066,6 +1140,12 @@ static double num(const char *name, const char *arg)
     return v;
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 static int cmd_shrink(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -1073,24 +1153,33 @@ static int cmd_shrink(int argc, char **argv)
         { "nonclk-coeff", required_argument, 0, 'n' }, { "clk-coeff", required_argument, 0, 'c' },
         { "decay", required_argument, 0, 'd' }, { "pass", required_argument, 0, 'p' }, { 0, 0, 0, 0 },
     };
+    const cli_cmd cc = { "ctrbox-table", "shrink", shrink_help, opts, 0 };
+    cli_help_check(&cc, argc, argv);
     shrinker sk = { .o = { .rule = { -1, 0, 0.1, 1 }, .commit_every = 1u << 20 }, .pass = -1 };
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 't') sk.o.rule.threshold = num("threshold", optarg);
         else if (c == 'u') sk.o.rule.unseen = (uint32_t)num("unseen", optarg);
         else if (c == 'n') sk.o.rule.nonclk = num("nonclk-coeff", optarg);
         else if (c == 'c') sk.o.rule.clk = num("clk-coeff", optarg);
         else if (c == 'd') sk.o.decay = (float)num("decay", optarg);
         else if (c == 'p') sk.pass = (long long)num("pass", optarg);
-        else die("shrink: see ctrbox-table --help");
+        else cli_usage_error(&cc, "unexpected option");
     }
-    if (argc - optind != 1) die("shrink: want DIR [--threshold S] [--unseen N] ...");
-    if (sk.o.rule.threshold < 0 && !sk.o.rule.unseen) die("shrink: give --threshold S and/or --unseen N");
+    if (argc - optind != 1) cli_usage_error(&cc, "want DIR [--threshold S] [--unseen N] ...");
+    if (sk.o.rule.threshold < 0 && !sk.o.rule.unseen) cli_usage_error(&cc, "give --threshold S and/or --unseen N");
     const char *dir = argv[optind];
     char err[1024];
-    char mf[4200];
-    snprintf(mf, sizeof mf, "%s/model.ctrbox", dir);
-    if (access(mf, F_OK) == 0) return shrink_model_file(dir, &sk);
+    char *mf = modelfile_path(dir);
+    int is_model = access(mf, F_OK) == 0, named = strcmp(mf, dir) != 0 || !strcmp(base_name(dir), "model.ctrbox");
+    free(mf);
+    if (is_model && !named) die("shrink: %s: give the model's folder (the model file is rewritten as model.ctrbox in it)", dir);
+    if (is_model) {
+        char *folder = modelfile_folder(dir);
+        int r = shrink_model_file(folder, &sk);
+        free(folder);
+        return r;
+    }
     tsrc s = { 0 };
     if (open_folder(&s, dir, 0, err, sizeof err) < 0) die("%s", err);
     sk.tier = s.tier;
@@ -1132,10 +1221,15 @@ static void shrink_folder(const char *dir, shrinker *sk)
 
 int main(int argc, char **argv)
 {
+    util_set_prog("ctrbox-table");
     process_setup();
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        cli_print_version("ctrbox-table");
+        return 0;
     }
     const char *cmd = argv[1];
     argv[1] = argv[0];
@@ -1147,7 +1241,6 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "merge")) return cmd_merge(argc, argv);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc, argv);
     if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
-    fprintf(stderr, "ctrbox-table: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    static const char *const cmds[] = { "inspect", "export", "import", "delta", "merge", "convert", "shrink", NULL };
+    cli_unknown_command("ctrbox-table", cmd, cmds);
 }

@@ -1,0 +1,34 @@
+/*
+ * score.h: a trained model and data read the way it was trained on: what eval, predict and report
+ * share. These are the programs' main paths: errors end the process with one line (die).
+ */
+#ifndef CTRBOX_SCORE_H
+#define CTRBOX_SCORE_H
+
+#include "../dense/model.h"
+#include "cli.h"
+#include "modelfile.h"
+
+/* Where the model comes from. */
+typedef struct {
+    const char *dir;              /* a model folder, or its model.ctrbox file; or NULL with bundle */
+    const char *bundle;           /* a serving bundle (export-serving) */
+    char **deltas;                /* delta bundles applied to bundle, in order */
+    int n_deltas;
+    const char *table_dir;        /* a tiered model's table folder where the user says it is, or NULL */
+} score_src;
+
+/* The model and its description. */
+void score_load(const score_src *src, model **m, model_meta *meta);
+
+/* The rows of data[0..n) read as the model's input (its settings, with those the user gave in `in`
+ * put over them; format_given: --format was given), into b; a tiered model's rows those keys need
+ * are pulled into m. Data another layout than the model's, or whose fields differ, is refused in one
+ * line naming both sides. unlabeled: rows may lack labels (predict); id_column: csv ids into b. */
+void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
+                int format_given, int unlabeled, const char *id_column, sample_block *b);
+
+/* The model's input settings in words: "criteo (13 dense values, 26 categorical fields: I1 ...)". */
+void score_describe_input(const model_meta *mm, char *out, size_t n);
+
+#endif
