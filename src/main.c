@@ -24,6 +24,7 @@
 #include "../io/parse.h"
 #include "../io/stream.h"
 #include "cli.h"
+#include "commands.h"
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
@@ -851,6 +852,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "export-serving")) return cmd_export_serving(argc, argv);
-    static const char *const cmds[] = { "train", "eval", "predict", "export-serving", "plan", "devices", NULL };
+    if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
+    static const char *const cmds[] = { "train", "eval", "predict", "export-serving", "info", "plan", "devices", NULL };
     cli_unknown_command("ctrbox", cmd, cmds);
 }

@@ -46,6 +46,12 @@ typedef struct {
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
     int stopped;                  /* SIGTERM or SIGINT: stopped after a commit, at a pass boundary */
     double unit_auc, unit_logloss;   /* the entry's progressive validation (NaN: none) */
+    FILE *curve;                  /* DIR/curve.jsonl: the training curve and the run's events (runlog.h) */
+    double iv_loss, iv_t0;        /* the curve's interval: summed loss, rows, start */
+    uint64_t iv_n;
+    int best_epoch;               /* the epoch of the best validation AUC in this process (0: none yet) */
+    int hinted;                   /* small-data hints given: 1 few steps, 2 AUC near 0.5 */
+    int stopped_early;
 } trainer;
 
 /* --follow: SIGTERM and SIGINT ask the run to stop at the next pass boundary after a commit */
@@ -154,6 +160,11 @@ static char *jstr(const char *s)
     return q ? q : xstrdup("null");
 }
 
+static void curve_flush(trainer *t)
+{
+    if (t->curve) fflush(t->curve);
+}
+
 static void log_eval(trainer *t, const char *kind, const eval_result *r, double dt)
 {
     if (!t->log) return;
@@ -167,6 +178,25 @@ static void log_eval(trainer *t, const char *kind, const eval_result *r, double 
             jnum(c, sizeof c, r ? r->logloss : NAN), r ? r->rows : 0, (double)model_config_of(t->m)->dopt.lr,
             dt > 0 ? (double)t->rs.rows_done / dt : 0.0, t->rs.train_seconds > 0 ? (double)t->rs.rows_done / t->rs.train_seconds : 0.0, dt);
     fflush(t->log);
+    curve_flush(t);
+}
+
+/* A point of the training curve: the loss since the previous point, every step for the first 100,
+ * then every 10, 100, 1000 steps: a few hundred lines a decade of steps. */
+static void curve_point(trainer *t, double loss, size_t rows)
+{
+    t->iv_loss += loss * (double)rows;
+    t->iv_n += rows;
+    uint64_t s = model_step(t->m), k = s < 100 ? 1 : s < 1000 ? 10 : s < 10000 ? 100 : 1000;
+    if (!t->curve || s % k) return;
+    double now = now_sec();
+    fprintf(t->curve, "{\"kind\": \"train\", \"epoch\": %d, \"step\": %llu, \"rows\": %llu, \"loss\": %.6f, \"lr\": %g, "
+            "\"samples_per_s\": %.1f, \"seconds\": %.3f}\n", t->rs.epoch, (unsigned long long)s,
+            (unsigned long long)t->rs.rows_done, t->iv_loss / (double)t->iv_n, (double)model_config_of(t->m)->dopt.lr,
+            now > t->iv_t0 ? (double)t->iv_n / (now - t->iv_t0) : 0.0, now - t->t_start);
+    t->iv_loss = 0;
+    t->iv_n = 0;
+    t->iv_t0 = now;
 }
 
 static int save_model(trainer *t)
@@ -200,11 +230,22 @@ static int evaluate_and_keep(trainer *t, const char *kind)
                 (unsigned long long)model_step(t->m), r.auc, r.logloss, better ? " (best)" : "");
     if (better) {
         t->rs.best_auc = r.auc;
+        t->best_epoch = t->rs.epoch;
         /* with a table folder the model file pairs the dense state with the committed rows: it is
          * saved after commits, not here in the middle of a pass */
         if (!passes_tiered(t->ps) && save_model(t) < 0) return -1;
     }
     return better;
+}
+
+/* Seconds as "45s", "12m05s", "3h07m". */
+static const char *duration(char *buf, size_t n, double sec)
+{
+    long s = (long)(sec + 0.5);
+    if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, s % 3600 / 60);
+    else if (s >= 60) snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, n, "%lds", s);
+    return buf;
 }
 
 static void progress(trainer *t, int force)
@@ -214,18 +255,81 @@ static void progress(trainer *t, int force)
     if (t->o->quiet || (!force && now - t->t_last_print < (tty ? 0.5 : 10.0))) return;
     t->t_last_print = now;
     double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rs.rows_done - t->rows_epoch_prev) / dt : 0;
-    char eta[64] = "";
+    char eta[96] = "";
     if (t->rs.epoch > 1 && !t->epoch_rows) t->epoch_rows = t->rows_epoch_prev / (uint64_t)(t->rs.epoch - 1);
-    if (t->epoch_rows && rate > 0) {
-        double left = (double)t->epoch_rows * (t->o->epochs - t->rs.epoch + 1) - (double)(t->rs.rows_done - t->rows_epoch_prev);
-        snprintf(eta, sizeof eta, "  ETA %.0fs", left > 0 ? left / rate : 0);
+    if (t->epoch_rows && rate > 0) {   /* known from the second epoch on; the run's is a bound when early stopping can end it */
+        double in_epoch = (double)(t->rs.rows_done - t->rows_epoch_prev), left = (double)t->epoch_rows - in_epoch;
+        double run = (left > 0 ? left : 0) + (double)t->epoch_rows * (t->o->epochs - t->rs.epoch);
+        char a[24], b[24];
+        snprintf(eta, sizeof eta, "  epoch ETA %s  run ETA %s%s", duration(a, sizeof a, left > 0 ? left / rate : 0),
+                 t->have_valid && t->rs.epoch < t->o->epochs ? "at most " : "", duration(b, sizeof b, run / rate));
     }
     char unit[96] = "";
     if (t->o->follow && !isnan(t->unit_auc))
         snprintf(unit, sizeof unit, "  before training: auc %.4f logloss %.4f", t->unit_auc, t->unit_logloss);
-    fprintf(stderr, "%sepoch %d  rows %llu  %.0f samples/s  loss %.5f%s%s%s", tty ? "\r" : "", t->rs.epoch,
+    fprintf(stderr, "%sepoch %d/%d  rows %llu  %.0f samples/s  loss %.5f%s%s%s", tty ? "\r" : "", t->rs.epoch, t->o->epochs,
             (unsigned long long)(t->rs.rows_done - t->rows_epoch_prev), rate,
             t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : 0.0, unit, eta, tty ? "   " : "\n");
+}
+
+/* No better validation AUC this epoch and patience left: the learning rates times --lr-decay. */
+static void lr_drop(trainer *t)
+{
+    model_scale_lr(t->m, t->o->lr_decay);
+    const model_config *c = model_config_of(t->m);
+    if (!t->o->quiet)
+        fprintf(stderr, "learning rates x%g after epoch %d (no better validation AUC): dense %g, sparse %g\n",
+                (double)t->o->lr_decay, t->rs.epoch, (double)c->dopt.lr, (double)c->sopt.lr);
+    if (t->curve)
+        fprintf(t->curve, "{\"kind\": \"lr\", \"epoch\": %d, \"step\": %llu, \"lr\": %g, \"sparse_lr\": %g}\n", t->rs.epoch,
+                (unsigned long long)model_step(t->m), (double)c->dopt.lr, (double)c->sopt.lr);
+}
+
+/* --patience epochs without a better validation AUC: said, with the model kept. */
+static void early_stop(trainer *t)
+{
+    char kept[160];
+    if (passes_tiered(t->ps))   /* a table folder keeps the last commit, not the best epoch */
+        snprintf(kept, sizeof kept, "the model is the last pass's (a table folder keeps its last commit)");
+    else if (t->best_epoch)
+        snprintf(kept, sizeof kept, "the model kept is epoch %d's (validation AUC %.6f)", t->best_epoch, t->rs.best_auc);
+    else
+        snprintf(kept, sizeof kept, "the model kept is the best epoch's before the resume (validation AUC %.6f)",
+                 t->rs.best_auc);
+    t->stopped_early = 1;
+    if (!t->o->quiet)
+        fprintf(stderr, "early stop after epoch %d: no better validation AUC for %d epoch%s; %s\n", t->rs.epoch,
+                t->rs.bad_epochs, t->rs.bad_epochs > 1 ? "s" : "", kept);
+    if (t->curve)
+        fprintf(t->curve, "{\"kind\": \"early_stop\", \"epoch\": %d, \"step\": %llu, \"best_epoch\": %d, \"best_auc\": %.6f}\n",
+                t->rs.epoch, (unsigned long long)model_step(t->m), t->best_epoch, t->rs.best_auc);
+}
+
+/* After an epoch, once each: too few steps for the optimizers to get anywhere, or a validation AUC
+ * that stays near 0.5: one line saying what to change, with numbers. */
+static void small_data_hints(trainer *t)
+{
+    const train_opts *o = t->o;
+    if (o->quiet || o->follow) return;
+    uint64_t rows = t->rs.rows_done - t->rows_epoch_prev, B = (uint64_t)o->mc.batch;
+    uint64_t steps = (rows + B - 1) / B;
+    if (!(t->hinted & 1) && steps < 50 && rows > 0) {
+        t->hinted |= 1;
+        uint64_t nb = rows / 200 < 64 ? 64 : rows / 200;   /* about 200 steps an epoch, batches of 64 at least */
+        if (nb > B / 2) nb = B / 2 ? B / 2 : 1;
+        fprintf(stderr, "hint: epoch %d had %llu rows in %llu steps of --batch %llu; the optimizers need hundreds of "
+                "steps: try --batch %llu (%llu steps an epoch) and more --epochs\n", t->rs.epoch,
+                (unsigned long long)rows, (unsigned long long)steps, (unsigned long long)B, (unsigned long long)nb,
+                (unsigned long long)((rows + nb - 1) / nb));
+    }
+    if (!(t->hinted & 2) && t->have_valid && t->rs.best_auc < 0.55) {
+        t->hinted |= 2;
+        const model_config *c = model_config_of(t->m);
+        fprintf(stderr, "hint: the best validation AUC is %.4f after epoch %d, near 0.5 (a coin): raise the learning "
+                "rates (--lr %g --sparse-lr %g; now %g and %g), train more --epochs, or lower --batch (now %llu)\n",
+                t->rs.best_auc, t->rs.epoch, (double)c->dopt.lr * 10, (double)c->sopt.lr * 10, (double)c->dopt.lr,
+                (double)c->sopt.lr, (unsigned long long)B);
+    }
 }
 
 /* Train on the rows of buf in (shuffled) order, one batch at a time. */
@@ -269,6 +373,7 @@ static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
         t->rs.loss_sum += loss * (double)(end - i);
         t->rs.loss_n += end - i;
         t->rs.rows_done += end - i;
+        curve_point(t, loss, end - i);
         progress(t, 0);
         if (o->eval_every && t->have_valid && model_step(t->m) % o->eval_every == 0) {
             t->rs.train_seconds += now_sec() - t0;
@@ -416,7 +521,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             if (!better) {
                 t->rs.bad_epochs++;
                 if (t->rs.bad_epochs >= o->patience) stop = 1;
-                else if (o->lr_decay > 0 && o->lr_decay < 1) model_scale_lr(t->m, o->lr_decay);
+                else if (o->lr_decay > 0 && o->lr_decay < 1) lr_drop(t);
             } else {
                 t->rs.bad_epochs = 0;
             }
@@ -435,8 +540,9 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             ret = -1;
             break;
         }
+        small_data_hints(t);
         if (stop) {
-            if (!o->quiet) fprintf(stderr, "early stop: no better validation AUC for %d epochs\n", t->rs.bad_epochs);
+            early_stop(t);
             break;
         }
     }
@@ -810,8 +916,10 @@ int train_run(const train_opts *o0)
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         return 1;
     }
-    t.t_start = fr.saved_at = now_sec();
-    int ret = 0;
+    snprintf(logpath, sizeof logpath, "%s/curve.jsonl", o->out);
+    t.curve = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* informational: a run goes on without it */
+    t.t_start = t.iv_t0 = fr.saved_at = now_sec();
+    int ret = 0, tiered = 0;
     char *init_dir = NULL, *abs = NULL;   /* a tiered --init model's table folder; the folder trained in */
     uint64_t init_id = 0, init_commits = 0;
     if (o->init && warm_start(&t, &init_dir, &init_id, &init_commits, err, sizeof err) < 0) {
@@ -887,6 +995,7 @@ int train_run(const train_opts *o0)
         skip = 0;
         if (passes_restart(t.ps) < 0) ret = 1;
     }
+    tiered = t.ps && passes_tiered(t.ps);   /* the model kept is then the last commit's, not the best epoch's */
     if (passes_close(t.ps) < 0) ret = 1;
     t.meta.table_dir = NULL;
     if (ret == 0 && o->follow && stop_asked && t.log) {
@@ -903,14 +1012,19 @@ done:
                 t.stopped || stop_asked ? "stopped by a signal" : "nothing new", now_sec() - t.t_start,
                 (unsigned long long)fr.trained, follow_ledger_count(fr.ledger), o->out,
                 t.stopped ? " (the same command goes on from the last commit)" : "");
-    else if (ret == 0 && !o->quiet)
-        fprintf(stderr, "done in %.1f s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t.t_start,
-                t.have_valid ? "best validation AUC" : "last training loss",
-                t.have_valid ? t.rs.best_auc : (t.rs.loss_n ? t.rs.loss_sum / (double)t.rs.loss_n : NAN), o->out);
+    else if (ret == 0) {   /* the summary, --quiet or not */
+        char best[96] = "";
+        if (t.have_valid && t.best_epoch && !tiered)
+            snprintf(best, sizeof best, " at epoch %d (the model kept)", t.best_epoch);
+        fprintf(stderr, "done in %.1f s%s; %s %.6f%s; model in %s/model.ctrbox\n", now_sec() - t.t_start,
+                t.stopped_early ? " (early stop)" : "", t.have_valid ? "best validation AUC" : "last training loss",
+                t.have_valid ? t.rs.best_auc : (t.rs.loss_n ? t.rs.loss_sum / (double)t.rs.loss_n : NAN), best, o->out);
+    }
     free(fr.dir), free(fr.name), free(fr.path), free(fr.unsaved);
     if (fr.ledger) json_decref(fr.ledger);
     t.meta.follow = NULL;
     fclose(t.log);
+    if (t.curve) fclose(t.curve);
     close(lock);
     model_destroy(t.m);
     schema_free(&t.meta.schema);

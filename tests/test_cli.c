@@ -8,6 +8,8 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ typedef struct {
 static const command commands[] = {
     { "ctrbox", "train" },          { "ctrbox", "eval" },          { "ctrbox", "predict" },
     { "ctrbox", "export-serving" }, { "ctrbox", "plan" },          { "ctrbox", "devices" },
-    { "ctrbox-data", "gen" },
+    { "ctrbox", "info" },           { "ctrbox-data", "gen" },
     { "ctrbox-data", "convert" },   { "ctrbox-data", "inspect" },  { "ctrbox-data", "split" },
     { "ctrbox-table", "inspect" }, { "ctrbox-table", "export" },
     { "ctrbox-table", "import" },   { "ctrbox-table", "delta" },   { "ctrbox-table", "merge" },
@@ -347,4 +349,75 @@ Test(cli, a_tiered_model_finds_its_table_folder)
     cr_assert(strstr(o, "is another table folder"), "%s", o);
     free(o);
     free(want);
+}
+
+/* ---- ctrbox info, and what the trainer says on the console ---- */
+
+Test(cli, info_describes_a_model)
+{
+    gen_small();
+    free(run_ok("$B/ctrbox train --model deepfm --format criteo --train tr.tsv --valid va.tsv --out m --epochs 3 "
+                "--threads 1 --quiet --dim 4 --hidden 8 --batch 256"));
+    char *o = run_ok("$B/ctrbox info m");
+    const char *want[] = { "m/model.ctrbox: deepfm model", "configuration:", "hidden 8", "layers (", "fc1", "fm",
+                           "tables (", "table 0: dim 4 + weight, adam", "best validation AUC", "input: criteo" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(o, want[i]), "no '%s' in:\n%s", want[i], o);
+    free(o);
+    o = run_ok("$B/ctrbox info m/model.ctrbox --json");
+    json_error_t je;
+    json_t *j = json_loads(o, 0, &je);
+    cr_assert_not_null(j, "%s", o);
+    json_t *layers = json_object_get(j, "layers"), *l;
+    size_t i;
+    long long sum = 0;
+    json_array_foreach(layers, i, l) sum += json_integer_value(json_object_get(l, "params"));
+    cr_assert_gt(json_array_size(layers), 3);
+    cr_assert_eq(sum, json_integer_value(json_object_get(j, "dense_params")));
+    /* the rows: as ctrbox-table counts them */
+    char *t = run_ok("$B/ctrbox-table inspect m --json");
+    json_t *tj = json_loads(t, 0, &je);
+    cr_assert_not_null(tj, "%s", t);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(json_object_get(j, "tables"), 0), "rows")),
+                 json_integer_value(json_object_get(json_array_get(json_object_get(tj, "tables"), 0), "rows")));
+    /* the best validation AUC: the log's best epoch line */
+    char *best = run_ok("grep -o '\"valid_auc\": [0-9.]*' m/log.jsonl | cut -d' ' -f2 | sort -g | tail -1");
+    double b = json_real_value(json_object_get(json_object_get(j, "history"), "best_valid_auc"));
+    cr_assert(fabs(b - atof(best)) < 1e-6, "%g vs %s", b, best);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "input"), "format")), "criteo");
+    json_decref(tj), json_decref(j);
+    free(t), free(o), free(best);
+    /* tiered: the rows of the folder's commit */
+    free(run_ok("$B/ctrbox train --model fm --format criteo --train tr.tsv --out tm --table-dir tt --pass-rows 3000" S));
+    o = run_ok("$B/ctrbox info tm --json");
+    j = json_loads(o, 0, &je);
+    cr_assert_not_null(j, "%s", o);
+    cr_assert_geq(json_integer_value(json_object_get(json_object_get(j, "table_folder"), "commit")), 2, "%s", o);
+    cr_assert_gt(json_integer_value(json_object_get(json_array_get(json_object_get(j, "tables"), 0), "rows")), 1000);
+    json_decref(j);
+    free(o);
+}
+
+Test(cli, the_console_says_what_happens)
+{
+    gen_small();
+    /* lr 0 never improves: a learning-rate drop after epoch 2, an early stop after epoch 3, the model
+     * kept is epoch 1's; with 6000 rows in batches of 4096 and an AUC of 0.5, both hints */
+    char *o;
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.tsv --out m --epochs 5 "
+                            "--patience 2 --lr-decay 0.5 --lr 0 --threads 1"), 0, "%s", o);
+    const char *want[] = { "epoch 2/5", "run ETA at most ", "learning rates x0.5 after epoch 2 (no better validation AUC)",
+                           "early stop after epoch 3: no better validation AUC for 2 epochs; the model kept is epoch 1's",
+                           "hint: epoch 1 had 6000 rows in 2 steps of --batch 4096", "try --batch 64 (94 steps an epoch)",
+                           "hint: the best validation AUC is 0.5000 after epoch 1", "--lr 0 --sparse-lr 0",
+                           "done in ", "(early stop); best validation AUC 0.500000 at epoch 1 (the model kept)" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(o, want[i]), "no '%s' in:\n%s", want[i], o);
+    free(o);
+    o = run_ok("grep -c '\"kind\": \"lr\"' m/curve.jsonl && grep -c '\"kind\": \"early_stop\", \"epoch\": 3' m/curve.jsonl "
+               "&& grep -c '\"kind\": \"train\"' m/curve.jsonl");
+    cr_assert_str_eq(o, "1\n1\n6\n", "%s", o);   /* 2 steps an epoch, 3 epochs */
+    free(o);
+    /* --quiet: the summary alone */
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format criteo --train tr.tsv --out q --epochs 2 --quiet"), 0);
+    cr_assert(!strncmp(o, "done in ", 8) && strchr(o, '\n') == o + strlen(o) - 1, "%s", o);
+    free(o);
 }

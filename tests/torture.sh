@@ -190,8 +190,8 @@ corrupt_trial() {
     local rc=$?
     if [ $rc -eq 0 ] && [ $want_rc -eq 0 ]; then
         [ "$strict" = 0 ] || cmp -s want.out got.out || { fail corrupt $s "$f ($how): accepted with another result: $cmd"; cd "$W"; return; }
-    elif [ $rc -eq 1 ]; then
-        grep -q "ctrbox" got.err || { fail corrupt $s "$f ($how): exit 1 without a message: $cmd"; cd "$W"; return; }
+    elif [ $rc -eq 1 ] || [ $rc -eq 2 ]; then   # refused (2: a usage error, as a config that lost a line)
+        grep -q "ctrbox" got.err || { fail corrupt $s "$f ($how): exit $rc without a message: $cmd"; cd "$W"; return; }
     elif [ $rc -ne $want_rc ]; then
         fail corrupt $s "$f ($how): exit $rc: $(tail -c 300 got.err): $cmd"; cd "$W"; return
     fi
