@@ -2,7 +2,8 @@
 # make demo: generate a data set from a known model, convert it to the binary format, train
 # DeepFM on it in passes with its sparse table in the SSD tier and a CPU cache smaller than the
 # table (per-pass tier statistics on the way), and evaluate it on held-out rows beside the oracle
-# (the true probabilities: the best AUC any trainer can reach on this data).
+# (the true probabilities: the best AUC any trainer can reach on this data); then `ctrbox info` and
+# `ctrbox report`, whose page's path it prints.
 # Env: ROWS (default 500000 training rows), EPOCHS (1), CACHE_MB (96: a pass's rows fit it, the
 # table of about 150 MB does not), DIR (default build/demo).
 set -euo pipefail
@@ -36,3 +37,7 @@ echo "   last pass: memory hits $(field hit_memory), SSD hits $(field hit_ssd), 
 echo "== test rows: DeepFM, then the oracle"
 bin/ctrbox eval --model "$DIR/deepfm" --data "$DIR/test.cbx"
 bin/ctrbox eval --scores "$DIR/test.truth"
+echo "== the model, and a report to look at (training curves, ROC/PR, calibration, fields, the tier per pass)"
+bin/ctrbox info "$DIR/deepfm" | tail -3
+bin/ctrbox report "$DIR/deepfm" --data "$DIR/test.cbx" --out "$DIR/report.html" >/dev/null
+echo "report: $(realpath "$DIR/report.html")  (open it in a browser; it needs no network)"

@@ -6,5 +6,6 @@
 #define CTRBOX_COMMANDS_H
 
 int cmd_info(int argc, char **argv);     /* info.c */
+int cmd_report(int argc, char **argv);   /* report.c */
 
 #endif

@@ -853,6 +853,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "export-serving")) return cmd_export_serving(argc, argv);
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
-    static const char *const cmds[] = { "train", "eval", "predict", "export-serving", "info", "plan", "devices", NULL };
+    if (!strcmp(cmd, "report")) return cmd_report(argc, argv);
+    static const char *const cmds[] = { "train", "eval", "predict", "export-serving", "info", "report", "plan", "devices",
+                                        NULL };
     cli_unknown_command("ctrbox", cmd, cmds);
 }

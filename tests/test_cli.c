@@ -25,7 +25,7 @@ typedef struct {
 static const command commands[] = {
     { "ctrbox", "train" },          { "ctrbox", "eval" },          { "ctrbox", "predict" },
     { "ctrbox", "export-serving" }, { "ctrbox", "plan" },          { "ctrbox", "devices" },
-    { "ctrbox", "info" },           { "ctrbox-data", "gen" },
+    { "ctrbox", "info" },           { "ctrbox", "report" },        { "ctrbox-data", "gen" },
     { "ctrbox-data", "convert" },   { "ctrbox-data", "inspect" },  { "ctrbox-data", "split" },
     { "ctrbox-table", "inspect" }, { "ctrbox-table", "export" },
     { "ctrbox-table", "import" },   { "ctrbox-table", "delta" },   { "ctrbox-table", "merge" },

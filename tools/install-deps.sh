@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages ctrbox needs, only those missing (idempotent; runs apt-get update
 # once, only when something must be installed). Usage: install-deps.sh [extra-group ...]
-# Groups beyond the base: fuzz (clang, libFuzzer runtime), bench (fio, zstd, gzip), torture (zstd,
+# chromium (headless) renders `ctrbox report` pages in the tests. Groups beyond the base: fuzz (clang, libFuzzer runtime), bench (fio, zstd, gzip), torture (zstd,
 # gzip, util-linux's unshare).
 set -euo pipefail
 
 pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libjansson-dev
-      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev python3-numpy)
+      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev python3-numpy chromium)
 for group in "$@"; do
     case "$group" in
         fuzz) pkgs+=(clang libclang-rt-dev) ;;
