@@ -27,6 +27,7 @@ static const command commands[] = {
     { "ctrbox", "export-serving" }, { "ctrbox", "plan" },          { "ctrbox", "devices" },
     { "ctrbox", "info" },           { "ctrbox", "report" },        { "ctrbox-data", "gen" },
     { "ctrbox-data", "convert" },   { "ctrbox-data", "inspect" },  { "ctrbox-data", "split" },
+    { "ctrbox-data", "key" },
     { "ctrbox-table", "inspect" }, { "ctrbox-table", "export" },
     { "ctrbox-table", "import" },   { "ctrbox-table", "delta" },   { "ctrbox-table", "merge" },
     { "ctrbox-table", "convert" },  { "ctrbox-table", "shrink" },
@@ -419,5 +420,50 @@ Test(cli, the_console_says_what_happens)
     /* --quiet: the summary alone */
     cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format criteo --train tr.tsv --out q --epochs 2 --quiet"), 0);
     cr_assert(!strncmp(o, "done in ", 8) && strchr(o, '\n') == o + strlen(o) - 1, "%s", o);
+    free(o);
+}
+
+/* ---- one printed form of a key; ctrbox-data key; csv id columns ---- */
+
+Test(cli, a_key_prints_one_way_and_ctrbox_data_key_finds_its_row)
+{
+    gen_small();
+    free(run_ok("$B/ctrbox train --model fm --format criteo --train tr.tsv --out m" S " && "
+                "$B/ctrbox train --model fm --format criteo --num bucket --train tr.tsv --out mb" S " && "
+                "$B/ctrbox-table export m --to text m.txt && $B/ctrbox-table export mb --to text mb.txt"));
+    /* the key of the first row's C1 value: the model's, the format's, and a row of the table */
+    char *k1 = run_ok("$B/ctrbox-data key --model m --field C1 --token $(head -1 tr.tsv | cut -f15)");
+    char *k2 = run_ok("$B/ctrbox-data key --format criteo --field 13 --token $(head -1 tr.tsv | cut -f15)");
+    cr_assert_str_eq(k1, k2);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "grep -c '^%.*s\t' m.txt", (int)strcspn(k1, "\n"), k1);
+    char *o = run_ok(cmd);
+    cr_assert_str_eq(o, "1\n", "key %s is not a row of the table", k1);
+    free(o);
+    /* an integer column read as buckets: the bucket's key */
+    o = run_ok("k=$($B/ctrbox-data key --model mb --field I2 --bucket --token $(head -1 tr.tsv | cut -f3)) && grep -c \"^$k\t\" mb.txt");
+    cr_assert_str_eq(o, "1\n", "%s", o);
+    free(o);
+    char *e;
+    cr_assert_eq(run_err(&e, "$B/ctrbox-data key --model m --field I2 --token 5"), 1, "%s", e);
+    cr_assert(strstr(e, "has no key"), "%s", e);
+    free(e);
+    /* inspect prints the most shown keys the same way, text and JSON */
+    o = run_ok("$B/ctrbox-table inspect m | sed -n 's/.*most shown keys: \\([0-9]*\\) .*/\\1/p'");
+    cr_assert(o[0] >= '0' && o[0] <= '9', "not a decimal key: %s", o);
+    snprintf(cmd, sizeof cmd, "grep -c '^%.*s\t' m.txt && $B/ctrbox-table inspect m --json | grep -c '\"key\": \"%.*s\"'",
+             (int)strcspn(o, "\n"), o, (int)strcspn(o, "\n"), o);
+    char *c = run_ok(cmd);
+    cr_assert_str_eq(c, "1\n1\n", "%s", c);
+    free(c), free(o), free(k1), free(k2);
+    /* npy keys are uint64, the same numbers */
+    int rc = th_run(&o, "$B/ctrbox-table export m --to npy np && /usr/bin/python3 -c \"import numpy as np; "
+                        "k = np.load('np/keys.npy'); t = [int(l.split()[0]) for l in open('m.txt')]; "
+                        "assert k.dtype == np.uint64 and [int(x) for x in k] == t; print('ok')\"");
+    if (rc != 0 && strstr(o, "No module named")) {
+        free(o);
+        cr_skip_test("python3-numpy is not installed");
+    }
+    cr_assert_eq(rc, 0, "%s", o);
     free(o);
 }

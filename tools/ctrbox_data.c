@@ -23,6 +23,7 @@
 #include "../datasets/source.h"
 #include "../io/stream.h"
 #include "../src/cli.h"
+#include "../src/modelfile.h"
 #include "../io/util.h"
 
 static void usage(FILE *f)
@@ -33,6 +34,7 @@ static void usage(FILE *f)
             "  convert   text logs (criteo, libsvm, libffm, csv) to the binary cbx format\n"
             "  inspect   rows, fields, distinct values, bad lines, label balance of data files\n"
             "  split     one file into train/valid/test files by ratios, seeded\n"
+            "  key       the key of a token in a field, as ctrbox-table prints it\n"
             "  --version\n");
 }
 
@@ -55,6 +57,19 @@ static const char inspect_help[] =
     "estimated), bad lines; columns whose values are nearly all distinct (ids) are flagged\n"
     "  --json                 one JSON object\n"
     "  --exact-limit N        distinct values counted exactly up to N per field (1048576)\n";
+static const char key_help[] =
+    "usage: ctrbox-data key --field F --token T [--token T ...] (--model DIR | --data FILE | --format F) [options]\n"
+    "the key of each token in field F, one per line: the unsigned 64-bit decimal ctrbox-table prints and\n"
+    "exports (npy: uint64), so that rows can be found and joined outside ctrbox. A key is XXH3-64 of the\n"
+    "token's bytes seeded with the field's index\n"
+    "  --field F              the field's name (C1, or a csv column) or its index from 0 (required)\n"
+    "  --token T              the value as it appears in the data: a criteo/csv value, a libsvm/libffm\n"
+    "                         feature index\n"
+    "  --bucket               T is a value of an integer column read as buckets (--num bucket): its bucket's key\n"
+    "  --model DIR            the fields are this model's (its folder or model.ctrbox)\n"
+    "  --data FILE            the fields are this file's, read with the input options below\n"
+    "  --format F             criteo, libsvm or libffm: fields known without data\n";
+
 static const char split_help[] =
     "usage: ctrbox-data split --ratios 8,1,1 --in FILE --out PREFIX [options]\n"
     "each row to one of the parts at random (seeded): PREFIX.train, PREFIX.valid, PREFIX.test for three\n"
@@ -467,6 +482,85 @@ static int cmd_split(int argc, char **argv)
     return 0;
 }
 
+static int cmd_key(int argc, char **argv)
+{
+    static const struct option extra[] = {
+        { "field", required_argument, 0, 'f' }, { "token", required_argument, 0, 't' },
+        { "model", required_argument, 0, 'm' }, { "data", required_argument, 0, 'd' },
+        { "bucket", no_argument, 0, 'b' }, { 0, 0, 0, 0 },
+    };
+    struct option *opts = cli_options_with_input(extra);
+    const cli_cmd cc = { "ctrbox-data", "key", key_help, opts, 1 };
+    cli_help_check(&cc, argc, argv);
+    cli_input in;
+    cli_input_init(&in);
+    const char *field = NULL, *model_dir = NULL;
+    char *data = NULL;
+    char **tokens = xcalloc((size_t)argc + 1, sizeof *tokens);
+    int n_tok = 0, bucket = 0, c;
+    while ((c = cli_getopt(&cc, argc, argv)) != -1) {
+        if (cli_input_option(&in, c, optarg)) continue;
+        switch (c) {
+        case 'b': bucket = 1; break;
+        case 'f': field = optarg; break;
+        case 't': tokens[n_tok++] = optarg; break;
+        case 'm': model_dir = optarg; break;
+        case 'd': data = optarg; break;
+        default: cli_usage_error(&cc, "unexpected option");
+        }
+    }
+    if (!field || !n_tok) cli_usage_error(&cc, "--field F and --token T are required");
+    if (optind < argc) cli_usage_error(&cc, "unexpected argument '%s'", argv[optind]);
+    if (!!model_dir + !!data + (in.so.fmt != FMT_NONE && !data) != 1)
+        cli_usage_error(&cc, "give the fields: --model DIR, --data FILE or --format criteo|libsvm|libffm");
+    char err[1024];
+    data_schema sc;
+    if (model_dir) {   /* the model's fields, read as it was trained */
+        model_meta meta;
+        if (modelfile_read_meta(model_dir, &meta, err, sizeof err) < 0) die("%s", err);
+        schema_copy(&sc, &meta.schema);
+        model_meta_free(&meta);
+    } else if (data) {
+        data_source *src;
+        if (source_open(&src, &data, 1, &in.so, err, sizeof err) < 0) die("%s", err);
+        schema_copy(&sc, source_schema(src));
+        source_close(src);
+    } else {
+        if (in.so.fmt == FMT_CSV || in.so.fmt == FMT_CBX) cli_usage_error(&cc, "--format csv or cbx: give --data FILE for its fields");
+        parser_opts po = { in.so.fmt, in.so.num, NULL, in.so.field_offsets, in.so.n_offsets, 0, NULL };
+        line_parser *p;
+        if (parser_create(&p, &po, err, sizeof err) < 0) die("%s", err);
+        schema_copy(&sc, parser_schema(p));
+        parser_destroy(p);
+    }
+    long fi = -1;
+    for (uint32_t f = 0; f < sc.n_fields; f++)
+        if (!strcmp(sc.names[f], field)) fi = f;
+    char *end;
+    if (fi < 0 && *field && (fi = strtol(field, &end, 10), *end || fi < 0)) fi = -1;
+    if (fi < 0 || (fi >= (long)sc.n_fields && in.so.fmt != FMT_LIBFFM && in.so.fmt != FMT_LIBSVM))
+        die("--field %s: no such field (fields: %s%s%s ...)", field, sc.n_fields ? sc.names[0] : "",
+            sc.n_fields > 1 ? ", " : "", sc.n_fields > 1 ? sc.names[1] : "");
+    if ((uint32_t)fi < sc.n_fields && sc.kind[fi] == FIELD_NUM)
+        die("--field %s: an integer column read as a dense value has no key (read as buckets, --num bucket, it has)", field);
+    for (int i = 0; i < n_tok; i++) {
+        const char *t = tokens[i];
+        char buf[32];
+        double x;
+        if (bucket) {   /* an integer column's value read as buckets: its bucket's key */
+            if (parse_number(t, strlen(t), &x) < 0) die("--token %s: --bucket wants a number", t);
+            snprintf(buf, sizeof buf, "%lld", (long long)parse_num_bucket(x));
+            t = buf;
+        }
+        printf("%llu\n", (unsigned long long)parse_feature_key(t, strlen(t), (uint32_t)fi));
+    }
+    schema_free(&sc);
+    free(tokens);
+    free(opts);
+    cli_input_free(&in);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     util_set_prog("ctrbox-data");
@@ -486,6 +580,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "convert")) return cmd_convert(argc, argv);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!strcmp(cmd, "split")) return cmd_split(argc, argv);
-    static const char *const cmds[] = { "gen", "convert", "inspect", "split", NULL };
+    if (!strcmp(cmd, "key")) return cmd_key(argc, argv);
+    static const char *const cmds[] = { "gen", "convert", "inspect", "split", "key", NULL };
     cli_unknown_command("ctrbox-data", cmd, cmds);
 }

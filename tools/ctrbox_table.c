@@ -48,7 +48,8 @@ static void usage(FILE *f)
                "  shrink    delete keys by score and age\n"
                "  --version\n"
                "DIR: a model folder (model.ctrbox) or an SSD-tier table folder (--table-dir). An existing OUT is\n"
-               "replaced only with --force.\n");
+               "replaced only with --force. Keys are printed one way everywhere: unsigned 64-bit decimal (npy: uint64;\n"
+               "ctrbox-data key prints the key of a token).\n");
 }
 
 static const char inspect_help[] =
@@ -342,9 +343,9 @@ static int cmd_inspect(int argc, char **argv)
         json_object_set_new(t, "click_histogram_log2", ch);
         for (int k = 0; k < st.ntop; k++) {
             json_t *e = json_object();
-            char hex[32];
-            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)st.top[k].key);
-            json_object_set_new(e, "key", json_string(hex));
+            char dec[32];   /* keys everywhere: unsigned decimal (a string: JSON numbers stop at 2^53) */
+            snprintf(dec, sizeof dec, "%llu", (unsigned long long)st.top[k].key);
+            json_object_set_new(e, "key", json_string(dec));
             json_object_set_new(e, "show", json_real(st.top[k].show));
             json_object_set_new(e, "click", json_real(st.top[k].click));
             json_object_set_new(e, "last_pass", json_integer(st.top[k].last_pass));
@@ -364,7 +365,7 @@ static int cmd_inspect(int argc, char **argv)
             printf("\n  click histogram:");
             for (int b = 0; b <= last; b++) printf(" %llu", (unsigned long long)st.click_hist[b]);
             printf("\n  most shown keys:");
-            for (int k = 0; k < st.ntop; k++) printf(" %016llx (%.0f)", (unsigned long long)st.top[k].key, st.top[k].show);
+            for (int k = 0; k < st.ntop; k++) printf(" %llu (%.0f)", (unsigned long long)st.top[k].key, st.top[k].show);
             printf("\n");
         }
     }
@@ -392,7 +393,7 @@ static tfmt fmt_of(const char *cmd, const char *s)
     die("%s: format '%s': want text, npy or hugectr", cmd, s);
 }
 
-/* A NumPy .npy v1.0 header for a little-endian array of dtype ('<i8', '<f4') and shape. */
+/* A NumPy .npy v1.0 header for a little-endian array of dtype ('<u8', '<f4') and shape. */
 static void npy_header(FILE *f, const char *dtype, uint64_t n, int cols)
 {
     char dict[128];
@@ -539,7 +540,7 @@ static int cmd_export(int argc, char **argv, int delta)
             x.b = open_out(&fb, out, "values.npy");
             x.c = open_out(&fc, out, "counters.npy");
             x.e = open_out(&fe, out, "passes.npy");
-            npy_header(x.a, "<i8", n, 0);
+            npy_header(x.a, "<u8", n, 0);   /* keys: uint64, as printed everywhere */
             npy_header(x.b, "<f4", n, x.V);
             npy_header(x.c, "<f4", n, 2);
             npy_header(x.e, "<u4", n, 0);
@@ -608,9 +609,10 @@ static void npy_open(reader *r, FILE **fp, const char *name, const char *dtype, 
     if (hl > 65536) die("%s: header too long", p);
     char *h = xcalloc(hl + 1, 1);
     if (fread(h, 1, hl, f) != hl) die("%s: truncated header", p);
-    char want[32];
+    char want[32], alt[32] = "-";
     snprintf(want, sizeof want, "'descr': '%s'", dtype);
-    if (!strstr(h, want)) die("%s: dtype is not %s", p, dtype);
+    if (!strcmp(dtype, "<u8")) snprintf(alt, sizeof alt, "'descr': '<i8'");   /* the same 64 bits (older exports) */
+    if (!strstr(h, want) && !strstr(h, alt)) die("%s: dtype is not %s%s", p, dtype, strcmp(dtype, "<u8") ? "" : " (or <i8)");
     if (strstr(h, "'fortran_order': True")) die("%s: Fortran order is not supported", p);
     const char *sh = strstr(h, "'shape': (");
     unsigned long long rows = 0;
@@ -621,7 +623,7 @@ static void npy_open(reader *r, FILE **fp, const char *name, const char *dtype, 
     long data = ftell(f);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
-    size_t esz = strcmp(dtype, "<i8") ? 4 : 8;
+    size_t esz = strcmp(dtype, "<u8") ? 4 : 8;
     if ((uint64_t)(size - data) != rows * (uint64_t)(cols > 0 ? cols : 1) * esz)
         die("%s: %ld data bytes, the header's shape needs %llu (truncated?)", p, size - data,
             (unsigned long long)(rows * (uint64_t)(cols > 0 ? cols : 1) * esz));
@@ -640,7 +642,7 @@ static void reader_open(reader *r)
     }
     r->n = UINT64_MAX;
     if (r->fmt == FMT_NPY) {
-        npy_open(r, &r->fk, "keys.npy", "<i8", &r->n, 0);
+        npy_open(r, &r->fk, "keys.npy", "<u8", &r->n, 0);
         npy_open(r, &r->fv, "values.npy", "<f4", &r->n, r->V);
         char p[4200];
         snprintf(p, sizeof p, "%s/counters.npy", r->in);
