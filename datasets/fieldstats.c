@@ -124,3 +124,12 @@ uint64_t field_stats_distinct(const field_stats *fs, uint32_t fi, int *approx)
 uint64_t field_stats_rows_present(const field_stats *fs, uint32_t f) { return f < fs->n ? fs->f[f].rows_present : 0; }
 uint64_t field_stats_keys(const field_stats *fs, uint32_t f) { return f < fs->n ? fs->f[f].keys : 0; }
 uint32_t field_stats_fields(const field_stats *fs) { return fs->n; }
+
+int field_stats_looks_like_id(const field_stats *fs, uint32_t f, double *share)
+{
+    int approx;
+    uint64_t rows = field_stats_rows_present(fs, f), d = field_stats_distinct(fs, f, &approx);
+    *share = rows ? (double)d / (double)rows : 0;
+    if (*share > 1) *share = 1;   /* an estimate past the exact limit, or several keys a row */
+    return rows >= FIELD_ID_MIN_ROWS && *share >= FIELD_ID_SHARE;
+}

@@ -26,5 +26,11 @@ uint64_t field_stats_distinct(const field_stats *fs, uint32_t f, int *approx);
 uint64_t field_stats_rows_present(const field_stats *fs, uint32_t f);
 uint64_t field_stats_keys(const field_stats *fs, uint32_t f);
 uint32_t field_stats_fields(const field_stats *fs);
+/* Whether field f looks like a row id, no feature: present in at least FIELD_ID_MIN_ROWS rows, and
+ * at least FIELD_ID_SHARE of those rows hold a value no other row holds (distinct / rows present,
+ * in *share). */
+#define FIELD_ID_MIN_ROWS 500
+#define FIELD_ID_SHARE 0.95
+int field_stats_looks_like_id(const field_stats *fs, uint32_t f, double *share);
 
 #endif

@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "../datasets/cbx.h"
+#include "../datasets/fieldstats.h"
 #include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
@@ -607,6 +608,34 @@ static int probe_input(const train_opts *o, data_schema *schema, char *err, size
     return got < 0 ? -1 : got > 0;
 }
 
+/* csv: a column whose values are nearly all distinct in the first 100,000 rows is a row id, which
+ * trains nothing (each key seen once) and costs a row a line: said once, with the option to skip it. */
+static void warn_id_columns(const train_opts *o)
+{
+    char err[1024];
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) return;   /* said when training opens it */
+    const data_schema *sc = source_schema(s);
+    field_stats *fs = field_stats_create(sc->n_fields, 1u << 17);
+    sample_block b;
+    block_init(&b, sc->n_dense);
+    uint64_t rows = 0;
+    while (rows < 100000 && source_next(s, &b, err, sizeof err) > 0) {
+        field_stats_add(fs, &b);
+        rows += b.rows;
+    }
+    for (uint32_t f = 0; f < sc->n_fields; f++) {
+        double share;
+        if (sc->kind[f] != FIELD_CAT || !field_stats_looks_like_id(fs, f, &share)) continue;
+        fprintf(stderr, "ctrbox: warning: column %s: %.1f%% distinct in the first %llu rows: a row id, no feature (each "
+                "value trains once); skip it with --schema %s%s%s:skip\n", sc->names[f], share * 100,
+                (unsigned long long)rows, o->schema_spec ? o->schema_spec : "", o->schema_spec ? "," : "", sc->names[f]);
+    }
+    field_stats_destroy(fs);
+    block_free(&b);
+    source_close(s);
+}
+
 /* --follow: the watched folder, the entry being trained, the ledger of those trained. */
 typedef struct {
     char *dir;                    /* absolute */
@@ -860,6 +889,7 @@ int train_run(const train_opts *o0)
             schema_free(&t.meta.schema);
             return 1;
         }
+        if (o->in.fmt == FMT_CSV && !o->resume) warn_id_columns(o);
     }
     if (o->in.fmt == FMT_LIBFFM) {
         fprintf(stderr, "ctrbox: libffm input: convert it to cbx first (its field count is known only at the end)\n");

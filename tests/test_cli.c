@@ -467,3 +467,33 @@ Test(cli, a_key_prints_one_way_and_ctrbox_data_key_finds_its_row)
     cr_assert_eq(rc, 0, "%s", o);
     free(o);
 }
+
+Test(cli, csv_id_columns_are_reported)
+{
+    gen_small();
+    free(run_ok("awk -F'\\t' 'BEGIN { print \"rid,click,C1,C2\" } { print \"r\" NR \",\" $1 \",\" $15 \",\" $16 }' tr.tsv > tr.csv"));
+    char *o = run_ok("$B/ctrbox-data inspect --format csv tr.csv");
+    const char *rid = strstr(o, "\nrid "), *c1 = strstr(o, "\nC1 ");
+    cr_assert(rid && c1, "%s", o);
+    cr_assert(strstr(rid, "100.0%  an id?") && strstr(rid, "an id?") < c1, "%s", o);
+    cr_assert(!strstr(c1, "an id?\n") && strstr(o, "--schema NAME:skip"), "%s", o);
+    free(o);
+    o = run_ok("$B/ctrbox-data inspect --format csv --json tr.csv");
+    json_t *j = json_loads(o, 0, NULL);
+    cr_assert_not_null(j, "%s", o);
+    json_t *fields = json_object_get(j, "fields");
+    cr_assert(json_is_true(json_object_get(json_array_get(fields, 0), "looks_like_id")));
+    cr_assert(json_is_false(json_object_get(json_array_get(fields, 1), "looks_like_id")));
+    json_decref(j);
+    free(o);
+    /* train warns once, with the option that skips it; not when it is skipped */
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format csv --train tr.csv --out a" S), 0, "%s", o);
+    cr_assert(strstr(o, "warning: column rid: 100.0% distinct in the first 6000 rows") &&
+              strstr(o, "skip it with --schema rid:skip"), "%s", o);
+    cr_assert_eq(strstr(o, "warning: column rid") , strstr(o, "warning: column "));
+    cr_assert_null(strstr(strstr(o, "warning: column rid") + 1, "warning: column rid"), "%s", o);
+    free(o);
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format csv --schema rid:skip --train tr.csv --out b" S), 0, "%s", o);
+    cr_assert_null(strstr(o, "warning"), "%s", o);
+    free(o);
+}

@@ -267,6 +267,10 @@ static int cmd_inspect(int argc, char **argv)
             json_object_set_new(fj, "name", json_string(sc->names[f]));
             json_object_set_new(fj, "kind", json_string(sc->kind[f] == FIELD_NUM ? "num" : "cat"));
             if (sc->kind[f] == FIELD_CAT) {
+                double share;
+                int id = field_stats_looks_like_id(fs, f, &share);
+                json_object_set_new(fj, "distinct_share", json_real(share));
+                json_object_set_new(fj, "looks_like_id", json_boolean(id));
                 uint64_t d = field_stats_distinct(fs, f, &approx);
                 json_object_set_new(fj, "distinct", json_integer((json_int_t)d));
                 json_object_set_new(fj, "distinct_approximate", json_boolean(approx));
@@ -288,11 +292,11 @@ static int cmd_inspect(int argc, char **argv)
         printf("format: %s\nrows: %llu\npositives: %llu\nctr: %.6f\nfields: %u (%u num as dense values, %u cat)\n",
                parse_format_name(source_format(src)), (unsigned long long)rows, (unsigned long long)pos, ctr,
                sc->n_fields, n_num, sc->n_fields - n_num);
-        printf("%-16s %-4s %14s %12s %12s\n", "field", "kind", "distinct", "rows_with", "keys");
-        int any_approx = 0;
+        printf("%-16s %-4s %14s %12s %12s %9s\n", "field", "kind", "distinct", "rows_with", "keys", "distinct%");
+        int any_approx = 0, ids = 0;
         for (uint32_t f = 0; f < sc->n_fields; f++) {
             if (sc->kind[f] == FIELD_NUM) {
-                printf("%-16s %-4s %14s %12s %12s\n", sc->names[f], "num", "-", "-", "-");
+                printf("%-16s %-4s %14s %12s %12s %9s\n", sc->names[f], "num", "-", "-", "-", "-");
                 continue;
             }
             int approx;
@@ -300,10 +304,16 @@ static int cmd_inspect(int argc, char **argv)
             any_approx |= approx;
             char dbuf[32];
             snprintf(dbuf, sizeof dbuf, "%s%llu", approx ? "~" : "", (unsigned long long)d);
-            printf("%-16s %-4s %14s %12llu %12llu\n", sc->names[f], "cat", dbuf,
-                   (unsigned long long)field_stats_rows_present(fs, f),
-                   (unsigned long long)field_stats_keys(fs, f));
+            double share;
+            int id = field_stats_looks_like_id(fs, f, &share);
+            ids += id;
+            printf("%-16s %-4s %14s %12llu %12llu %8.1f%%%s\n", sc->names[f], "cat", dbuf,
+                   (unsigned long long)field_stats_rows_present(fs, f), (unsigned long long)field_stats_keys(fs, f),
+                   share * 100, id ? "  an id? (nearly every row its own value)" : "");
         }
+        if (ids)
+            printf("an id column is no feature: each value is seen once, so its embedding learns nothing; csv: skip it with "
+                   "--schema NAME:skip\n");
         if (any_approx) printf("~: approximate (HyperLogLog, about 0.8%% error), past %zu distinct keys\n", exact_limit);
         print_bad_lines(stdout, st);
     }
