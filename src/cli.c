@@ -229,6 +229,31 @@ void cli_unknown_command(const char *prog, const char *cmd, const char *const *c
     exit(2);
 }
 
+void cli_progress_start(cli_progress *p, const char *what, const char *unit)
+{
+    *p = (cli_progress){ what, unit, now_sec(), 0, isatty(2), 0 };
+    p->last = p->t0;
+}
+
+void cli_progress_tick(cli_progress *p, uint64_t done, uint64_t total)
+{
+    if (!p->tty) return;
+    double now = now_sec();
+    if (now - p->t0 < 0.5 || now - p->last < 0.5) return;
+    p->last = now;
+    p->shown = 1;
+    char pct[32] = "";
+    if (total) snprintf(pct, sizeof pct, " (%.0f%%)", 100.0 * (double)done / (double)total);
+    fprintf(stderr, "\r%s: %llu %s, %.0f/s%s   ", p->what, (unsigned long long)done, p->unit,
+            (double)done / (now - p->t0), pct);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown) fprintf(stderr, "\r%*s\r", 72, "");
+    p->shown = 0;
+}
+
 #ifndef CTRBOX_VERSION
 #define CTRBOX_VERSION "0.15.0"
 #endif

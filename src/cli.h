@@ -61,6 +61,19 @@ int cli_getopt(const cli_cmd *c, int argc, char **argv);
 void cli_usage_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* An unknown command: one line with the nearest command when close, exit 2. cmds: NULL-terminated. */
 void cli_unknown_command(const char *prog, const char *cmd, const char *const *cmds) __attribute__((noreturn));
+/* The progress of a long tool run, on a terminal only (stderr a tty): "\rWHAT: N rows, R/s (P%)"
+ * from 0.5 s on, twice a second; nothing in a pipe or a file. */
+typedef struct {
+    const char *what, *unit;
+    double t0, last;
+    int tty, shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *what, const char *unit);
+/* done so far, of total (0: unknown). */
+void cli_progress_tick(cli_progress *p, uint64_t done, uint64_t total);
+/* Clear the line, if one was shown. */
+void cli_progress_end(cli_progress *p);
+
 /* `PROG --version`: the version, the git commit built, and whether the CUDA backend was built. */
 void cli_print_version(const char *prog);
 

@@ -497,3 +497,22 @@ Test(cli, csv_id_columns_are_reported)
     cr_assert_null(strstr(o, "warning"), "%s", o);
     free(o);
 }
+
+/* A long convert shows its progress on a terminal (a pty from script(1)) and nothing in a pipe:
+ * the input pauses for a second so that the run is long on any machine. */
+Test(cli, progress_on_a_terminal_only)
+{
+    if (th_run(NULL, "command -v script >/dev/null") != 0) cr_skip_test("script(1) (bsdutils) is not installed");
+    gen_small();
+    const char *slow = "(head -3000 tr.tsv; sleep 1.2; tail -n +3001 tr.tsv)";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "script -qfec \"%s | $B/ctrbox-data convert --format criteo --in /dev/stdin --out a.cbx\" /dev/null",
+             slow);
+    char *o = run_ok(cmd);
+    cr_assert(strstr(o, "\rconvert: ") && strstr(o, " rows, ") && strstr(o, "a.cbx: 6000 rows"), "%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s | $B/ctrbox-data convert --format criteo --in /dev/stdin --out b.cbx", slow);
+    o = run_ok(cmd);
+    cr_assert(!strstr(o, "convert: ") && !strchr(o, '\r') && strstr(o, "b.cbx: 6000 rows"), "%s", o);
+    free(o);
+}

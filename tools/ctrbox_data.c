@@ -188,14 +188,18 @@ static int cmd_convert(int argc, char **argv)
     block_init(&b, source_schema(src)->n_dense);
     uint64_t rows = 0, pos = 0;
     int ret;
+    cli_progress pg;
+    cli_progress_start(&pg, "convert", "rows");
     while ((ret = source_next(src, &b, err, sizeof err)) > 0) {
         for (size_t i = 0; i < b.rows; i++) pos += b.label[i] > 0.5f;
         rows += b.rows;
+        cli_progress_tick(&pg, rows, 0);
         if (cbx_writer_add(w, &b, err, sizeof err) < 0) {
             ret = -1;
             break;
         }
     }
+    cli_progress_end(&pg);
     if (ret == 0) ret = cbx_writer_finish(w, source_schema(src), source_stats(src), err, sizeof err);
     else cbx_writer_abort(w);
     if (ret < 0) die("%s; %s not written", err, out);
@@ -242,11 +246,15 @@ static int cmd_inspect(int argc, char **argv)
     block_init(&b, source_schema(src)->n_dense);
     uint64_t rows = 0, pos = 0;
     int ret;
+    cli_progress pg;
+    cli_progress_start(&pg, "inspect", "rows");
     while ((ret = source_next(src, &b, err, sizeof err)) > 0) {
         rows += b.rows;
         for (size_t i = 0; i < b.rows; i++) pos += b.label[i] > 0.5f;
         field_stats_add(fs, &b);
+        cli_progress_tick(&pg, rows, 0);
     }
+    cli_progress_end(&pg);
     if (ret < 0) die("%s", err);
     const data_schema *sc = source_schema(src);
     const line_stats *st = source_stats(src);

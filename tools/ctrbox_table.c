@@ -415,8 +415,9 @@ typedef struct {
     tfmt fmt;
     int with_opt, V, S, dim, has_w;
     FILE *a, *b, *c, *d, *e;   /* text: a; npy: keys, values, counters, state, passes; hugectr: key, emb_vector */
-    uint64_t rows, seen;
+    uint64_t rows, seen, total;
     long long since;        /* only rows last seen after this pass (-1: all) */
+    cli_progress pg;
 } exporter;
 
 static int export_row(void *ctx, const emb_row_head *h)
@@ -424,6 +425,7 @@ static int export_row(void *ctx, const emb_row_head *h)
     exporter *x = ctx;
     const float *v = (const float *)(h + 1), *st = v + x->V;
     x->seen++;
+    if ((x->seen & 4095) == 0) cli_progress_tick(&x->pg, x->seen, x->total);
     if (x->since >= 0 && (long long)h->last_pass <= x->since) return 0;
     x->rows++;
     if (x->fmt == FMT_TEXT) {
@@ -519,8 +521,10 @@ static int cmd_export(int argc, char **argv, int delta)
             die("--since %lld: %s's last pass is %lld; no row can have changed after pass %lld", since, dir, last, since);
     }
     tdesc *d = &s.d[tb];
-    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, NULL, 0, 0, since };
     uint64_t n = tsrc_rows(&s, tb);
+    exporter x = { fmt, with_opt, tdesc_values(d), d->state, d->dim, d->has_w, NULL, NULL, NULL, NULL, NULL, 0, 0, n, since,
+                   { 0 } };
+    cli_progress_start(&x.pg, "export", "rows");
     durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 }, fe = { 0 };
     if (fmt == FMT_TEXT) {
         refuse_existing_output(out, force);
@@ -553,7 +557,9 @@ static int cmd_export(int argc, char **argv, int delta)
             x.b = open_out(&fb, out, "emb_vector");
         }
     }
-    if (tsrc_scan(&s, tb, export_row, &x, err, sizeof err) < 0) {
+    int scanned = tsrc_scan(&s, tb, export_row, &x, err, sizeof err);
+    cli_progress_end(&x.pg);
+    if (scanned < 0) {
         durable_abort(&fa), durable_abort(&fb);
         if (fc.f) durable_abort(&fc);
         if (fd.f) durable_abort(&fd);
