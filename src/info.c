@@ -75,8 +75,7 @@ int cmd_info(int argc, char **argv)
         if (c == 'j') json = 1;
         else if (c == 'T') table_dir = optarg;
     }
-    if (argc - optind != 1) cli_usage_error(&cc, "give one model (its folder or its model.ctrbox)");
-    const char *dir = argv[optind];
+    const char *dir = score_model_arg(&cc, argc, argv);
     model *m;
     model_meta meta;
     const score_src src = { dir, NULL, NULL, 0, table_dir };

@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,29 +278,35 @@ static void kv(FILE *f, const char *k, const char *v)
     fputs("</td></tr>", f);
 }
 
-static void *col(const void *base, size_t n, size_t stride, size_t off)
+/* A run's points as one array per quantity, for the charts. */
+typedef struct {
+    double *step, *loss, *auc, *logloss, *lr, *seconds, *sps;
+} point_columns;
+
+static point_columns columns(const run_point *p, size_t n)
 {
-    double *v = xmalloc((n ? n : 1) * sizeof *v);
-    for (size_t i = 0; i < n; i++) memcpy(&v[i], (const char *)base + i * stride + off, sizeof *v);
-    return v;
+    point_columns c;
+    double **all[] = { &c.step, &c.loss, &c.auc, &c.logloss, &c.lr, &c.seconds, &c.sps };
+    for (int k = 0; k < 7; k++) *all[k] = xmalloc((n ? n : 1) * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        c.step[i] = p[i].step, c.loss[i] = p[i].loss, c.auc[i] = p[i].auc, c.logloss[i] = p[i].logloss;
+        c.lr[i] = p[i].lr, c.seconds[i] = p[i].seconds, c.sps[i] = p[i].samples_per_s;
+    }
+    return c;
+}
+
+static void columns_free(point_columns *c)
+{
+    free(c->step), free(c->loss), free(c->auc), free(c->logloss), free(c->lr), free(c->seconds), free(c->sps);
 }
 
 static void training_section(FILE *f, const run_log *lg)
 {
     fputs("<h2>Training</h2>\n", f);
     size_t nt = lg->n_train, ne = lg->n_eval;
-    double *ts = col(lg->train, nt, sizeof *lg->train, offsetof(run_point, step));
-    double *tl = col(lg->train, nt, sizeof *lg->train, offsetof(run_point, loss));
-    double *tlr = col(lg->train, nt, sizeof *lg->train, offsetof(run_point, lr));
-    double *tsec = col(lg->train, nt, sizeof *lg->train, offsetof(run_point, seconds));
-    double *tsps = col(lg->train, nt, sizeof *lg->train, offsetof(run_point, samples_per_s));
-    double *es = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, step));
-    double *el = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, loss));
-    double *ea = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, auc));
-    double *ell = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, logloss));
-    double *elr = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, lr));
-    double *esec = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, seconds));
-    double *esps = col(lg->eval, ne, sizeof *lg->eval, offsetof(run_point, samples_per_s));
+    point_columns tr = columns(lg->train, nt), ev = columns(lg->eval, ne);
+    double *ts = tr.step, *tl = tr.loss, *tlr = tr.lr, *tsec = tr.seconds, *tsps = tr.sps;
+    double *es = ev.step, *el = ev.loss, *ea = ev.auc, *ell = ev.logloss, *elr = ev.lr, *esec = ev.seconds, *esps = ev.sps;
     series loss[2] = { { "loss since the previous point", NULL, ts, tl, nt, 0, 0 },
                        { "epoch's mean loss", NULL, es, el, ne, 1, 0 } };
     chart c1 = { "train-loss", "Training loss (logloss)", "step", "loss", 0, 0, 0, 0 };
@@ -321,8 +326,8 @@ static void training_section(FILE *f, const run_log *lg)
                         : (series){ "samples/s", palette[4], esec, esps, ne, 1, 0 } };
     chart c5 = { "speed", "Samples per second over the run", "seconds since the start", "samples/s", 0, 0, 0, 0 };
     chart_or_note(f, &c5, sp, 1, "no timed points in the log");
-    free(ts), free(tl), free(tlr), free(tsec), free(tsps), free(es), free(el), free(ea), free(ell), free(elr), free(esec),
-        free(esps);
+    columns_free(&tr);
+    columns_free(&ev);
 }
 
 static void tier_section(FILE *f, const run_log *lg)
@@ -531,8 +536,7 @@ int cmd_report(int argc, char **argv)
             imp_rows = (size_t)v;
         }
     }
-    if (argc - optind != 1) cli_usage_error(&cc, "give one model (its folder or its model.ctrbox)");
-    const char *dir = argv[optind];
+    const char *dir = score_model_arg(&cc, argc, argv);
     model *m;
     model_meta meta;
     const score_src src = { dir, NULL, NULL, 0, table_dir };

@@ -55,6 +55,12 @@ static void __attribute__((noreturn)) refuse_data(const char *path, const model_
         "give data in that layout)", got ? path : "", got ? ": " : "", got ? diff : read_err, looks, want);
 }
 
+const char *score_model_arg(const cli_cmd *cc, int argc, char **argv)
+{
+    if (argc - optind != 1) cli_usage_error(cc, "give one model (its folder or its model.ctrbox)");
+    return argv[optind];
+}
+
 void score_load(const score_src *src, model **m, model_meta *meta)
 {
     char err[1024];
