@@ -208,7 +208,7 @@ int cmd_info(int argc, char **argv)
                    (double)json_integer_value(json_object_get(json_object_get(o, "table_folder"), "disk_bytes")) / 1e6);
         printf("history: the model kept has %u passes, %llu steps", meta.passes, (unsigned long long)model_step(m));
         if (have_log) {
-            printf("; the run: %d epochs, %llu rows trained in %.1f s", lg.epochs, (unsigned long long)lg.rows, lg.seconds);
+            printf("; the run: %d epoch%s, %llu rows trained in %.1f s", lg.epochs, lg.epochs == 1 ? "" : "s", (unsigned long long)lg.rows, lg.seconds);
             if (lg.best_epoch)
                 printf("; best validation AUC %.6f (logloss %.6f) at epoch %d%s", lg.best_auc, lg.best_logloss,
                        lg.best_epoch, lg.early_stop ? ", then early stop" : "");

@@ -111,7 +111,10 @@ static void svg_chart(FILE *f, const chart *c, const series *s, int ns)
         }
     if (c->x0 < c->x1) x0 = c->x0, x1 = c->x1;
     if (c->y0 < c->y1) y0 = c->y0, y1 = c->y1;
-    if (!(x1 > x0)) x0 -= 0.5, x1 += 0.5;
+    if (!(x1 > x0)) {   /* one point in x: from 0 (or below it) to a little past it */
+        x0 = x0 > 0 ? 0 : x0 - 1;
+        x1 = x1 + fmax(1, fabs(x1) * 0.05);
+    }
     if (!(y1 > y0)) y0 -= fabs(y0) * 0.05 + 0.5e-3, y1 += fabs(y1) * 0.05 + 0.5e-3;
     if (!(c->y0 < c->y1)) {   /* a little air above and below the data */
         double pad = (y1 - y0) * 0.05;
@@ -577,7 +580,7 @@ int cmd_report(int argc, char **argv)
              meta.table_dir ? "; rows in a table folder" : "; rows in the model file");
     kv(f, "the model kept", v);
     if (have_log) {
-        int w = snprintf(v, sizeof v, "%d epochs, %llu rows in %.1f s", lg.epochs, (unsigned long long)lg.rows, lg.seconds);
+        int w = snprintf(v, sizeof v, "%d epoch%s, %llu rows in %.1f s", lg.epochs, lg.epochs == 1 ? "" : "s", (unsigned long long)lg.rows, lg.seconds);
         if (lg.best_epoch)
             snprintf(v + w, sizeof v - (size_t)w, "; best validation AUC %.6f (logloss %.6f) at epoch %d%s", lg.best_auc,
                      lg.best_logloss, lg.best_epoch, lg.early_stop ? ", then early stop" : "");
