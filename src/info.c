@@ -216,7 +216,7 @@ int cmd_info(int argc, char **argv)
                 printf("; last training loss %.6f (no validation data)", lg.last_loss);
             if (lg.files) printf("; %llu files followed", (unsigned long long)lg.files);
         } else {
-            printf(" (no log.jsonl beside the model: no more history)");
+            printf(" (no more history: %s)", err);
         }
         printf("\ninput: %s\n", words);
     }

@@ -404,8 +404,13 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
     double *prob = xmalloc(b->rows * sizeof *prob);
     eval_result r;
     train_evaluate_block(m, b, prob, -1, &r);
-    fprintf(f, ": %zu rows, %zu positives (CTR %.5f). AUC %.6f, logloss %.6f, calibration %.4f.</p>\n", r.rows, r.positives,
-            (double)r.positives / (double)r.rows, r.auc, r.logloss, r.calibration);
+    int one_class = r.positives == 0 || r.positives == r.rows;   /* AUC, ROC, PR and importance are undefined */
+    if (one_class)
+        fprintf(f, ": %zu rows, all %s: one class, so no AUC, ROC, precision-recall curve or field importance. logloss "
+                "%.6f.</p>\n", r.rows, r.positives ? "clicked" : "not clicked", r.logloss);
+    else
+        fprintf(f, ": %zu rows, %zu positives (CTR %.5f). AUC %.6f, logloss %.6f, calibration %.4f.</p>\n", r.rows,
+                r.positives, (double)r.positives / (double)r.rows, r.auc, r.logloss, r.calibration);
     scored *s = xmalloc(b->rows * sizeof *s);
     for (size_t i = 0; i < b->rows; i++) s[i] = (scored){ prob[i], b->label[i] };
     qsort(s, b->rows, sizeof *s, by_score_desc);
@@ -415,15 +420,17 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
     curves(s, b->rows, r.positives, fpr, tpr, rec, prec, &k, max, &ap);
     double diag[2] = { 0, 1 };
     char t1[96], t2[128];
-    snprintf(t1, sizeof t1, "ROC curve (AUC %.4f)", r.auc);
-    series roc[2] = { { "the model", NULL, fpr, tpr, k, 0, 0 }, { "chance", "#999", diag, diag, 2, 0, 1 } };
+    if (one_class) snprintf(t1, sizeof t1, "ROC curve");
+    else snprintf(t1, sizeof t1, "ROC curve (AUC %.4f)", r.auc);
+    if (one_class) k = 0;
+    series roc[2] = { { "the model", NULL, fpr, tpr, k, 0, 0 }, { "chance", "#999", diag, diag, k ? 2 : 0, 0, 1 } };
     chart c1 = { "roc", t1, "false positive rate", "true positive rate", 0, 1, 0, 1 };
-    chart_or_note(f, &c1, roc, 2, "one class only");
+    chart_or_note(f, &c1, roc, 2, "none: the test data has one class");
     snprintf(t2, sizeof t2, "Precision-recall (area: average precision %.4f)", ap);
     double base[2] = { (double)r.positives / (double)r.rows, (double)r.positives / (double)r.rows };
-    series pr[2] = { { "the model", NULL, rec, prec, k, 0, 0 }, { "the CTR (chance)", "#999", diag, base, 2, 0, 1 } };
+    series pr[2] = { { "the model", NULL, rec, prec, k, 0, 0 }, { "the CTR (chance)", "#999", diag, base, k ? 2 : 0, 0, 1 } };
     chart c2 = { "pr", t2, "recall", "precision", 0, 1, 0, 1 };
-    chart_or_note(f, &c2, pr, 2, "no positives");
+    chart_or_note(f, &c2, pr, 2, "none: the test data has one class");
 
     /* calibration: 20 buckets of equal rows by predicted CTR */
     int nb = b->rows >= 2000 ? 20 : b->rows >= 200 ? 10 : 1;
@@ -443,11 +450,14 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
     chart c3 = { "calibration", "Calibration: predicted against observed CTR", "mean predicted CTR of the bucket",
                  "observed CTR", 0, hi * 1.05, 0, hi * 1.05 };
     chart_or_note(f, &c3, cal, 2, "no rows");
+    char cal_text[64];
+    if (isfinite(r.calibration)) snprintf(cal_text, sizeof cal_text, "%.4f", r.calibration);
+    else snprintf(cal_text, sizeof cal_text, "undefined: no row was clicked");
     fprintf(f, "<p>Rows are sorted by predicted CTR and cut into %d buckets of equal size; each dot is a bucket's "
             "mean prediction against the share of its rows that were clicked. On the grey line the model is "
             "calibrated. <b>Calibration</b> is the mean predicted CTR over the observed CTR of all rows: 1 is "
-            "calibrated, above 1 the model over-predicts clicks, below 1 it under-predicts (here %.4f).</p>\n",
-            nb, r.calibration);
+            "calibrated, above 1 the model over-predicts clicks, below 1 it under-predicts (here %s).</p>\n",
+            nb, cal_text);
 
     /* score histograms per class: the share of each class's rows in 40 bins of the score */
     double top = s[0].score > 0 ? s[0].score : 1;
@@ -473,7 +483,7 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
 
     /* per-field importance */
     const data_schema *sc = &meta->schema;
-    if (imp_rows && sc->n_fields) {
+    if (imp_rows && sc->n_fields && !one_class) {
         sample_block sub;
         block_init(&sub, b->n_dense);
         block_append(&sub, b, 0, b->rows < imp_rows ? b->rows : imp_rows);

@@ -94,6 +94,14 @@ Test(report, is_self_contained_and_holds_every_chart)
     html = th_read(th_path("m/report.html"), &len);
     cr_assert(strstr(html, "id=\"train-loss\"") && strstr(html, "No test data given") && !strstr(html, "id=\"roc\""));
     free(html);
+    /* test rows of one class: no AUC, ROC, PR or importance, and no NaN on the page */
+    free(run_ok("awk -F'\t' 'BEGIN { OFS = \"\t\" } { $1 = 0; print }' te.tsv > zero.tsv && "
+                "$B/ctrbox report m --data zero.tsv --out z.html"));
+    html = th_read(th_path("z.html"), &len);
+    cr_assert(strstr(html, "one class, so no AUC") && !strstr(html, "id=\"roc\"") && !strstr(html, "id=\"importance\"") &&
+                  strstr(html, "id=\"calibration\"") && !strstr(html, "nan") && !strstr(html, "inf"),
+              "%s", html);
+    free(html);
 }
 
 static const char png_check[] =
