@@ -22,7 +22,7 @@
 #include "score.h"
 
 static const char info_help[] =
-    "usage: ctrbox info MODEL [--json] [--table-dir DIR]\n"
+    "usage: ctrbox info MODEL [--json] [--table-dir DIR]      (or --model MODEL)\n"
     "what a model is: its configuration, layers with shapes and parameter counts, tables with rows and\n"
     "bytes, training history (epochs, passes, steps, best validation AUC, from DIR/log.jsonl), input settings\n"
     "  MODEL                  a model folder, or its model.ctrbox file\n"
@@ -65,17 +65,19 @@ static void put_value(FILE *f, json_t *v)
 int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "json", no_argument, 0, 'j' }, { "table-dir", required_argument, 0, 'T' }, { 0, 0, 0, 0 },
+        { "json", no_argument, 0, 'j' }, { "table-dir", required_argument, 0, 'T' },
+        { "model", required_argument, 0, 'm' }, { 0, 0, 0, 0 },
     };
     const cli_cmd cc = { "ctrbox", "info", info_help, opts, 0 };
     cli_help_check(&cc, argc, argv);
     int json = 0, c;
-    const char *table_dir = NULL;
+    const char *table_dir = NULL, *model_opt = NULL;
     while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'j') json = 1;
         else if (c == 'T') table_dir = optarg;
+        else if (c == 'm') model_opt = optarg;
     }
-    const char *dir = score_model_arg(&cc, argc, argv);
+    const char *dir = score_model_arg(&cc, argc, argv, model_opt);
     model *m;
     model_meta meta;
     const score_src src = { dir, NULL, NULL, 0, table_dir };

@@ -27,7 +27,7 @@
 #include "train.h"
 
 static const char report_help[] =
-    "usage: ctrbox report MODEL [--data TEST...] [--out FILE.html] [options]\n"
+    "usage: ctrbox report MODEL [--data TEST...] [--out FILE.html] [options]      (or --model MODEL)\n"
     "one self-contained HTML page (inline SVG, no script or network needed): the training loss, validation\n"
     "AUC/logloss and learning rate over steps; with --data, ROC and precision-recall curves with their areas,\n"
     "a calibration diagram, score histograms per class and per-field importance; for tiered runs the hit\n"
@@ -520,7 +520,7 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
 int cmd_report(int argc, char **argv)
 {
     static const struct option extra[] = {
-        { "data", required_argument, 0, 'd' }, { "out", required_argument, 0, 'o' },
+        { "data", required_argument, 0, 'd' }, { "out", required_argument, 0, 'o' }, { "model", required_argument, 0, 'm' },
         { "importance-rows", required_argument, 0, 'i' }, { "table-dir", required_argument, 0, 'T' }, { 0, 0, 0, 0 },
     };
     struct option *opts = cli_options_with_input(extra);
@@ -530,7 +530,7 @@ int cmd_report(int argc, char **argv)
     cli_input_init(&in);
     char **data = xcalloc((size_t)argc + 1, sizeof *data);
     int n_data = 0, format_given = 0, c;
-    const char *out = NULL, *table_dir = NULL;
+    const char *out = NULL, *table_dir = NULL, *model_opt = NULL;
     size_t imp_rows = 100000;
     while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == CLI_OPT_FORMAT) format_given = 1;
@@ -542,6 +542,8 @@ int cmd_report(int argc, char **argv)
             out = optarg;
         } else if (c == 'T') {
             table_dir = optarg;
+        } else if (c == 'm') {
+            model_opt = optarg;
         } else if (c == 'i') {
             char *end;
             double v = strtod(optarg, &end);
@@ -549,7 +551,7 @@ int cmd_report(int argc, char **argv)
             imp_rows = (size_t)v;
         }
     }
-    const char *dir = score_model_arg(&cc, argc, argv);
+    const char *dir = score_model_arg(&cc, argc, argv, model_opt);
     model *m;
     model_meta meta;
     const score_src src = { dir, NULL, NULL, 0, table_dir };

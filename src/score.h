@@ -18,8 +18,9 @@ typedef struct {
     const char *table_dir;        /* a tiered model's table folder where the user says it is, or NULL */
 } score_src;
 
-/* The one MODEL argument left after the options (a usage error otherwise). */
-const char *score_model_arg(const cli_cmd *cc, int argc, char **argv);
+/* The one MODEL argument left after the options, or model_opt (--model M, the same) when none is
+ * left; a usage error otherwise. */
+const char *score_model_arg(const cli_cmd *cc, int argc, char **argv, const char *model_opt);
 /* The model and its description. */
 void score_load(const score_src *src, model **m, model_meta *meta);
 

@@ -364,6 +364,9 @@ Test(cli, info_describes_a_model)
                            "tables (", "table 0: dim 4 + weight, adam", "best validation AUC", "input: criteo" };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(o, want[i]), "no '%s' in:\n%s", want[i], o);
     free(o);
+    char *o2 = run_ok("$B/ctrbox info --model m");   /* --model MODEL works too */
+    cr_assert(strstr(o2, "m/model.ctrbox: deepfm model"), "%s", o2);
+    free(o2);
     o = run_ok("$B/ctrbox info m/model.ctrbox --json");
     json_error_t je;
     json_t *j = json_loads(o, 0, &je);
@@ -435,6 +438,9 @@ Test(cli, a_key_prints_one_way_and_ctrbox_data_key_finds_its_row)
     char *k1 = run_ok("$B/ctrbox-data key --model m --field C1 --token $(head -1 tr.tsv | cut -f15)");
     char *k2 = run_ok("$B/ctrbox-data key --format criteo --field 13 --token $(head -1 tr.tsv | cut -f15)");
     cr_assert_str_eq(k1, k2);
+    char *k3 = run_ok("$B/ctrbox-data key --field C1 --token $(head -1 tr.tsv | cut -f15)");   /* the Criteo layout */
+    cr_assert_str_eq(k1, k3);
+    free(k3);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "grep -c '^%.*s\t' m.txt", (int)strcspn(k1, "\n"), k1);
     char *o = run_ok(cmd);

@@ -68,7 +68,8 @@ static const char key_help[] =
     "  --bucket               T is a value of an integer column read as buckets (--num bucket): its bucket's key\n"
     "  --model DIR            the fields are this model's (its folder or model.ctrbox)\n"
     "  --data FILE            the fields are this file's, read with the input options below\n"
-    "  --format F             criteo, libsvm or libffm: fields known without data\n";
+    "  --format F             criteo, libsvm or libffm: fields known without data (none of the three:\n"
+    "                         the Criteo layout's names I1-I13, C1-C26, or F as an index)\n";
 
 static const char split_help[] =
     "usage: ctrbox-data split --ratios 8,1,1 --in FILE --out PREFIX [options]\n"
@@ -529,8 +530,9 @@ static int cmd_key(int argc, char **argv)
     }
     if (!field || !n_tok) cli_usage_error(&cc, "--field F and --token T are required");
     if (optind < argc) cli_usage_error(&cc, "unexpected argument '%s'", argv[optind]);
-    if (!!model_dir + !!data + (in.so.fmt != FMT_NONE && !data) != 1)
-        cli_usage_error(&cc, "give the fields: --model DIR, --data FILE or --format criteo|libsvm|libffm");
+    int sources = !!model_dir + !!data + (in.so.fmt != FMT_NONE && !data);
+    if (sources > 1) cli_usage_error(&cc, "give the fields one way: --model DIR, --data FILE or --format F");
+    if (!sources) in.so.fmt = FMT_CRITEO;   /* a field's index, or a name of the Criteo layout (ctrbox-data gen's) */
     char err[1024];
     data_schema sc;
     if (model_dir) {   /* the model's fields, read as it was trained */
