@@ -174,15 +174,26 @@ static const char *nearest(const char *word, const char *const *names, size_t n_
     return best && bd <= (len < 5 ? 1 : len < 9 ? 2 : 3) ? best : NULL;
 }
 
+static void __attribute__((noreturn)) say_and_exit(const cli_cmd *c, int status, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s %s: ", c->prog, c->cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see `%s %s --help`\n", c->prog, c->cmd);
+    exit(status);
+}
+
 void cli_usage_error(const cli_cmd *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s %s: ", c->prog, c->cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "; see `%s %s --help`\n", c->prog, c->cmd);
-    va_end(ap);
-    exit(2);
+    say_and_exit(c, 2, fmt, ap);
+}
+
+void cli_fail(const cli_cmd *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_and_exit(c, 1, fmt, ap);
 }
 
 int cli_getopt(const cli_cmd *c, int argc, char **argv)

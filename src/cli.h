@@ -57,8 +57,11 @@ void cli_help_check(const cli_cmd *c, int argc, char **argv);
  * close), a missing or unexpected argument is one line naming it and "see `PROG CMD --help`",
  * then exit 2. */
 int cli_getopt(const cli_cmd *c, int argc, char **argv);
-/* A usage error: "PROG CMD: message; see `PROG CMD --help`", exit 2. */
+/* An option that does not parse: "PROG CMD: message; see `PROG CMD --help`", exit 2. */
 void cli_usage_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* The same line for arguments that parse but do not go together (a required one missing, a wrong
+ * count of operands, a bad value): exit 1, as every refusal. */
+void cli_fail(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* An unknown command: one line with the nearest command when close, exit 2. cmds: NULL-terminated. */
 void cli_unknown_command(const char *prog, const char *cmd, const char *const *cmds) __attribute__((noreturn));
 /* The progress of a long tool run, on a terminal only (stderr a tty): "\rWHAT: N rows, R/s (P%)"

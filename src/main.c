@@ -374,12 +374,12 @@ static int cmd_eval(int argc, char **argv, int predict)
                      table_dir };
     if (predict) {
         if ((!dir && !bundle) || !n_data || !pred)
-            cli_usage_error(&cc, "--model DIR (or --bundle FILE), --data and --out are required");
+            cli_fail(&cc, "--model DIR (or --bundle FILE), --data and --out are required");
         job.group = NULL;
         job.json = 0;
         ret = model_data_eval(&job);
     } else if (dir || bundle) {
-        if (!n_data) cli_usage_error(&cc, "--data FILE is required with --model or --bundle");
+        if (!n_data) cli_fail(&cc, "--data FILE is required with --model or --bundle");
         if (id_column) die("eval: --id-column is predict's (eval needs labels, not ids)");
         ret = model_data_eval(&job);
     }
@@ -390,7 +390,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         cli_input_free(&in);
         return ret;
     }
-    if (!scores) cli_usage_error(&cc, "give --model DIR --data FILE, or --scores FILE");
+    if (!scores) cli_fail(&cc, "give --model DIR --data FILE, or --scores FILE");
     float *label;
     double *prob;
     size_t n = read_scores(scores, &label, &prob);
@@ -613,7 +613,7 @@ static int cmd_train(int argc, char **argv, int plan)
             if (k < 0) die("--model %s: want lr, fm, ffm, dnn, widedeep, deepfm, dcnv2 or dlrm", av[i + 1]);
             kind = (model_kind)k;
         }
-    if (kind == MODEL_COUNT) cli_usage_error(&cc, "--model KIND is required (lr, fm, ffm, dnn, widedeep, deepfm, dcnv2, dlrm)");
+    if (kind == MODEL_COUNT) cli_fail(&cc, "--model KIND is required (lr, fm, ffm, dnn, widedeep, deepfm, dcnv2, dlrm)");
     model_config_default(&o.mc, kind);
     o.epochs = 10;
     o.follow_idle = -1;
@@ -748,7 +748,7 @@ static int cmd_train(int argc, char **argv, int plan)
     }
     if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
     if (o.export_dir && !o.export_every) o.export_every = 1;
-    if (!o.follow && (!o.n_train || !o.out)) cli_usage_error(&cc, "--train FILE and --out DIR are required");
+    if (!o.follow && (!o.n_train || !o.out)) cli_fail(&cc, "--train FILE and --out DIR are required");
     if (o.init && o.resume)
         die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
             "killed on the way continues when the same --init command runs again)");
@@ -810,8 +810,8 @@ static int cmd_export_serving(int argc, char **argv)
             cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (optind < argc) cli_usage_error(&cc, "unexpected argument '%s'", argv[optind]);
-    if (!dir || !out) cli_usage_error(&cc, "--model DIR and --out BUNDLE are required");
+    if (optind < argc) cli_fail(&cc, "unexpected argument '%s'", argv[optind]);
+    if (!dir || !out) cli_fail(&cc, "--model DIR and --out BUNDLE are required");
     refuse_existing_output(out, force);
     char err[1024];
     uint64_t rows;
@@ -847,7 +847,7 @@ int main(int argc, char **argv)
         static const struct option none[] = { { 0, 0, 0, 0 } };
         const cli_cmd cc = { "ctrbox", "devices", devices_help, none, 0 };
         cli_help_check(&cc, argc, argv);
-        if (cli_getopt(&cc, argc, argv) != -1 || optind < argc) cli_usage_error(&cc, "takes no arguments");
+        if (cli_getopt(&cc, argc, argv) != -1 || optind < argc) cli_fail(&cc, "takes no arguments");
         printf("%s\n", device_describe());
         return 0;
     }

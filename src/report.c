@@ -547,7 +547,7 @@ int cmd_report(int argc, char **argv)
         } else if (c == 'i') {
             char *end;
             double v = strtod(optarg, &end);
-            if (*end || !(v >= 0 && v <= 1e12)) cli_usage_error(&cc, "--importance-rows %s: want a row count", optarg);
+            if (*end || !(v >= 0 && v <= 1e12)) cli_fail(&cc, "--importance-rows %s: want a row count", optarg);
             imp_rows = (size_t)v;
         }
     }

@@ -58,7 +58,7 @@ static void __attribute__((noreturn)) refuse_data(const char *path, const model_
 const char *score_model_arg(const cli_cmd *cc, int argc, char **argv, const char *model_opt)
 {
     if (model_opt && argc == optind) return model_opt;
-    if (argc - optind != 1 || model_opt) cli_usage_error(cc, "give one model (its folder or its model.ctrbox)");
+    if (argc - optind != 1 || model_opt) cli_fail(cc, "give one model (its folder or its model.ctrbox)");
     return argv[optind];
 }
 

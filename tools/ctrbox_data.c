@@ -118,7 +118,7 @@ static int cmd_gen(int argc, char **argv)
         default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!have_rows || !out) cli_usage_error(&cc, "--rows N and --out FILE are required");
+    if (!have_rows || !out) cli_fail(&cc, "--rows N and --out FILE are required");
     durable_file fo, ft = { 0 };
     int ret = durable_open(&fo, out);
     if (ret < 0) die("%s: cannot create: %s", out, strerror(-ret));
@@ -176,8 +176,8 @@ static int cmd_convert(int argc, char **argv)
         }
     }
     while (optind < argc && n_in > 0) inputs[n_in++] = argv[optind++];   /* --in a b c */
-    if (n_in == 0 || !out) cli_usage_error(&cc, "--in FILE and --out FILE.cbx are required");
-    if (in.so.fmt == FMT_NONE) cli_usage_error(&cc, "--format F is required (criteo, libsvm, libffm, csv)");
+    if (n_in == 0 || !out) cli_fail(&cc, "--in FILE and --out FILE.cbx are required");
+    if (in.so.fmt == FMT_NONE) cli_fail(&cc, "--format F is required (criteo, libsvm, libffm, csv)");
 
     char err[1024];
     data_source *src;
@@ -237,7 +237,7 @@ static int cmd_inspect(int argc, char **argv)
         default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (optind >= argc) cli_usage_error(&cc, "name a file");
+    if (optind >= argc) cli_fail(&cc, "name a file");
     if (json) in.so.report_bad = -1;
     char err[1024];
     data_source *src;
@@ -381,7 +381,7 @@ static int cmd_split(int argc, char **argv)
         default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!ratios || !input || !prefix) cli_usage_error(&cc, "--ratios, --in and --out are required");
+    if (!ratios || !input || !prefix) cli_fail(&cc, "--ratios, --in and --out are required");
     uint64_t *rv;
     int k = parse_u64_list(ratios, &rv);
     if (k < 2 || k > 64) die("--ratios %s: want two or more integers like 8,1,1", ratios);
@@ -528,10 +528,10 @@ static int cmd_key(int argc, char **argv)
         default: cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!field || !n_tok) cli_usage_error(&cc, "--field F and --token T are required");
-    if (optind < argc) cli_usage_error(&cc, "unexpected argument '%s'", argv[optind]);
+    if (!field || !n_tok) cli_fail(&cc, "--field F and --token T are required");
+    if (optind < argc) cli_fail(&cc, "unexpected argument '%s'", argv[optind]);
     int sources = !!model_dir + !!data + (in.so.fmt != FMT_NONE && !data);
-    if (sources > 1) cli_usage_error(&cc, "give the fields one way: --model DIR, --data FILE or --format F");
+    if (sources > 1) cli_fail(&cc, "give the fields one way: --model DIR, --data FILE or --format F");
     if (!sources) in.so.fmt = FMT_CRITEO;   /* a field's index, or a name of the Criteo layout (ctrbox-data gen's) */
     char err[1024];
     data_schema sc;
@@ -546,7 +546,7 @@ static int cmd_key(int argc, char **argv)
         schema_copy(&sc, source_schema(src));
         source_close(src);
     } else {
-        if (in.so.fmt == FMT_CSV || in.so.fmt == FMT_CBX) cli_usage_error(&cc, "--format csv or cbx: give --data FILE for its fields");
+        if (in.so.fmt == FMT_CSV || in.so.fmt == FMT_CBX) cli_fail(&cc, "--format csv or cbx: give --data FILE for its fields");
         parser_opts po = { in.so.fmt, in.so.num, NULL, in.so.field_offsets, in.so.n_offsets, 0, NULL };
         line_parser *p;
         if (parser_create(&p, &po, err, sizeof err) < 0) die("%s", err);

@@ -307,7 +307,7 @@ static int cmd_inspect(int argc, char **argv)
     cli_help_check(&cc, argc, argv);
     int c;
     while ((c = cli_getopt(&cc, argc, argv)) != -1) json = 1;
-    if (argc - optind != 1) cli_usage_error(&cc, "give one model or table folder");
+    if (argc - optind != 1) cli_fail(&cc, "give one model or table folder");
     dir = argv[optind];
     char err[1024];
     tsrc s;
@@ -500,8 +500,8 @@ static int cmd_export(int argc, char **argv, int delta)
         }
         else cli_usage_error(&cc, "unexpected option");
     }
-    if (delta && (since < 0 || argc - optind != 2)) cli_usage_error(&cc, "want DIR --since PASS OUT");
-    if (!to || argc - optind != 2) cli_usage_error(&cc, "want DIR --to text|npy|hugectr OUT");
+    if (delta && (since < 0 || argc - optind != 2)) cli_fail(&cc, "want DIR --since PASS OUT");
+    if (!to || argc - optind != 2) cli_fail(&cc, "want DIR --to text|npy|hugectr OUT");
     if (since >= 0 && !strcmp(to, "npy")) die("--since: with text or hugectr output (npy needs the row count first)");
     const char *dir = argv[optind], *out = argv[optind + 1];
     tfmt fmt = fmt_of("export", to);
@@ -777,7 +777,7 @@ static int cmd_import(int argc, char **argv)
         else if (c == 'o') optname = optarg;
         else cli_usage_error(&cc, "unexpected option");
     }
-    if (!from || argc - optind != 2) cli_usage_error(&cc, "want --from text|npy|hugectr IN DIR");
+    if (!from || argc - optind != 2) cli_fail(&cc, "want --from text|npy|hugectr IN DIR");
     const char *in = argv[optind], *dir = argv[optind + 1];
     tfmt fmt = fmt_of("import", from);
     char err[1024];
@@ -925,7 +925,7 @@ static int cmd_convert(int argc, char **argv)
             cli_usage_error(&cc, "unexpected option");
         }
     }
-    if (!dtype || argc - optind != 2) cli_usage_error(&cc, "want DIR --dtype fp16|bf16|int8 OUT [--table N]");
+    if (!dtype || argc - optind != 2) cli_fail(&cc, "want DIR --dtype fp16|bf16|int8 OUT [--table N]");
     const char *dir = argv[optind], *out = argv[optind + 1];
     char err[1024];
     tsrc s;
@@ -1027,9 +1027,9 @@ static int cmd_merge(int argc, char **argv)
     int by_show = 0, c;
     while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'b' && (!strcmp(optarg, "pass") || !strcmp(optarg, "show"))) by_show = !strcmp(optarg, "show");
-        else cli_usage_error(&cc, "--by %s: want pass or show", optarg);
+        else cli_fail(&cc, "--by %s: want pass or show", optarg);
     }
-    if (argc - optind != 3) cli_usage_error(&cc, "want A B OUT [--by pass|show]");
+    if (argc - optind != 3) cli_fail(&cc, "want A B OUT [--by pass|show]");
     const char *da = argv[optind], *db = argv[optind + 1], *dout = argv[optind + 2];
     char err[1024], idx[4200];
     tsrc a = { 0 }, b = { 0 }, o = { 0 };
@@ -1174,8 +1174,8 @@ static int cmd_shrink(int argc, char **argv)
         else if (c == 'p') sk.pass = (long long)num("pass", optarg);
         else cli_usage_error(&cc, "unexpected option");
     }
-    if (argc - optind != 1) cli_usage_error(&cc, "want DIR [--threshold S] [--unseen N] ...");
-    if (sk.o.rule.threshold < 0 && !sk.o.rule.unseen) cli_usage_error(&cc, "give --threshold S and/or --unseen N");
+    if (argc - optind != 1) cli_fail(&cc, "want DIR [--threshold S] [--unseen N] ...");
+    if (sk.o.rule.threshold < 0 && !sk.o.rule.unseen) cli_fail(&cc, "give --threshold S and/or --unseen N");
     const char *dir = argv[optind];
     char err[1024];
     char *mf = modelfile_path(dir);
