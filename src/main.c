@@ -98,7 +98,7 @@ static const char train_help[] =
     "                         starts it if DIR holds none, so a restarted job can always pass it)\n"
     "  --cache-mb N           rows kept in memory with a table folder (1024)\n"
     "  --cache-policy P       lfu|lru (lfu)\n"
-    "  --decay R              show/click multiplied by R at each pass boundary (1: none)\n"
+    "  --decay R              show/click multiplied by R (0 < R < 1) at each pass boundary (none)\n"
     "  --shrink-threshold S   at each epoch end delete keys whose score is below S (off)\n"
     "  --shrink-unseen N      ... and keys unseen for more than N passes (off)\n"
     "  --nonclk-coeff X       score = (show - click) * nonclk + click * clk (0.1)\n"

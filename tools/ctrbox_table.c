@@ -98,7 +98,7 @@ static const char shrink_help[] =
     "  --unseen N             delete keys unseen for more than N passes (off)\n"
     "  --nonclk-coeff X       (0.1)\n"
     "  --clk-coeff X          (1)\n"
-    "  --decay R              show and click times R first (1: none)\n"
+    "  --decay R              show and click times R (0 < R < 1) first (none)\n"
     "  --pass P               the pass counted as now (the last committed)\n";
 
 /* ---- one table's description ---- */
