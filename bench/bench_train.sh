@@ -21,6 +21,13 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core}
 
 auc() { bin/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['auc'])"; }
 oracle=$(auc "$te.truth")
+# what each side runs on: the CPU, ctrbox's OpenBLAS core and element-wise kernels, PyTorch's
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+c_kernels=$(bin/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')
+blas=$(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || true)   # Debian's torch links libblas.so.3
+case "$blas" in *openblas*) t_blas="OpenBLAS (core $OPENBLAS_CORETYPE) as libblas.so.3" ;; *) t_blas="libblas.so.3: ${blas:-unknown}" ;; esac
+t_kernels=$($PY -c "import torch; c = torch.__config__.show(); print('element-wise kernels ' + c.split('CPU capability usage: ')[1].split()[0].lower())" 2>/dev/null || echo "element-wise kernels unknown")
+t_kernels="$t_blas, $t_kernels"
 mlp=$(bin/bench-train mlp 4096 $((26 * 16 + 13)) 400,400,400,1)
 results="[]"
 # Short runs are timed several times on each side (REPEAT, default 3; DeepFM's REPEAT_DEEPFM,
@@ -52,10 +59,12 @@ done
 $PY - "$DIR/train.json" <<PY
 import json, sys
 r = {"rows": $ROWS, "test_rows": $TEST_ROWS, "oracle_test_auc": $oracle, "openblas_coretype": "$OPENBLAS_CORETYPE",
+     "cpu": "$cpu", "ctrbox_kernels": "$c_kernels", "torch_kernels": "$t_kernels",
      "models": json.loads('$results'), "mlp": json.loads('$mlp')}
 json.dump(r, open(sys.argv[1], "w"), indent=2)
 targets = {"deepfm": 2.0, "fm": 3.0, "lr": 2.0}
 print(f"training benchmark, {r['rows']:,} rows, one epoch, batch 4096, dim 16, Adam 1e-3 (oracle test AUC {r['oracle_test_auc']:.4f})")
+print(f"  cpu: {r['cpu']}\n  ctrbox: {r['ctrbox_kernels']}\n  torch: {r['torch_kernels']}")
 for m in r["models"]:
     x = m["ctrbox_samples_per_s"] / m["torch_samples_per_s"]
     print(f"  {m['model']:7s} ctrbox {m['ctrbox_samples_per_s']:>10,.0f} samples/s  torch {m['torch_samples_per_s']:>10,.0f}"

@@ -100,7 +100,11 @@ static void load(void)
 {
     gpu_load();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(describe, sizeof describe, "cpu: %ld cores, OpenBLAS\n%s%s", cores, gpu ? "" : "gpu: ", gpu_desc);
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    __builtin_cpu_init();   /* the variant dense/layers.c's target_clones resolve to */
+    const char *simd = __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "avx2" : "sse2";
+    snprintf(describe, sizeof describe, "cpu: %ld cores, OpenBLAS (core %s), element-wise kernels %s\n%s%s", cores,
+             core && *core ? core : "the library's choice", simd, gpu ? "" : "gpu: ", gpu_desc);
 }
 
 const dense_backend *device_gpu(const char **why)
