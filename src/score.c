@@ -28,13 +28,13 @@ void score_describe_input(const model_meta *mm, char *out, size_t n)
     if (w < n) snprintf(out + w, n - w, "%s)", sc->num_mode == NUM_BUCKET ? "; --num bucket" : "");
 }
 
-/* The data at path does not read as the model's input: one line naming both sides. */
-static void __attribute__((noreturn)) refuse_data(const char *path, const model_meta *mm, const char *read_err,
-                                                  const data_schema *got)
+/* The data at path (which looks like `looks`) does not read as the model's input: one line naming
+ * both sides. */
+static void __attribute__((noreturn)) refuse_data(const char *path, const char *looks, const model_meta *mm,
+                                                  const char *read_err, const data_schema *got)
 {
-    char want[600], looks[300], diff[300] = "";
+    char want[600], diff[300] = "";
     score_describe_input(mm, want, sizeof want);
-    source_sniff(path, looks, sizeof looks);
     if (got) {
         uint32_t f = 0;
         while (f < got->n_fields && f < mm->schema.n_fields && got->kind[f] == mm->schema.kind[f] &&
@@ -85,27 +85,26 @@ void score_read(const score_src *src, model *m, model_meta *meta, char **data, i
     source_opts so = meta->input;   /* read the data as the model was trained, with what the user changed */
     so.max_bad_ratio = in->so.max_bad_ratio;
     cli_input_over(in, &so);
-    data_format seen = so.fmt == FMT_CBX && !format_given && meta->source_fmt ? source_sniff(data[0], NULL, 0) : FMT_NONE;
-    if (seen && seen != FMT_CBX) {
+    char looks[300];   /* the first file at a glance: once, a pipe not at all */
+    data_format guess = source_sniff(data[0], looks, sizeof looks);
+    if (so.fmt == FMT_CBX && !format_given && meta->source_fmt && guess && guess != FMT_CBX) {
         so.fmt = meta->source_fmt;   /* trained on cbx converted from this text format */
         so.num = meta->schema.num_mode == NUM_BUCKET ? NUM_BUCKET : NUM_LOG;
     }
     so.unlabeled = unlabeled;
     so.id_column = id_column;
-    char looks[300];
-    data_format guess = source_sniff(data[0], looks, sizeof looks);
     /* another layout at a glance is refused before a line is read (csv: by its header, below) */
     if (!format_given && so.fmt != FMT_CBX && so.fmt != FMT_CSV && guess && guess != FMT_CBX && guess != so.fmt &&
         !(guess == FMT_LIBSVM && so.fmt == FMT_LIBFFM)) {
         snprintf(err, sizeof err, "%s: not %s data", data[0], parse_format_name(so.fmt));
-        refuse_data(data[0], meta, err, NULL);
+        refuse_data(data[0], looks, meta, err, NULL);
     }
     data_schema ds;
     if (train_read_rows(data, n_data, &so, b, &ds, err, sizeof err) < 0) {
         if (!guess || guess == so.fmt || guess == FMT_CBX) die("%s", err);   /* the layout is right: the error is the whole story */
-        refuse_data(data[0], meta, err, NULL);
+        refuse_data(data[0], looks, meta, err, NULL);
     }
-    if (!schema_equal(&ds, &meta->schema)) refuse_data(data[0], meta, NULL, &ds);
+    if (!schema_equal(&ds, &meta->schema)) refuse_data(data[0], looks, meta, NULL, &ds);
     schema_free(&ds);
     if (meta->table_dir && model_pull_from_tier(m, src->dir, meta, b, err, sizeof err) < 0) die("%s", err);
 }
