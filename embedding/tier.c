@@ -938,6 +938,15 @@ static void sort_requests(uint64_t *req, size_t m, const uint64_t *aux, size_t n
     sort_u64(req, m);
 }
 
+/* io_uring_wait_cqe, again after a signal: a SIGTERM that --follow catches to stop at the next
+ * commit interrupts the wait (-EINTR), which is no I/O error. */
+static int wait_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
+{
+    int ret;
+    while ((ret = io_uring_wait_cqe(ring, cqe)) == -EINTR) continue;
+    return ret;
+}
+
 /* Read the rows of the requests req[0..m) (sorted, see sort_requests) in slot order, each read
  * covering the requests that lie within SPAN_GAP slots of the one before and SPAN_BYTES of its
  * first: one read then serves several rows (rows committed in one pass sit together, and are often
@@ -982,7 +991,7 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
         }
         io_uring_submit(&t->ring);
         struct io_uring_cqe *cqe;
-        if (io_uring_wait_cqe(&t->ring, &cqe) < 0) {
+        if (wait_cqe(&t->ring, &cqe) < 0) {
             ret = fail(err, errlen, -EIO, "%s: %s", t->dir, "io_uring wait failed");
             break;
         }
@@ -1184,7 +1193,7 @@ static void reap(emb_tier_batch *b, int wait)
 {
     emb_tier *t = b->t;
     struct io_uring_cqe *cqe;
-    if (wait && io_uring_wait_cqe(&t->wring, &cqe) < 0) {
+    if (wait && wait_cqe(&t->wring, &cqe) < 0) {
         if (!b->err) {
             b->err = -EIO;
             snprintf(b->errmsg, sizeof b->errmsg, "%s: io_uring write wait failed", t->dir);
