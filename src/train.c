@@ -594,36 +594,10 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     return 0;
 }
 
-/* The schema of o's training input, and whether it has a row: 1, 0 (none), or -1 with err. */
-static int probe_input(const train_opts *o, data_schema *schema, char *err, size_t errlen)
+/* csv: a column whose values are nearly all distinct in the first rows is a row id, which trains
+ * nothing (each key seen once) and costs a row a line: said once each, with the option to skip it. */
+static void warn_id_columns(const train_opts *o, const data_schema *sc, const field_stats *fs, uint64_t rows)
 {
-    data_source *s;
-    if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -1;
-    sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
-    block_init(&first, source_schema(s)->n_dense);
-    int got = source_next(s, &first, err, errlen);
-    block_free(&first);
-    if (got >= 0) schema_copy(schema, source_schema(s));
-    source_close(s);
-    return got < 0 ? -1 : got > 0;
-}
-
-/* csv: a column whose values are nearly all distinct in the first 100,000 rows is a row id, which
- * trains nothing (each key seen once) and costs a row a line: said once, with the option to skip it. */
-static void warn_id_columns(const train_opts *o)
-{
-    char err[1024];
-    data_source *s;
-    if (source_open(&s, o->train, o->n_train, &o->in, err, sizeof err) < 0) return;   /* said when training opens it */
-    const data_schema *sc = source_schema(s);
-    field_stats *fs = field_stats_create(sc->n_fields, 1u << 17);
-    sample_block b;
-    block_init(&b, sc->n_dense);
-    uint64_t rows = 0;
-    while (rows < 100000 && source_next(s, &b, err, sizeof err) > 0) {
-        field_stats_add(fs, &b);
-        rows += b.rows;
-    }
     for (uint32_t f = 0; f < sc->n_fields; f++) {
         double share;
         if (sc->kind[f] != FIELD_CAT || !field_stats_looks_like_id(fs, f, &share)) continue;
@@ -631,9 +605,28 @@ static void warn_id_columns(const train_opts *o)
                 "value trains once); skip it with --schema %s%s%s:skip\n", sc->names[f], share * 100,
                 (unsigned long long)rows, o->schema_spec ? o->schema_spec : "", o->schema_spec ? "," : "", sc->names[f]);
     }
-    field_stats_destroy(fs);
-    block_free(&b);
+}
+
+/* The schema of o's training input, and whether it has a row: 1, 0 (none), or -1 with err.
+ * id_check (csv): the first block's columns that look like row ids are said. */
+static int probe_input(const train_opts *o, int id_check, data_schema *schema, char *err, size_t errlen)
+{
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -1;
+    const data_schema *sc = source_schema(s);
+    sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
+    block_init(&first, sc->n_dense);
+    int got = source_next(s, &first, err, errlen);
+    if (got > 0 && id_check && o->in.fmt == FMT_CSV) {
+        field_stats *fs = field_stats_create(sc->n_fields, first.rows);
+        field_stats_add(fs, &first);
+        warn_id_columns(o, sc, fs, first.rows);
+        field_stats_destroy(fs);
+    }
+    block_free(&first);
+    if (got >= 0) schema_copy(schema, sc);
     source_close(s);
+    return got < 0 ? -1 : got > 0;
 }
 
 /* --follow: the watched folder, the entry being trained, the ledger of those trained. */
@@ -672,7 +665,7 @@ static int follow_next_entry(follow_run *fr, train_opts *oc, data_schema *schema
         oc->train = &fr->path;
         oc->n_train = 1;
         data_schema us = { 0 };
-        int got = probe_input(oc, &us, err, sizeof err);
+        int got = probe_input(oc, 0, &us, err, sizeof err);
         if (got < 0) {
             fprintf(stderr, "ctrbox: %s (--follow: move it out of %s or fix it; the same command then goes on)\n", err,
                     fr->dir);
@@ -882,14 +875,13 @@ int train_run(const train_opts *o0)
         }
         t.meta.follow = fr.ledger;
     } else {
-        int got = probe_input(o, &t.meta.schema, err, sizeof err);
+        int got = probe_input(o, !o->resume, &t.meta.schema, err, sizeof err);
         if (got <= 0) {
             if (got == 0) snprintf(err, sizeof err, "%s%s: no rows to train on", o->train[0], o->n_train > 1 ? " ..." : "");
             fprintf(stderr, "ctrbox: %s\n", err);
             schema_free(&t.meta.schema);
             return 1;
         }
-        if (o->in.fmt == FMT_CSV && !o->resume) warn_id_columns(o);
     }
     if (o->in.fmt == FMT_LIBFFM) {
         fprintf(stderr, "ctrbox: libffm input: convert it to cbx first (its field count is known only at the end)\n");
