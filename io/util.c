@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdarg.h>
@@ -305,6 +306,22 @@ void blas_select_core(char **argv)
     if (!core) return;
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);   /* on failure, go on with the library's own choice */
+}
+
+static uint64_t du_sum;
+
+static int du_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)p, (void)ftw;
+    if (type == FTW_F) du_sum += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+uint64_t path_disk_bytes(const char *path)
+{
+    du_sum = 0;
+    if (nftw(path, du_one, 16, FTW_PHYS) != 0) return 0;
+    return du_sum;
 }
 
 int folder_lock(const char *dir, const char *name, int shared)

@@ -74,6 +74,9 @@ void refuse_existing_output(const char *path, int force);
  * without one; *limit (if not NULL) gets the limit. */
 uint64_t address_space_left(uint64_t *limit);
 
+/* Bytes a file or folder (all files below it) takes on disk: allocated blocks; 0 if unreadable. */
+uint64_t path_disk_bytes(const char *path);
+
 /* Hold DIR/NAME's flock, exclusive (one writer) or shared, without waiting: the open descriptor,
  * which keeps the lock until closed (or the process ends), or -EBUSY when another process holds
  * it, or -errno. */

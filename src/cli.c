@@ -111,6 +111,11 @@ struct option *cli_options_with_input(const struct option *extra)
     return o;
 }
 
+void cli_more_args(int argc, char **argv, char **list, int *n)
+{
+    while (optind < argc && argv[optind][0] != '-') list[(*n)++] = argv[optind++];
+}
+
 /* ---- help, option errors, version ---- */
 
 static void print_help(const cli_cmd *c, FILE *f)

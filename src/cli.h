@@ -41,6 +41,9 @@ int cli_input_option(cli_input *c, int opt, const char *arg);
 /* Append `extra` (terminated by a zero entry) to the input options; caller frees. */
 struct option *cli_options_with_input(const struct option *extra);
 
+/* The FILE arguments after an option that takes several (--train a b c): up to the next option. */
+void cli_more_args(int argc, char **argv, char **list, int *n);
+
 /* One command of a program, for its help and its option errors. */
 typedef struct {
     const char *prog;              /* "ctrbox" */

@@ -4,7 +4,6 @@
  * history, input settings. Text, or one JSON object with --json.
  */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,21 +27,6 @@ static const char info_help[] =
     "  MODEL                  a model folder, or its model.ctrbox file\n"
     "  --json                 one JSON object instead of text\n"
     "  --table-dir DIR        a tiered model's table folder, where it is not where the model says\n";
-
-static uint64_t du_total;
-static int du_add(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)p, (void)f;
-    if (flag == FTW_F) du_total += (uint64_t)st->st_size;
-    return 0;
-}
-
-static uint64_t disk_bytes(const char *path)
-{
-    du_total = 0;
-    nftw(path, du_add, 16, FTW_PHYS);
-    return du_total;
-}
 
 /* A JSON value as the text view prints it. */
 static void put_value(FILE *f, json_t *v)
@@ -134,7 +118,7 @@ int cmd_info(int argc, char **argv)
         json_t *tf = json_object();
         json_object_set_new(tf, "path", json_string(meta.table_dir));
         json_object_set_new(tf, "commit", json_integer((json_int_t)meta.table_commits));
-        json_object_set_new(tf, "disk_bytes", json_integer((json_int_t)disk_bytes(meta.table_dir)));
+        json_object_set_new(tf, "disk_bytes", json_integer((json_int_t)path_disk_bytes(meta.table_dir)));
         json_object_set_new(o, "table_folder", tf);
     }
     emb_tier_close(tier);

@@ -243,11 +243,6 @@ static void print_result(const eval_result *r, int json, int with_model)
     printf("\n");
 }
 
-/* Collect FILE arguments after an option that takes several (--train a b c). */
-static void more_files(int argc, char **argv, char **list, int *n)
-{
-    while (optind < argc && argv[optind][0] != '-') list[(*n)++] = argv[optind++];
-}
 
 /* An id as a csv field: quoted when it holds a comma, a quote or a line break. */
 static void put_csv_field(FILE *f, const char *s, size_t n)
@@ -358,7 +353,7 @@ static int cmd_eval(int argc, char **argv, int predict)
         case 'j': json = 1; break;
         case 'm': dir = optarg; break;
         case 'b': bundle = optarg; break;
-        case 'd': data[n_data++] = optarg; more_files(argc, argv, data, &n_data); break;
+        case 'd': data[n_data++] = optarg; cli_more_args(argc, argv, data, &n_data); break;
         case 'p': pred = optarg; break;
         case 'g': group = optarg; break;
         case 'i': id_column = optarg; break;
@@ -636,8 +631,8 @@ static int cmd_train(int argc, char **argv, int plan)
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case T_MODEL: case T_CONFIG: break;
-        case T_TRAIN: o.train[o.n_train++] = optarg; more_files(ac, av, o.train, &o.n_train); break;
-        case T_VALID: o.valid[o.n_valid++] = optarg; more_files(ac, av, o.valid, &o.n_valid); break;
+        case T_TRAIN: o.train[o.n_train++] = optarg; cli_more_args(ac, av, o.train, &o.n_train); break;
+        case T_VALID: o.valid[o.n_valid++] = optarg; cli_more_args(ac, av, o.valid, &o.n_valid); break;
         case T_OUT: o.out = optarg; break;
         case T_DIM: o.mc.dim = (int)num_arg("dim", optarg, 1, 4096); break;
         case T_HIDDEN: o.mc.n_hidden = list_arg("hidden", optarg, o.mc.hidden); break;

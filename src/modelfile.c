@@ -250,6 +250,15 @@ void modelfile_find_table_dir(const char *dir, model_meta *meta, const char *pat
     meta->table_dir = p;
 }
 
+int modelfile_table_dir_there(const char *dir, const model_meta *meta, const char *hint, char *err, size_t errlen)
+{
+    if (is_dir(meta->table_dir)) return 0;
+    char *mp = modelfile_path(dir);
+    snprintf(err, errlen, "%s: its rows are in the table folder %s, which is not there: %s", mp, meta->table_dir, hint);
+    free(mp);
+    return -ENOENT;
+}
+
 int modelfile_check_tier(const char *dir, const model_meta *meta, const emb_tier *tier, char *err, size_t errlen)
 {
     uint64_t now = emb_tier_commits(tier);

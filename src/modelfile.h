@@ -59,6 +59,9 @@ char *modelfile_folder(const char *dir);
  * model. given: path is the user's (--table-dir), taken as it is. Loading calls it (given 0). The
  * folder's id and commit are checked when it is opened (modelfile_check_tier). */
 void modelfile_find_table_dir(const char *dir, model_meta *meta, const char *path, int given);
+/* 0 when meta's table folder is there; else -ENOENT and "MODEL: its rows are in the table folder X,
+ * which is not there: HINT" (hint: what the program takes to name the folder's new place). */
+int modelfile_table_dir_there(const char *dir, const model_meta *meta, const char *hint, char *err, size_t errlen);
 /* The description (JSON) of DIR/model.ctrbox only, checked, into meta. 0 or <0 with err. */
 int modelfile_read_meta(const char *dir, model_meta *meta, char *err, size_t errlen);
 void model_meta_free(model_meta *meta);

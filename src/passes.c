@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
@@ -380,16 +379,10 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
 int model_tier_open(model *m, const char *model_dir, const model_meta *meta, emb_tier **tier, char *err,
                             size_t errlen)
 {
-    struct stat st;
     *tier = NULL;
-    if (stat(meta->table_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        char *mp = modelfile_path(model_dir);
-        snprintf(err, errlen, "%s: its rows are in the table folder %s, which is not there: give --table-dir DIR, "
-                 "where the folder is now", mp, meta->table_dir);
-        free(mp);
-        return -ENOENT;
-    }
-    int ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, tier, err, errlen);
+    int ret = modelfile_table_dir_there(model_dir, meta, "give --table-dir DIR, where the folder is now", err, errlen);
+    if (ret < 0) return ret;
+    ret = model_open_tier(m, meta->table_dir, 1, 64u << 20, tier, err, errlen);
     if (ret == 0 && modelfile_check_tier(model_dir, meta, *tier, err, errlen) < 0) {
         emb_tier_close(*tier);
         *tier = NULL;

@@ -537,7 +537,7 @@ int cmd_report(int argc, char **argv)
         if (cli_input_option(&in, c, optarg)) continue;
         if (c == 'd') {
             data[n_data++] = optarg;
-            while (optind < argc && argv[optind][0] != '-') data[n_data++] = argv[optind++];
+            cli_more_args(argc, argv, data, &n_data);
         } else if (c == 'o') {
             out = optarg;
         } else if (c == 'T') {

@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -141,22 +140,6 @@ typedef struct {
     char path[8300];
 } tsrc;
 
-static uint64_t du_sum;
-
-static int du_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)p, (void)ftw;
-    if (type == FTW_F) du_sum += (uint64_t)st->st_blocks * 512;
-    return 0;
-}
-
-/* bytes a file or folder takes on disk */
-static uint64_t du(const char *path)
-{
-    du_sum = 0;
-    if (nftw(path, du_one, 16, FTW_PHYS) != 0) return 0;
-    return du_sum;
-}
 
 static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
 {
@@ -168,7 +151,7 @@ static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t
         return -1;
     }
     for (int i = 0; i < s->n; i++) s->d[i].row_bytes = emb_tier_row_bytes(s->tier, i);
-    s->disk_bytes = du(dir);
+    s->disk_bytes = path_disk_bytes(dir);
     snprintf(s->path, sizeof s->path, "%s", dir);
     return 0;
 }
@@ -188,14 +171,9 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
     if (s->meta.table_dir) {
         model_destroy(s->m);
         s->m = NULL;
-        struct stat st;
-        if (stat(s->meta.table_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "%s: its rows are in the table folder %s, which is not there: give the table folder "
-                     "itself, where it is now", p, s->meta.table_dir);
-            free(p);
-            return -1;
-        }
         free(p);
+        if (modelfile_table_dir_there(dir, &s->meta, "give the table folder itself, where it is now", err, errlen) < 0)
+            return -1;
         if (open_folder(s, s->meta.table_dir, 1, err, errlen) < 0) return -1;
         return modelfile_check_tier(dir, &s->meta, s->tier, err, errlen);
     }
@@ -207,7 +185,7 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
         const emb_table_config *c = emb_table_config_of(t);
         s->d[i] = (tdesc){ c->dim, c->has_w, emb_table_state_floats(t), (int)c->opt.kind, emb_table_row_bytes(t) };
     }
-    s->disk_bytes = du(p);
+    s->disk_bytes = path_disk_bytes(p);
     snprintf(s->path, sizeof s->path, "%s", p);
     free(p);
     return 0;
