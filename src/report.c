@@ -225,42 +225,6 @@ static void svg_bars(FILE *f, const char *id, const char *title, const char *xla
     fputs("</text></svg></figure>\n", f);
 }
 
-/* ---- the test data's curves ---- */
-
-typedef struct {
-    double score;
-    float label;
-} scored;
-
-static int by_score_desc(const void *a, const void *b)
-{
-    double x = ((const scored *)a)->score, y = ((const scored *)b)->score;
-    return (x < y) - (x > y);
-}
-
-/* ROC and PR points at each distinct score, thinned to about max points; the average precision. */
-static void curves(const scored *s, size_t n, size_t pos, double *fpr, double *tpr, double *rec, double *prec, size_t *m,
-                   size_t max, double *ap)
-{
-    size_t neg = n - pos, tp = 0, fp = 0, k = 0, every = n / max + 1;
-    double last_r = 0;
-    *ap = 0;
-    fpr[k] = tpr[k] = 0, rec[k] = 0, prec[k] = 1, k++;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i].label > 0.5f) tp++;
-        else fp++;
-        if (i + 1 < n && s[i + 1].score == s[i].score) continue;   /* ties: one threshold */
-        double r = pos ? (double)tp / (double)pos : 0, p = (double)tp / (double)(tp + fp);
-        *ap += (r - last_r) * p;
-        last_r = r;
-        if (i + 1 == n || (i / every != (i + 1) / every && k + 1 < max)) {
-            fpr[k] = neg ? (double)fp / (double)neg : 0, tpr[k] = r, rec[k] = r, prec[k] = p;
-            k++;
-        }
-    }
-    *m = k;
-}
-
 /* ---- the page ---- */
 
 static const char style[] =
@@ -373,7 +337,8 @@ static void tier_section(FILE *f, const run_log *lg)
 }
 
 /* The AUC of m on b with field f at its default: a key no row has (categorical; fixed per field),
- * or the field's mean over b (dense). */
+ * which reads what an unseen key reads at inference (emb_table_lookup: the field's default row
+ * under admission, else zeros), or the field's mean over b (dense). */
 static double auc_without(model *m, const sample_block *b, const data_schema *sc, uint32_t f, double *prob)
 {
     sample_block c;
@@ -411,13 +376,10 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
     else
         fprintf(f, ": %zu rows, %zu positives (CTR %.5f). AUC %.6f, logloss %.6f, calibration %.4f.</p>\n", r.rows,
                 r.positives, (double)r.positives / (double)r.rows, r.auc, r.logloss, r.calibration);
-    scored *s = xmalloc(b->rows * sizeof *s);
-    for (size_t i = 0; i < b->rows; i++) s[i] = (scored){ prob[i], b->label[i] };
-    qsort(s, b->rows, sizeof *s, by_score_desc);
-    size_t max = 400, k;
+    size_t max = 400;
     double *fpr = xmalloc(max * sizeof(double)), *tpr = xmalloc(max * sizeof(double)), *rec = xmalloc(max * sizeof(double)),
            *prec = xmalloc(max * sizeof(double)), ap;
-    curves(s, b->rows, r.positives, fpr, tpr, rec, prec, &k, max, &ap);
+    size_t k = metrics_curves(b->label, prob, b->rows, max, fpr, tpr, rec, prec, &ap);
     double diag[2] = { 0, 1 };
     char t1[96], t2[128];
     if (one_class) snprintf(t1, sizeof t1, "ROC curve");
@@ -434,16 +396,9 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
 
     /* calibration: 20 buckets of equal rows by predicted CTR */
     int nb = b->rows >= 2000 ? 20 : b->rows >= 200 ? 10 : 1;
-    double *bp = xcalloc((size_t)nb, sizeof *bp), *bo = xcalloc((size_t)nb, sizeof *bo), hi = 0;
-    size_t *bn = xcalloc((size_t)nb, sizeof *bn);
-    for (size_t i = 0; i < b->rows; i++) {
-        size_t j = (b->rows - 1 - i) * (size_t)nb / b->rows;   /* ascending buckets */
-        bp[j] += s[i].score, bo[j] += s[i].label > 0.5f, bn[j]++;
-    }
-    for (int j = 0; j < nb; j++) {
-        bp[j] /= (double)(bn[j] ? bn[j] : 1), bo[j] /= (double)(bn[j] ? bn[j] : 1);
-        hi = fmax(hi, fmax(bp[j], bo[j]));
-    }
+    double *bp = xmalloc((size_t)nb * sizeof *bp), *bo = xmalloc((size_t)nb * sizeof *bo), hi = 0;
+    metrics_calibration(b->label, prob, b->rows, nb, bp, bo);
+    for (int j = 0; j < nb; j++) hi = fmax(hi, fmax(bp[j], bo[j]));
     double line[2] = { 0, hi * 1.05 };
     series cal[2] = { { "observed CTR of the bucket", NULL, bp, bo, (size_t)nb, 1, 0 },
                       { "perfect calibration", "#999", line, line, 2, 0, 1 } };
@@ -460,14 +415,16 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
             nb, cal_text);
 
     /* score histograms per class: the share of each class's rows in 40 bins of the score */
-    double top = s[0].score > 0 ? s[0].score : 1;
+    double top = 0;
+    for (size_t i = 0; i < b->rows; i++) top = fmax(top, prob[i]);
+    if (!(top > 0)) top = 1;
     int bins = 40;
     double *hx = xmalloc((size_t)bins * sizeof *hx), *hp = xcalloc((size_t)bins, sizeof *hp),
            *hn = xcalloc((size_t)bins, sizeof *hn);
     for (size_t i = 0; i < b->rows; i++) {
-        int j = (int)(s[i].score / top * bins);
+        int j = (int)(prob[i] / top * bins);
         if (j >= bins) j = bins - 1;
-        if (s[i].label > 0.5f) hp[j] += 1;
+        if (b->label[i] > 0.5f) hp[j] += 1;
         else hn[j] += 1;
     }
     size_t neg = r.rows - r.positives;
@@ -507,14 +464,14 @@ static void test_section(FILE *f, model *m, const model_meta *meta, const sample
         svg_bars(f, "importance", "Per-field importance: validation AUC lost without the field", "AUC lost", names, v,
                  (int)sc->n_fields);
         fprintf(f, "<p>Each field in turn is replaced by its default, on the first %zu rows (AUC %.6f with every field): "
-                "a categorical field's keys by a key no row has (its embedding reads zeros), a dense value by its mean. "
+                "a categorical field's keys by a key no row has (it reads what an unseen key reads: its field's default "
+                "row with --min-show admission, else zeros), a dense value by its mean. "
                 "The bar is the AUC lost; near 0 the model does not use the field, below 0 it does better without "
                 "it.</p>\n", sub.rows, base_r.auc);
         free(names), free(v), free(drop), free(order), free(p2);
         block_free(&sub);
     }
-    free(hx), free(hp), free(hn), free(bp), free(bo), free(bn), free(fpr), free(tpr), free(rec), free(prec), free(s),
-        free(prob);
+    free(hx), free(hp), free(hn), free(bp), free(bo), free(fpr), free(tpr), free(rec), free(prec), free(prob);
 }
 
 int cmd_report(int argc, char **argv)

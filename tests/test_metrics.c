@@ -105,3 +105,57 @@ Test(metrics, eval_scores_cli)
     cr_assert(strstr(out, "bad.tsv:2:"), "error names file and line: %s", out);
     free(out);
 }
+
+/* The curves against a direct count at every threshold: with room for every point, the trapezoids
+ * under the ROC points are the exact AUC (ties count half), the average precision is the sum of
+ * recall gained times precision, and calibration buckets hold the rows' means. */
+Test(metrics, curves_and_calibration_match_a_direct_count)
+{
+    unsigned seed = 7;
+    enum { N = 3000 };
+    static float l[N];
+    static double s[N];
+    for (int i = 0; i < N; i++) {
+        s[i] = (double)(rand_r(&seed) % 200) / 200.0;   /* many ties */
+        l[i] = (float)(rand_r(&seed) % 1000 < 300 + (int)(s[i] * 400));
+    }
+    size_t max = N + 2;
+    double *fpr = malloc(max * sizeof(double)), *tpr = malloc(max * sizeof(double)), *rec = malloc(max * sizeof(double)),
+           *prec = malloc(max * sizeof(double)), ap;
+    size_t k = metrics_curves(l, s, N, max, fpr, tpr, rec, prec, &ap);
+    cr_assert_eq(k, 201, "a point per distinct score and the origin: %zu", k);
+    cr_assert(fpr[0] == 0 && tpr[0] == 0 && fabs(fpr[k - 1] - 1) < 1e-12 && fabs(tpr[k - 1] - 1) < 1e-12);
+    double area = 0;
+    for (size_t i = 1; i < k; i++) area += (fpr[i] - fpr[i - 1]) * (tpr[i] + tpr[i - 1]) / 2;
+    cr_assert(fabs(area - metrics_auc(l, s, N)) < 1e-9, "%.12f vs %.12f", area, metrics_auc(l, s, N));
+    /* the average precision, thresholds counted directly from the highest score down */
+    double pos = 0, want = 0, last_r = 0;
+    for (int i = 0; i < N; i++) pos += l[i];
+    for (int t = 199; t >= 0; t--) {
+        double tp = 0, all = 0;
+        for (int i = 0; i < N; i++)
+            if (s[i] >= t / 200.0 - 1e-12) tp += l[i], all++;
+        if (all == 0) continue;
+        want += (tp / pos - last_r) * (tp / all);
+        last_r = tp / pos;
+    }
+    cr_assert(fabs(ap - want) < 1e-9, "%.12f vs %.12f", ap, want);
+    /* thinned: the ends stay, at most max points */
+    size_t k2 = metrics_curves(l, s, N, 20, fpr, tpr, rec, prec, &ap);
+    cr_assert(k2 <= 20 && k2 >= 10 && fabs(fpr[k2 - 1] - 1) < 1e-12, "%zu", k2);
+    /* a perfect ranking: average precision 1 */
+    float l2[4] = { 0, 1, 0, 1 };
+    double s2[4] = { 0.1, 0.9, 0.2, 0.8 };
+    metrics_curves(l2, s2, 4, 8, fpr, tpr, rec, prec, &ap);
+    cr_assert(fabs(ap - 1) < 1e-12);
+    /* calibration: buckets of equal size, ascending, whose means average to the whole */
+    double pred[10], obs[10], mp = 0, mo = 0, all_p = 0, all_o = 0;
+    metrics_calibration(l, s, N, 10, pred, obs);
+    for (int j = 0; j < 10; j++) {
+        if (j) cr_assert_geq(pred[j], pred[j - 1]);
+        mp += pred[j] / 10, mo += obs[j] / 10;
+    }
+    for (int i = 0; i < N; i++) all_p += s[i] / N, all_o += (double)l[i] / N;
+    cr_assert(fabs(mp - all_p) < 1e-9 && fabs(mo - all_o) < 1e-9);
+    free(fpr), free(tpr), free(rec), free(prec);
+}
