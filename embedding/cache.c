@@ -76,24 +76,56 @@ uint64_t emb_cache_rows(const emb_cache *c)
 
 void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out)
 {
+    emb_cache_part(c, b, NULL, 0, b->rows, b->rows ? b->rows : 1, UINT64_MAX, out, NULL);
+}
+
+size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
+                      uint64_t cap, key_vec *out, uint64_t *bytes_out)
+{
     key_map *sets = xcalloc((size_t)c->n_tables, sizeof *sets);
+    size_t *mark = xmalloc((size_t)c->n_tables * sizeof *mark);
     memset(out, 0, (size_t)c->n_tables * sizeof *out);
-    for (uint64_t k = 0; k < b->row_ptr[b->rows]; k++) {
-        int tb = c->ftab[b->field[k]];
-        if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) key_vec_push(&out[tb], b->key[k]);
-    }
+    uint64_t bytes = 0;
     /* with admission, pending keys train their field's default row: it belongs to every pass */
     if (c->admission)
         for (uint32_t f = 0; f < c->n_fields; f++) {
             int tb = c->ftab[f];
             uint64_t dk = emb_table_default_key((uint16_t)f);
-            if (tb >= 0 && key_set_add(&sets[tb], dk)) key_vec_push(&out[tb], dk);
+            if (tb >= 0 && key_set_add(&sets[tb], dk)) {
+                key_vec_push(&out[tb], dk);
+                bytes += c->row_bytes[tb];
+            }
         }
+    size_t pos = lo;
+    while (pos < hi) {
+        size_t end = hi - pos > batch ? pos + batch : hi;
+        uint64_t add = 0;
+        for (int tb = 0; tb < c->n_tables; tb++) mark[tb] = out[tb].n;
+        for (size_t i = pos; i < end; i++) {
+            size_t r = order ? order[i] : i;
+            for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
+                int tb = c->ftab[b->field[k]];
+                if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) {
+                    key_vec_push(&out[tb], b->key[k]);
+                    add += c->row_bytes[tb];
+                }
+            }
+        }
+        if (pos > lo && bytes + add > cap) {   /* the batch opens the next part (the sets are dropped) */
+            for (int tb = 0; tb < c->n_tables; tb++) out[tb].n = mark[tb];
+            break;
+        }
+        bytes += add;
+        pos = end;
+    }
     for (int i = 0; i < c->n_tables; i++) {
         key_map_free(&sets[i]);
-        key_vec_fit(&out[i]);   /* kept for three passes: no headroom */
+        key_vec_fit(&out[i]);   /* kept while the part waits and trains: no headroom */
     }
     free(sets);
+    free(mark);
+    if (bytes_out) *bytes_out = bytes;
+    return pos;
 }
 
 emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys)
@@ -164,6 +196,13 @@ uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
         coming += n_new * c->row_bytes[tb];
     }
     return coming;
+}
+
+uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f)
+{
+    uint64_t b = 0;
+    for (int tb = 0; tb < c->n_tables; tb++) b += f->miss[tb].n * c->row_bytes[tb];
+    return b;
 }
 
 void emb_cache_install(emb_cache *c, const emb_fetch *f)
@@ -237,7 +276,8 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
-uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, uint32_t pass, emb_cache_stats *st)
+uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
+                         emb_cache_stats *st)
 {
     uint64_t used = emb_cache_bytes(c) + coming;
     if (used <= c->budget) return 0;
@@ -249,10 +289,14 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, u
         size_t rows = emb_table_rows(e);
         pin[tb] = xcalloc(rows ? rows : 1, 1);
         uint8_t *p = pin[tb];
-        #pragma omp parallel for schedule(static, 4096)
-        for (size_t i = 0; i < pinned[tb].n; i++) {
-            int64_t r = emb_table_find(e, pinned[tb].k[i]);
-            if (r >= 0) p[r] = 1;
+        for (int l = 0; l < 2; l++) {
+            const key_vec *pv = l ? (pinned2 ? &pinned2[tb] : NULL) : &pinned[tb];
+            if (!pv) continue;
+            #pragma omp parallel for schedule(static, 4096)
+            for (size_t i = 0; i < pv->n; i++) {
+                int64_t r = emb_table_find(e, pv->k[i]);
+                if (r >= 0) p[r] = 1;
+            }
         }
         for (size_t r = 0; r < rows; r++) unpinned += p[r] ? 0 : c->row_bytes[tb];
     }
@@ -303,34 +347,42 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, u
 
 /* ---- the rows a commit writes ---- */
 
-size_t emb_cache_dirty(const emb_cache *c, uint32_t pass, size_t *nonfinite)
+/* The row of keys[i] when it is in memory and pass `pass` changed it, else NULL. */
+static emb_row_head *dirty_row(const emb_cache *c, int tb, uint64_t key, uint32_t pass)
 {
-    size_t dirty = 0;
-    *nonfinite = 0;
+    int64_t r = emb_table_find(c->tab[tb], key);
+    if (r < 0) return NULL;
+    emb_row_head *h = emb_table_head(c->tab[tb], (uint32_t)r);
+    return h->last_pass == pass ? h : NULL;
+}
+
+size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, size_t *nonfinite)
+{
+    size_t dirty = 0, bad = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
-        for (size_t r = 0; r < emb_table_rows(e); r++) {
-            const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (h->last_pass != pass) continue;
+        #pragma omp parallel for schedule(static, 4096) reduction(+ : dirty, bad)
+        for (size_t i = 0; i < keys[tb].n; i++) {   /* the table is only read */
+            const emb_row_head *h = dirty_row(c, tb, keys[tb].k[i], pass);
+            if (!h) continue;
             dirty++;
-            *nonfinite += !emb_row_finite(e, h);
+            bad += !emb_row_finite(e, h);
         }
     }
+    *nonfinite = bad;
     return dirty;
 }
 
-size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint32_t pass, uint64_t *bytes)
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes)
 {
     size_t n = 0;
-    for (int tb = 0; tb < c->n_tables; tb++) {
-        emb_table *e = c->tab[tb];
-        for (size_t r = 0; r < emb_table_rows(e); r++) {
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (h->last_pass != pass) continue;
+    for (int tb = 0; tb < c->n_tables; tb++)
+        for (size_t i = 0; i < keys[tb].n; i++) {
+            emb_row_head *h = dirty_row(c, tb, keys[tb].k[i], pass);
+            if (!h) continue;
             emb_tier_put(b, tb, h);
             n++;
             *bytes += (c->row_bytes[tb] + 8 + 511) / 512 * 512;
         }
-    }
     return n;
 }

@@ -63,6 +63,13 @@ uint64_t emb_cache_rows(const emb_cache *c);
  * frees each with key_vec_free); with admission the fields' default rows count as keys of every
  * block (pending keys train them). */
 void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out);
+/* A part of a pass sized to the budget: the distinct keys (out, as emb_cache_keys') of b's rows
+ * order[lo], order[lo + 1], ... (order NULL: lo, lo + 1, ...), taken `batch` rows at a time until
+ * position hi, or until the next batch would take the rows of the keys over `cap` bytes (the first
+ * batch is always taken). Returns the position where the part ends (a batch boundary: parts of
+ * one pass train its batches unchanged); *bytes (may be NULL): the bytes of the keys' rows. */
+size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
+                      uint64_t cap, key_vec *out, uint64_t *bytes);
 
 /* The keys of `keys` (per table) not in memory: a fetch to run (caller frees with emb_fetch_free). */
 emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys);
@@ -73,6 +80,8 @@ void emb_fetch_free(emb_fetch *f);
 void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *st);
 /* Bytes of the rows the fetch's new keys will add (those still absent). */
 uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f);
+/* Bytes of the rows the fetch may add: every key it reads (before it runs: an upper bound). */
+uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f);
 /* Install the fetched rows (a key already in memory keeps its row: it is the same or newer). */
 void emb_cache_install(emb_cache *c, const emb_fetch *f);
 /* The rows of every key of block b into memory at once (before an evaluation): its keys, the
@@ -80,14 +89,18 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f);
 int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen);
 
 /* Drop unpinned rows until the rows in memory and `coming` bytes fit the budget; the rows of
- * `pinned` (per table) stay. `pass` ages the counters. Returns the bytes the pinned rows and
- * coming take beyond the budget (0 when they fit): memory then exceeds the budget by that much. */
-uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, uint64_t coming, uint32_t pass, emb_cache_stats *st);
+ * `pinned` and of `pinned2` (per table; pinned2 may be NULL) stay. `pass` ages the counters.
+ * Returns the bytes the pinned rows and coming take beyond the budget (0 when they fit): memory
+ * then exceeds the budget by that much. */
+uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
+                         emb_cache_stats *st);
 
-/* The rows pass `pass` changed (last seen in it): their count, and how many hold NaN or inf. */
-size_t emb_cache_dirty(const emb_cache *c, uint32_t pass, size_t *nonfinite);
+/* The rows of `keys` (per table: a part's) in memory that pass `pass` changed (last seen in it):
+ * their count, and how many hold NaN or inf. Parts of one pass share its number: each commits
+ * the rows of its own keys. */
+size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, size_t *nonfinite);
 /* Put them into a commit; returns their count, and adds the bytes the tier writes for them to
  * *bytes (each record with its key, in whole 512-byte blocks). */
-size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint32_t pass, uint64_t *bytes);
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes);
 
 #endif

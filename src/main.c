@@ -87,12 +87,15 @@ static const char train_help[] =
     "  --quiet                no progress lines (the final summary stays)\n"
     "  --placement P          cpu|gpu|auto|LAYER=DEV,... where the dense layers run (cpu; see ctrbox plan)\n"
     "passes and the SSD tier:\n"
-    "  --pass-rows N          train in passes of N rows (each pass commits with a table folder) (none)\n"
-    "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files) (none: in memory)\n"
+    "  --pass-rows N          train in passes of N rows, each shuffled as a whole (none: with a table folder\n"
+    "                         the shuffle buffer's rows, --shuffle-rows, and the epoch is one pass)\n"
+    "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files) (none: in memory);\n"
+    "                         a pass is trained and committed in parts whose rows fit --cache-mb (the\n"
+    "                         model is the same at any budget)\n"
     "  --init MODEL_DIR       warm start: the model's dense and sparse state (optimizer state and counters\n"
     "                         too) trained on with new --train files; the pass clock goes on; rates, decay,\n"
     "                         shrink, batch, epochs may change, the architecture may not. A tiered model\n"
-    "                         trains on in its table folder (--pass-rows needed); so does a table folder\n"
+    "                         trains on in its table folder; so does a table folder\n"
     "                         of pretrained rows from ctrbox-table import (fresh dense layers)\n"
     "  --resume DIR           continue the run committed in table folder DIR (same options otherwise;\n"
     "                         starts it if DIR holds none, so a restarted job can always pass it)\n"
@@ -747,9 +750,6 @@ static int cmd_train(int argc, char **argv, int plan)
     if (o.init && o.resume)
         die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
             "killed on the way continues when the same --init command runs again)");
-    if (o.table_dir && !o.pass_rows)   /* without a pass size the reader made empty passes forever */
-        die("train: --%s needs --pass-rows N: the rows of one pass, the unit the table folder commits "
-            "(e.g. --pass-rows 1000000)", o.resume ? "resume" : "table-dir");
     if (in.so.fmt == FMT_NONE && (o.follow || !cbx_file_is_cbx(o.train[0])))
         die("train: --format is required for text input%s", o.follow ? " (and with --follow: cbx for cbx files)" : "");
     if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);

@@ -42,52 +42,87 @@
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
-#define CATALOG_VERSION 3u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head */
+#define CATALOG_VERSION 4u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
+                                4: the positions of a pass its committed parts trained, after the origin */
 
 /* ---- passes and the reader thread ---- */
 
+/* A pass's rows (or, streamed, a shuffle buffer's), shared by its parts. */
 typedef struct {
     sample_block rows;
-    key_vec *keys;        /* per table: the pass's distinct keys */
+    size_t *order;       /* the training order (a shuffle), or NULL: file order */
+    int refs;            /* parts (and the reader) holding it */
     uint64_t index;      /* 1-based pass number within the epoch */
     uint64_t digest;     /* block_digest of its rows */
+} pass_unit;
+
+/* A part of a pass: the batches of positions [lo, hi) of its order, sized so that their keys'
+ * rows fit the budget (one part per pass when they all do). */
+typedef struct {
+    pass_unit *u;
+    size_t lo, hi;
+    int first;           /* begins its pass: the pass clock advances */
+    int last;            /* ends its pass */
+    key_vec *keys;       /* per table: the part's distinct keys */
 } pass_data;
+
+static void unit_release(pass_unit *u)
+{
+    if (!u || __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    block_free(&u->rows);
+    free(u->order);
+    free(u);
+}
 
 static void pass_free(pass_data *p, int n_tables)
 {
     if (!p) return;
-    block_free(&p->rows);
+    unit_release(p->u);
     for (int i = 0; p->keys && i < n_tables; i++) key_vec_free(&p->keys[i]);
     free(p->keys);
     free(p);
 }
 
+size_t *passes_order(const train_opts *o, size_t n, int epoch, uint64_t chunk)
+{
+    if (!o->shuffle_rows) return NULL;
+    size_t *perm = xmalloc((n ? n : 1) * sizeof *perm);
+    for (size_t i = 0; i < n; i++) perm[i] = i;
+    uint64_t s = XXH64(&chunk, sizeof chunk, o->mc.seed * 7919 + (uint64_t)epoch);
+    for (size_t i = n; i > 1; i--) {   /* Fisher-Yates with a seeded xorshift */
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        size_t j = (size_t)(s % i);
+        size_t tmp = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = tmp;
+    }
+    return perm;
+}
+
 typedef struct {
     const train_opts *o;
     uint32_t n_dense;
-    const emb_cache *cache;   /* lists a pass's keys (and is only read) */
+    const emb_cache *cache;   /* lists a part's keys (and is only read) */
     int n_tables;
+    int epoch;           /* seeds the shuffle */
+    uint64_t part_cap;   /* bytes of rows a part's keys may take (UINT64_MAX: a pass is one part) */
     uint64_t skip;       /* passes of the epoch already committed (resume) */
+    uint64_t skip_rows;  /* and positions of the next one (a resume after a part) */
     const uint64_t *known;  /* the digests of the first epoch's passes seen so far (a copy) */
     uint64_t n_known;
     int whole;           /* known holds the whole first epoch (a later epoch reads it again) */
+    uint64_t over;       /* the largest part over part_cap (one batch's keys alone), bytes */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pass_data *ready;    /* one pass parsed ahead of the one being fetched */
+    pass_data *ready;    /* one part parsed ahead of the one being fetched */
     int eof, err, stop;
     char errmsg[1024];
 } reader;
 
-static void collect_keys(const emb_cache *c, pass_data *p, int n_tables)
-{
-    p->keys = xcalloc((size_t)n_tables, sizeof *p->keys);
-    emb_cache_keys(c, &p->rows, p->keys);
-}
-
 /* A pass's rows against the first epoch's pass of that number (every epoch reads the same rows in
  * the same passes; a resume checks what it skips): 0, or -1 with err when the data changed. */
-static int check_pass(reader *r, pass_data *p, char *err, size_t errlen)
+static int check_pass(reader *r, pass_unit *p, char *err, size_t errlen)
 {
     p->digest = block_digest(&p->rows, 0);
     if (p->index <= r->n_known ? p->digest == r->known[p->index - 1] : !r->whole) return 0;
@@ -96,81 +131,116 @@ static int check_pass(reader *r, pass_data *p, char *err, size_t errlen)
     return -1;
 }
 
+/* Hand part p to the trainer's side once the one before it is taken: 0, or -1 when stopped. */
+static int reader_put(reader *r, pass_data *p)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+    int stop = r->stop;
+    if (!stop) r->ready = p;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return stop ? -1 : 0;
+}
+
+/* Cut a complete pass into parts, in its training order, and hand them over: 0, -1 when stopped,
+ * -2 with err when a resume's position does not fit it. */
+static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
+{
+    const train_opts *o = r->o;
+    size_t n = u->rows.rows, lo = 0;
+    if (u->index == r->skip + 1 && r->skip_rows) {
+        if (r->skip_rows >= n) {
+            snprintf(err, errlen, "pass %llu of this epoch holds %zu rows, where the run had trained %llu of it: the "
+                     "training files changed", (unsigned long long)u->index, n, (unsigned long long)r->skip_rows);
+            return -2;
+        }
+        lo = (size_t)r->skip_rows;
+    }
+    block_shrink_to_fit(&u->rows);
+    u->order = passes_order(o, n, r->epoch, o->pass_rows ? u->index : u->index - 1);
+    int ret = 0;
+    while (lo < n && ret == 0) {
+        pass_data *p = xcalloc(1, sizeof *p);
+        p->keys = xcalloc((size_t)r->n_tables, sizeof *p->keys);
+        uint64_t bytes;
+        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, r->part_cap, p->keys, &bytes);
+        if (bytes > r->part_cap && bytes > r->over) r->over = bytes;
+        p->lo = lo;
+        /* streamed (no --pass-rows) the epoch is one pass: its clock moves once */
+        p->first = lo == 0 && (o->pass_rows || u->index == 1);
+        p->last = p->hi == n;
+        p->u = u;
+        __atomic_add_fetch(&u->refs, 1, __ATOMIC_ACQ_REL);
+        lo = p->hi;
+        if (reader_put(r, p) < 0) {
+            pass_free(p, r->n_tables);
+            ret = -1;
+        }
+    }
+    return ret;
+}
+
 static void *reader_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-read");   /* names for top, perf and /proc */
     reader *r = arg;
     const train_opts *o = r->o;
-    CHECK(o->pass_rows > 0);   /* a pass of 0 rows would never end an epoch */
+    /* a pass is --pass-rows rows; streamed, the shuffle buffer's whole blocks, as train_stream takes them */
+    uint64_t stream_cap = o->shuffle_rows ? o->shuffle_rows : (uint64_t)o->mc.batch * 16;
     data_source *s;
     char err[1024];
     int ret = source_open(&s, o->train, o->n_train, &o->in, err, sizeof err);
     sample_block b;
     block_init(&b, r->n_dense);
-    pass_data *cur = NULL;
+    pass_unit *cur = NULL;
     uint64_t index = 0;
     size_t off = 0;   /* rows of b already taken */
-    while (ret >= 0) {
+    int end = 0;
+    while (ret >= 0 && !end) {
         if (off == b.rows) {
             ret = source_next(s, &b, err, sizeof err);
             off = 0;
-            if (ret <= 0) break;
+            if (ret < 0) break;
+            end = ret == 0;
         }
         if (!cur) {
-            /* parse k+2 while k trains, not further: a pass waits here until the one before it
-             * is taken, so at most three passes' rows are in memory */
+            if (end) break;
+            /* parse the next pass only once the part before is taken: at most three passes'
+             * rows are in memory (the part training, the next, this one) */
             pthread_mutex_lock(&r->mu);
             while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
             int stop = r->stop;
             pthread_mutex_unlock(&r->mu);
             if (stop) break;
             cur = xcalloc(1, sizeof *cur);
+            cur->refs = 1;
             block_init(&cur->rows, r->n_dense);
         }
-        size_t take = b.rows - off;
-        if (take > o->pass_rows - cur->rows.rows) take = (size_t)(o->pass_rows - cur->rows.rows);
+        size_t take = end ? 0 : b.rows - off;
+        if (o->pass_rows && take > o->pass_rows - cur->rows.rows) take = (size_t)(o->pass_rows - cur->rows.rows);
         block_append(&cur->rows, &b, off, off + take);
         off += take;
-        if (cur->rows.rows < o->pass_rows) continue;
+        if (!end && cur->rows.rows < (o->pass_rows ? o->pass_rows : stream_cap)) continue;
+        if (!cur->rows.rows) break;   /* the data ended at a pass boundary */
         cur->index = ++index;
         if ((ret = check_pass(r, cur, err, sizeof err)) < 0) break;
-        if (index <= r->skip) {   /* committed before a resume: parsed again only to be skipped */
-            pass_free(cur, r->n_tables);
-            cur = NULL;
-            continue;
+        /* committed before a resume: parsed again only to be skipped */
+        if (index > r->skip) {
+            int pr = reader_parts(r, cur, err, sizeof err);
+            if (pr == -2) ret = -1;
+            if (pr < 0) break;
         }
-        block_shrink_to_fit(&cur->rows);
-        collect_keys(r->cache, cur, r->n_tables);
-        pthread_mutex_lock(&r->mu);
-        while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
-        int stop = r->stop;
-        if (!stop) r->ready = cur;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        if (stop) break;
+        unit_release(cur);
         cur = NULL;
     }
-    if (ret == 0 && cur && cur->rows.rows) {   /* the last, shorter pass */
-        cur->index = ++index;
-        ret = check_pass(r, cur, err, sizeof err);
-        if (ret == 0 && index > r->skip) {
-            block_shrink_to_fit(&cur->rows);
-            collect_keys(r->cache, cur, r->n_tables);
-            pthread_mutex_lock(&r->mu);
-            while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
-            if (!r->stop) {
-                r->ready = cur;
-                cur = NULL;
-            }
-            pthread_mutex_unlock(&r->mu);
-        }
-    }
-    pass_free(cur, r->n_tables);
+    unit_release(cur);
     block_free(&b);
     if (s) source_close(s);
-    if (ret == 0 && (index < r->skip || (r->whole && index < r->n_known))) {   /* shorter than what was trained */
+    if (ret == 0 && (index < r->skip + (r->skip_rows > 0) || (r->whole && index < r->n_known))) {   /* shorter than what was trained */
         snprintf(err, sizeof err, "the training data now holds %llu passes of %llu rows, where the run had %llu: the "
-                 "training files changed", (unsigned long long)index, (unsigned long long)o->pass_rows,
+                 "training files changed", (unsigned long long)index,
+                 (unsigned long long)(o->pass_rows ? o->pass_rows : stream_cap),
                  (unsigned long long)(r->skip > r->n_known ? r->skip : r->n_known));
         ret = -1;
     }
@@ -252,8 +322,9 @@ typedef struct {
     char *blob;
     size_t len;
     uint32_t pass, last_ok;   /* its pass; the last pass made durable */
-    char *line;               /* the console line of pass line_pass, said once it is durable */
-    uint32_t line_pass;
+    uint64_t seq, seq_ok;     /* its number among this run's commits; the last made durable */
+    char *line;               /* the console line of commit line_seq, said once it is durable */
+    uint64_t line_seq;
     int busy, quit, err;
     double secs;
     char errmsg[1100];
@@ -279,6 +350,9 @@ struct passes {
     emb_tier_stats st0;
     /* where the run stands (the catalog) */
     uint64_t pass_in_epoch;   /* passes of the current epoch committed */
+    uint64_t rows_in_pass;    /* and positions of the next one (its parts committed so far) */
+    uint64_t resume_rows;     /* the committed rows_in_pass a resume starts the epoch after */
+    uint64_t part_cap;        /* bytes of rows a part's keys may take (UINT64_MAX: in memory) */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
     uint64_t origin[2];       /* a warm start's: the table folder id and commit count it began from (0, 0: none) */
@@ -407,17 +481,19 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 
 /* ---- eviction ---- */
 
-/* Drop rows down to the budget, the pass's own pinned; say once when they alone exceed it. */
-static void evict(passes *ps, key_vec *keys, uint64_t coming)
+/* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL);
+ * say once when they alone exceed it. */
+static void evict(passes *ps, key_vec *keys, key_vec *next, uint64_t coming)
 {
-    uint64_t over = emb_cache_evict(ps->cache, keys, coming, ps->rs->pass, &ps->cs);
-    if (over && !ps->warned_over) {   /* said once: the pass size sets it */
+    uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, &ps->cs);
+    if (over && !ps->warned_over) {   /* said once */
         uint64_t budget;
         size_t index;
         emb_cache_split_budget(ps->o->cache_mb, &budget, &index);
-        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (its keys, and the rows its new "
-                "keys add), over the %.1f MB --cache-mb leaves for rows; memory exceeds the budget by the difference "
-                "(a smaller --pass-rows stays within it)\n", ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass,
+        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (the keys of its part and of the "
+                "next, and the rows their new keys add), over the %.1f MB --cache-mb leaves for rows: one batch's keys "
+                "take more than half of it; memory exceeds the budget by the difference (a smaller --batch or a larger "
+                "--cache-mb stays within it)\n", ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass,
                 (double)(budget + over) / 1048576.0, (double)budget / 1048576.0);
         ps->warned_over = 1;
     }
@@ -446,6 +522,7 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
     uint32_t v = CATALOG_VERSION;
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
     ok = ok && fwrite(ps->origin, sizeof ps->origin, 1, f) == 1;
+    ok = ok && fwrite(&ps->rows_in_pass, sizeof ps->rows_in_pass, 1, f) == 1;
     ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
     ok = ok && model_save_dense(ps->m, f) == 0;
     for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(ps->m, i), f) == 0;
@@ -477,8 +554,8 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
         snprintf(err, errlen, "catalog: checksum mismatch");
         return -1;
     }
-    if (v != CATALOG_VERSION && v != 2) {
-        snprintf(err, errlen, "catalog: version %u, this build reads 2 and %u", v, CATALOG_VERSION);
+    if (v < 2 || v > CATALOG_VERSION) {
+        snprintf(err, errlen, "catalog: version %u, this build reads 2 to %u", v, CATALOG_VERSION);
         return -1;
     }
     memcpy(h, blob + 12, sizeof *h);
@@ -503,6 +580,17 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
         at += sizeof ps->origin;
         body -= sizeof ps->origin;
     }
+    uint64_t rows_in = 0;   /* version 4: the positions of the next pass done */
+    if (v >= 4) {
+        if (body < sizeof rows_in) {
+            snprintf(err, errlen, "catalog: truncated");
+            return -1;
+        }
+        memcpy(&rows_in, blob + at, sizeof rows_in);
+        at += sizeof rows_in;
+        body -= sizeof rows_in;
+    }
+    if (!warm) ps->rows_in_pass = rows_in;
     if (h->n_digests > body / 8) {
         snprintf(err, errlen, "catalog: truncated (%llu pass digests)", (unsigned long long)h->n_digests);
         return -1;
@@ -599,8 +687,11 @@ static void *writer_main(void *arg)
             w->err = 1;
             snprintf(w->errmsg, sizeof w->errmsg, "%s (the table folder keeps pass %u and earlier)", err, w->last_ok);
         }
-        if (ret == 0) w->last_ok = w->pass;
-        if (w->line && w->line_pass <= w->last_ok) {   /* the pass is durable: now it can be said */
+        if (ret == 0) {
+            w->last_ok = w->pass;
+            w->seq_ok = w->seq;
+        }
+        if (w->line && w->line_seq <= w->seq_ok) {   /* the pass is durable: now it can be said */
             fputs(w->line, stderr);
             free(w->line);
             w->line = NULL;
@@ -629,7 +720,9 @@ static int writer_wait(passes *ps)
     return err ? -1 : 0;
 }
 
-static int commit(passes *ps, int with_rows, uint64_t *shrunk, int sync)
+/* Commit: the rows of keys (a part's, per table; NULL: none) the pass changed, with the catalog and
+ * (shrunk not NULL) the epoch's shrink; sync: wait until it is durable. 0 or -1. */
+static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
 {
     uint32_t pass = ps->rs->pass;
     if (shrunk) *shrunk = 0;
@@ -637,7 +730,7 @@ static int commit(passes *ps, int with_rows, uint64_t *shrunk, int sync)
     if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
     double t0 = now_sec();
     /* count first: the batch's index entries are sized exactly; and nothing diverged is committed */
-    size_t bad = 0, dirty = with_rows ? emb_cache_dirty(ps->cache, pass, &bad) : 0;
+    size_t bad = 0, dirty = keys ? emb_cache_dirty(ps->cache, keys, pass, &bad) : 0;
     bad += !model_dense_finite(ps->m);
     if (bad) {
         fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
@@ -646,9 +739,9 @@ static int commit(passes *ps, int with_rows, uint64_t *shrunk, int sync)
         return -1;
     }
     emb_tier_batch *b = emb_tier_begin(ps->tier);
-    if (with_rows) {
+    if (keys) {
         emb_tier_reserve(b, dirty);
-        ps->rows_written += emb_cache_put_dirty(ps->cache, b, pass, &ps->bytes_written);
+        ps->rows_written += emb_cache_put_dirty(ps->cache, b, keys, pass, &ps->bytes_written);
     }
     if (shrunk && shrink(ps, b, shrunk) < 0) {
         emb_tier_abort(b);   /* the tier keeps its last commit */
@@ -664,6 +757,7 @@ static int commit(passes *ps, int with_rows, uint64_t *shrunk, int sync)
     w->blob = blob;
     w->len = len;
     w->pass = pass;
+    w->seq++;
     w->busy = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
@@ -692,14 +786,14 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     uint64_t resident = emb_cache_rows(ps->cache);
     if (ps->log) {
         fprintf(ps->log,
-                "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"rows\": %zu, \"keys\": %llu, "
+                "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
                 "\"reads\": %llu, \"slot_map_hits\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
                 "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
-                rs->pass, rs->epoch, (unsigned long long)p->index, p->rows.rows, (unsigned long long)cs->keys,
+                rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
@@ -710,9 +804,11 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     if (!ps->o->quiet && ps->tier) {
         /* "pass N:" is said once pass N is durable (a kill after it resumes after N): by the writer
          * when it finishes the commit, or here if it already has */
-        char *line;
-        if (asprintf(&line, "%spass %u: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote "
-                     "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", rs->pass, p->rows.rows,
+        char *line, part[64] = "";
+        if (!p->first || !p->last)
+            snprintf(part, sizeof part, " (rows %zu-%zu of %zu)", p->lo + 1, p->hi, p->u->rows.rows);
+        if (asprintf(&line, "%spass %u%s: %zu rows, %llu keys: memory %.1f%% ssd %.1f%% new %.1f%%; read %.1f MB, wrote "
+                     "%.1f MB; waited %.2f s, commit %.2f s; rss %.0f MB\n", isatty(2) ? "\n" : "", rs->pass, part, p->hi - p->lo,
                      (unsigned long long)cs->keys, 100.0 * (double)cs->mem_hits / k, 100.0 * (double)cs->ssd_hits / k,
                      100.0 * (double)cs->new_keys / k, (double)br / 1e6, (double)bw / 1e6, ps->wait_s, ps->commit_s,
                      (double)rss_bytes() / 1048576.0) < 0)
@@ -721,12 +817,12 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
         pthread_mutex_lock(&w->mu);
         free(w->line);   /* a line still waiting belongs to a commit that failed */
         w->line = NULL;
-        if (w->last_ok >= rs->pass) {
+        if (w->seq_ok >= w->seq) {
             fputs(line, stderr);
             free(line);
         } else {
             w->line = line;
-            w->line_pass = rs->pass;
+            w->line_seq = w->seq;
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -782,7 +878,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
                 const model_meta *init, FILE *log, run_state *rs, int *start_epoch, uint64_t *skip)
 {
     /* buffers of a pass's size are mapped and unmapped, not kept in malloc's arenas after use */
-    if (o->pass_rows) {
+    if (o->pass_rows || table_dir) {
         mallopt(M_MMAP_THRESHOLD, 1 << 20);
         mallopt(M_ARENA_MAX, 2);   /* fewer per-thread arenas holding freed memory */
     }
@@ -800,6 +896,8 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     size_t index_cache;
     emb_cache_split_budget(o->cache_mb, &budget, &index_cache);
     ps->cache = cache_of(m, schema->n_fields, table_dir ? budget : UINT64_MAX, o->cache_lfu);
+    /* a part's keys take at most half the rows' budget: the next part's stay pinned beside them */
+    ps->part_cap = table_dir ? budget / 2 : UINT64_MAX;
     ps->settings = settings_fingerprint(o);
     *start_epoch = 1;
     *skip = 0;
@@ -881,9 +979,13 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
         if (dl > 0 && h.dense_lr != dl) model_scale_lr(m, h.dense_lr / dl);
         *start_epoch = h.epoch_done ? (int)h.epoch + 1 : (int)h.epoch;
         *skip = h.epoch_done ? 0 : h.pass_in_epoch;
+        ps->resume_rows = h.epoch_done ? 0 : ps->rows_in_pass;
+        char part[96] = "";
+        if (ps->resume_rows)
+            snprintf(part, sizeof part, " and %llu rows of the next", (unsigned long long)ps->resume_rows);
         if (!o->quiet)
-            fprintf(stderr, "resuming after pass %u (epoch %u, %llu passes of it done)\n", h.pass, h.epoch,
-                    (unsigned long long)h.pass_in_epoch);
+            fprintf(stderr, "resuming after pass %u (epoch %u, %llu passes of it done%s)\n", h.pass, h.epoch,
+                    (unsigned long long)h.pass_in_epoch, part);
         if (h.epoch_done && (h.bad_epochs >= o->patience)) *start_epoch = o->epochs + 1;
     }
 threads:
@@ -912,7 +1014,11 @@ void passes_begin_epoch(passes *ps, uint64_t skip)
     r->n_dense = ps->n_dense;
     r->cache = ps->cache;
     r->n_tables = ps->n_tables;
+    r->epoch = ps->rs->epoch;
+    r->part_cap = ps->part_cap;
     r->skip = skip;
+    r->skip_rows = ps->resume_rows;
+    ps->resume_rows = 0;
     r->n_known = ps->digests.n;
     r->whole = ps->rs->epoch > 1;
     r->known = xmalloc((r->n_known ? r->n_known : 1) * sizeof *r->known);
@@ -934,47 +1040,55 @@ const pass_item *passes_next(passes *ps)
     if (!ps->reading) {   /* streamed: one pass per epoch */
         if (ps->item.index) return NULL;
         ps->rs->pass++;
-        ps->item = (pass_item){ NULL, 1 };
+        ps->item = (pass_item){ NULL, NULL, 0, 0, 1 };
         return &ps->item;
     }
     pass_data *cur = ps->cur = ps->nxt;
     ps->nxt = NULL;
     if (!cur) return NULL;
-    ps->rs->pass++;
+    if (cur->first) ps->rs->pass++;
     for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
+    uint64_t coming = 0;
     if (ps->tier) {
         /* Rows can be dropped before the last commit is durable (it holds copies of them); the
-         * fetch for the next pass, issued below, waits for that commit in the fetch thread, so
+         * fetch for the next part, issued below, waits for that commit in the fetch thread, so
          * rows dropped here are read back only from the index it writes. */
         if (fetch_wait(ps) < 0) {
             ps->failed = 1;
             return NULL;
         }
         emb_cache_count(cur->keys, ps->job, &ps->cs);
-        emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this pass waited for */
+        emb_tier_stats st = emb_tier_get_stats(ps->tier);   /* the reads this part waited for */
         ps->rows_read = st.rows_read - ps->st0.rows_read;
         ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
         ps->reads = st.reads - ps->st0.reads;
         ps->map_hits = st.map_hits - ps->st0.map_hits;
         ps->st0 = st;
         double b0 = now_sec();
-        uint64_t coming = emb_cache_coming(ps->cache, ps->job);   /* rows its new keys will add */
+        coming = emb_cache_coming(ps->cache, ps->job);   /* rows its new keys will add */
         emb_cache_install(ps->cache, ps->job);
         emb_fetch_free(ps->job);
         ps->job = NULL;
-        evict(ps, cur->keys, coming);
         ps->boundary_s += now_sec() - b0;
     }
     double w0 = now_sec();
     ps->nxt = reader_pop(&ps->rd);
     ps->read_wait_s += now_sec() - w0;
-    if (ps->nxt && ps->tier) {
+    if (ps->tier) {
+        /* The next part's rows in memory now stay (pinned), and what it reads or creates is
+         * counted before it comes: the rows in memory stay within the budget until it trains.
+         * A key it lacks now is not in memory after this part's rows are installed, so the
+         * tier's copy (or none: a new key this part may create first) is the one to read. */
         double b0 = now_sec();
-        ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
-        fetch_start(ps, ps->job);
+        if (ps->nxt) {
+            ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
+            coming += emb_cache_fetch_bytes(ps->cache, ps->job);
+        }
+        evict(ps, cur->keys, ps->nxt ? ps->nxt->keys : NULL, coming);
+        if (ps->job) fetch_start(ps, ps->job);
         ps->boundary_s += now_sec() - b0;
     }
-    ps->item = (pass_item){ &cur->rows, cur->index };
+    ps->item = (pass_item){ &cur->u->rows, cur->u->order, cur->lo, cur->hi, cur->u->index };
     return &ps->item;
 }
 
@@ -982,17 +1096,17 @@ int passes_done(passes *ps, double t_train)
 {
     pass_data *cur = ps->cur;
     if (!cur) return 0;   /* streamed: nothing to commit */
-    ps->pass_in_epoch = cur->index;
-    if (cur->index > ps->digests.n) key_vec_push(&ps->digests, cur->digest);   /* the first epoch */
+    ps->pass_in_epoch = cur->last ? cur->u->index : cur->u->index - 1;
+    ps->rows_in_pass = cur->last ? 0 : cur->hi;
+    if (cur->u->index > ps->digests.n) key_vec_push(&ps->digests, cur->u->digest);   /* the first epoch */
     ps->epoch_done = 0;
-    int ret = commit(ps, 1, NULL, 0);
+    int ret = commit(ps, cur->keys, NULL, 0);
     if (ret == 0) pass_report(ps, cur, t_train);
     else ps->failed = 1;
     pass_free(cur, ps->n_tables);
     ps->cur = NULL;
     return ret;
 }
-
 int passes_end_epoch(passes *ps)
 {
     int ret = ps->failed ? -1 : 0;
@@ -1036,6 +1150,7 @@ int passes_restart(passes *ps)
 {
     ps->digests.n = 0;   /* the new data's first epoch */
     ps->pass_in_epoch = 0;
+    ps->rows_in_pass = 0;
     ps->epoch_done = 0;
     if (!ps->tier) return 0;
     char err[1024];
@@ -1052,7 +1167,7 @@ int passes_restart(passes *ps)
 int passes_commit_epoch(passes *ps, uint64_t *shrunk)
 {
     ps->epoch_done = 1;
-    return commit(ps, 0, shrunk, 1);
+    return commit(ps, NULL, shrunk, 1);
 }
 
 int passes_stamp(passes *ps, uint64_t *id, uint64_t *commits)

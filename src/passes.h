@@ -8,7 +8,8 @@
  *   no --pass-rows, no table folder   one pass per epoch, streamed by the trainer from the files
  *                                     (the pass has no rows here: pass_item.rows is NULL)
  *   --pass-rows                       passes of that many rows, every row in memory
- *   --table-dir                       passes over the SSD tier, each one committed
+ *   --table-dir                       passes over the SSD tier, cut into parts that fit the
+ *                                     budget, each part committed
  * The pass counter (run_state.pass) is the clock of decay and of unseen-shrink: it advances by
  * one at each passes_next. With a table folder, the run's state (run_state, the dense state, the
  * pending keys, the position in the data) is committed with each pass, and --resume restores it.
@@ -35,10 +36,22 @@ typedef struct {
 
 typedef struct passes passes;
 
+/* What the trainer trains next: a pass, or a part of one. With a table folder a pass is cut,
+ * in its training order and at batch boundaries, into parts whose keys' rows fit the cache
+ * budget (--cache-mb); each part is fetched, trained and committed as a pass was, and the pass
+ * clock moves once a pass. The parts train the pass's batches unchanged, so the model does not
+ * depend on the budget. Without --pass-rows a table folder's passes are the shuffle buffer's
+ * (train_stream's chunks) and the epoch is one pass of the clock, as streamed in memory. */
 typedef struct {
     const sample_block *rows;   /* the pass's rows; NULL: the whole epoch, read by the trainer */
+    const size_t *order;        /* its training order (NULL: the rows' own) */
+    size_t lo, hi;              /* the positions of order this item trains */
     uint64_t index;             /* 1-based pass number within the epoch */
 } pass_item;
+
+/* The training order of a pass (or shuffle buffer) of n rows, chunk its number within the
+ * epoch: a seeded shuffle, or NULL (file order) without --shuffle-rows. Caller frees. */
+size_t *passes_order(const train_opts *o, size_t n, int epoch, uint64_t chunk);
 
 /* Open the run of o on model m (schema: the data's), its table folder table_dir (absolute; NULL
  * for none), pass lines into log. With --resume the committed state is restored into rs and m,
@@ -67,7 +80,7 @@ void passes_begin_epoch(passes *p, uint64_t skip);
 /* The next pass, its rows in memory and the cache within its budget; NULL at the epoch's end or
  * after an error (passes_end_epoch says which). The item is valid until passes_done. */
 const pass_item *passes_next(passes *p);
-/* The pass is trained (t_train seconds): commit it (with a table folder) and report it. 0 or -1. */
+/* The item is trained (t_train seconds): commit it (with a table folder) and report it. 0 or -1. */
 int passes_done(passes *p, double t_train);
 /* End the epoch (also after a failed pass): 0, or -1 if reading or fetching failed (said). */
 int passes_end_epoch(passes *p);

@@ -333,33 +333,22 @@ static void small_data_hints(trainer *t)
     }
 }
 
-/* Train on the rows of buf in (shuffled) order, one batch at a time. */
-static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
+/* Train on positions [lo, hi) of buf's rows in order (NULL: the rows' own), one batch at a time;
+ * lo is a batch boundary. */
+static int train_rows(trainer *t, const sample_block *buf, const size_t *order, size_t lo, size_t hi)
 {
     const train_opts *o = t->o;
-    size_t n = buf->rows, B = (size_t)o->mc.batch;
-    size_t *perm = xmalloc((n ? n : 1) * sizeof *perm);
-    for (size_t i = 0; i < n; i++) perm[i] = i;
-    if (o->shuffle_rows) {
-        uint64_t s = XXH64(&chunk, sizeof chunk, o->mc.seed * 7919 + (uint64_t)t->rs.epoch);
-        for (size_t i = n; i > 1; i--) {   /* Fisher-Yates with a seeded xorshift */
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            size_t j = (size_t)(s % i);
-            size_t tmp = perm[i - 1];
-            perm[i - 1] = perm[j];
-            perm[j] = tmp;
-        }
-    }
+    size_t n = hi, B = (size_t)o->mc.batch;
     sample_block batch;
     block_init(&batch, buf->n_dense);
     int ret = 0;
     double t0 = now_sec();
-    for (size_t i = 0; i < n && ret == 0; i += B) {
+    for (size_t i = lo; i < n && ret == 0; i += B) {
         size_t end = i + B < n ? i + B : n;
         double loss;
-        if (o->shuffle_rows) {   /* gather the permuted rows into a batch */
+        if (order) {   /* gather the permuted rows into a batch */
             block_clear(&batch);
-            for (size_t j = i; j < end; j++) block_append(&batch, buf, perm[j], perm[j] + 1);
+            for (size_t j = i; j < end; j++) block_append(&batch, buf, order[j], order[j] + 1);
             loss = model_train_batch(t->m, &batch, 0, batch.rows, t->rs.pass);
         } else {                 /* file order: train on the buffer's rows in place */
             loss = model_train_batch(t->m, buf, i, end, t->rs.pass);
@@ -384,7 +373,15 @@ static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
     }
     t->rs.train_seconds += now_sec() - t0;
     block_free(&batch);
-    free(perm);
+    return ret;
+}
+
+/* Train on a shuffle buffer, chunk its number within the epoch. */
+static int train_buffer(trainer *t, const sample_block *buf, uint64_t chunk)
+{
+    size_t *order = passes_order(t->o, buf->rows, t->rs.epoch, chunk);
+    int ret = train_rows(t, buf, order, 0, buf->rows);
+    free(order);
     return ret;
 }
 
@@ -501,7 +498,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         const pass_item *p;
         while (ret == 0 && (p = passes_next(t->ps))) {
             double t0 = now_sec();
-            ret = p->rows ? train_buffer(t, p->rows, p->index) : train_stream(t);
+            ret = p->rows ? train_rows(t, p->rows, p->order, p->lo, p->hi) : train_stream(t);
             if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
             if (ret == 0) progress(t, 0);
             if (ret == 0 && stop_asked && t->o->follow && passes_tiered(t->ps)) {   /* the pass is committed */
@@ -962,10 +959,9 @@ int train_run(const train_opts *o0)
         char *want = realpath(init_dir, NULL);
         int same = want && !strcmp(want, abs);
         free(want);
-        if (!same || !o->pass_rows) {
-            fprintf(stderr, "ctrbox: --init %s: its rows are in the table folder %s; %s\n", o->init, init_dir,
-                    !same ? "train on in that folder (give it as --table-dir, or no --table-dir)"
-                          : "training in a table folder needs --pass-rows N");
+        if (!same) {
+            fprintf(stderr, "ctrbox: --init %s: its rows are in the table folder %s; train on in that folder (give it "
+                    "as --table-dir, or no --table-dir)\n", o->init, init_dir);
             ret = 1;
             goto done;
         }

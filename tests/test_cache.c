@@ -45,7 +45,7 @@ Test(cache, pins_budget_and_order)
             emb_cache_stats st = { 0 };
             double max_dropped = -1;
             uint8_t present[ROWS + 1];
-            uint64_t over = emb_cache_evict(c, &pin, 0, 20, &st);
+            uint64_t over = emb_cache_evict(c, &pin, NULL, 0, 20, &st);
             for (uint64_t k = 1; k <= ROWS; k++) present[k] = emb_table_find(t, k) >= 0;
             /* the rows of the dropped keys, by their priority: rebuild them from a fresh table */
             emb_table *ref = make_table();
@@ -77,19 +77,32 @@ Test(cache, pins_budget_and_order)
         }
 }
 
-Test(cache, dirty_rows_are_the_pass_s)
+Test(cache, dirty_rows_are_the_part_s_of_the_pass)
 {
     int ftab[1] = { 0 };
     emb_table *t = make_table();
     emb_cache *c = emb_cache_create(&t, 1, ftab, 1, UINT64_MAX, 1);
-    size_t bad, n = emb_cache_dirty(c, 5, &bad);
-    size_t want = 0;
-    for (uint64_t k = 1; k <= ROWS; k++) want += 1 + k % 13 == 5;
+    key_vec all = { 0 }, even = { 0 };
+    for (uint64_t k = 1; k <= ROWS + 10; k++) {   /* keys past ROWS are not in memory */
+        key_vec_push(&all, k);
+        if (k % 2 == 0) key_vec_push(&even, k);
+    }
+    size_t bad, n = emb_cache_dirty(c, &all, 5, &bad);
+    size_t want = 0, want_even = 0;
+    for (uint64_t k = 1; k <= ROWS; k++) {
+        want += 1 + k % 13 == 5;
+        want_even += 1 + k % 13 == 5 && k % 2 == 0;
+    }
     cr_assert_eq(n, want);
     cr_assert_eq(bad, 0);
+    /* a part commits only its own keys' rows, though earlier parts of the pass changed others */
+    cr_assert_eq(emb_cache_dirty(c, &even, 5, &bad), want_even);
+    cr_assert(want_even > 0 && want_even < want);
     emb_table_vals(t, (uint32_t)emb_table_find(t, 4))[1] = 1.0f / 0.0f;   /* key 4: last pass 5 */
-    n = emb_cache_dirty(c, 5, &bad);
+    n = emb_cache_dirty(c, &all, 5, &bad);
     cr_assert_eq(bad, 1);
+    key_vec_free(&all);
+    key_vec_free(&even);
     emb_cache_destroy(c);
     emb_table_destroy(t);
 }

@@ -114,8 +114,10 @@ Test(tier, kill_and_resume_gives_the_same_model)
     for (int i = 0; i < 8; i++) {
         int ms = run_ms / 10 + rand() % (run_ms / 2);   /* early in the remaining work of the resumed run */
         char *o;
-        th_run(&o, RUN " --out res --resume tres --cache-mb 0.05 & p=$!; sleep %d.%03d; kill -9 $p; wait $p; echo rc=$?",
-               ms / 1000, ms % 1000);
+        /* the budget may change on a resume: passes are cut into other parts, the model is the same */
+        static const char *const budget[] = { "0.05", "1.3", "64" };
+        th_run(&o, RUN " --out res --resume tres --cache-mb %s & p=$!; sleep %d.%03d; kill -9 $p; wait $p; echo rc=$?",
+               budget[i % 3], ms / 1000, ms % 1000);
         if (strstr(o, "rc=137")) kills++;
         free(o);
     }
@@ -222,7 +224,84 @@ Test(tier, corrupt_slot_is_reported)
     free(o);
 }
 
-/* A pass whose own rows exceed the budget is said, once; within the budget nothing is said. */
+/* the largest value of a numeric field over the log's pass lines, and how many lines have it */
+static double log_max(const char *dir, const char *field, int *lines)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    char *log = th_read(th_path(path), NULL), *p = log;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", field);
+    double max = -1;
+    *lines = 0;
+    while ((p = strstr(p, pat))) {
+        p += strlen(pat);
+        double v = strtod(p, &p);
+        if (v > max) max = v;
+        ++*lines;
+    }
+    free(log);
+    return max;
+}
+
+/* With a table folder a pass is trained and committed in parts whose rows fit the budget: the rows
+ * in memory stay within it at every pass line, and the model is the one trained in memory. */
+Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
+{
+    make_data();
+    run_ok(RUN " --out mem %s", "");
+    predict("mem", "p_mem.txt");
+    /* --cache-mb 1.3: the tier's index takes 1 MB, 0.3 MB is left for rows, a batch's keys take less than half */
+    const char *mbs[] = { "1.3", "1.6" };
+    for (int i = 0; i < 2; i++) {
+        char *o;
+        int rc = th_run(&o, RUN " --out s%d --table-dir t%d --cache-mb %s", i, i, mbs[i]);
+        cr_assert_eq(rc, 0, "%s", o);
+        cr_assert_null(strstr(o, "warning"), "%s", o);
+        free(o);
+        char dir[16], pred[32];
+        snprintf(dir, sizeof dir, "s%d", i);
+        snprintf(pred, sizeof pred, "p_s%d.txt", i);
+        int lines, n;
+        double resident = log_max(dir, "resident_bytes", &lines), from = log_max(dir, "from", &n);
+        cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory over the budget at --cache-mb %s", mbs[i]);
+        cr_assert_gt(lines, 16, "16 passes, more parts (--cache-mb %s): %d", mbs[i], lines);
+        cr_assert_gt(from, 0);
+        cr_assert_eq(log_max(dir, "pass", &n), 16, "the pass clock moves once a pass");
+        predict(dir, pred);
+        th_same_file("p_mem.txt", pred);
+    }
+}
+
+/* Without --pass-rows a table folder's passes are the shuffle buffer's, the epoch one pass of the
+ * clock: the model is the one streamed in memory, also after a kill and a resume. */
+Test(tier, table_folder_without_pass_rows_trains_as_streamed)
+{
+#define STREAM "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 2 --shuffle-rows 2000 " \
+               "--dim 4 --hidden 16,16 --batch 256 --lr 0.01 --threads 1 --quiet"
+    make_data();
+    run_ok(STREAM " --out mem %s", "");
+    run_ok(STREAM " --out s1 --table-dir t1 --cache-mb %s", "1.3");
+    run_ok(STREAM " --out s2 --table-dir t2 --cache-mb %s", "64");
+    predict("mem", "p_mem.txt");
+    predict("s1", "p_s1.txt");
+    predict("s2", "p_s2.txt");
+    th_same_file("p_mem.txt", "p_s1.txt");
+    th_same_file("p_mem.txt", "p_s2.txt");
+    int lines, n;
+    cr_assert_eq(log_max("s1", "pass", &lines), 2, "one pass an epoch");
+    cr_assert_gt(lines, 2, "in parts");
+    cr_assert_gt(log_max("s1", "rows_read", &n), 0, "the tier was read");
+    char *o;
+    th_run(&o, STREAM " --out s3 --table-dir t3 --cache-mb 1.3 & p=$!; sleep 0.3; kill -9 $p; wait $p; echo rc=$?");
+    free(o);
+    run_ok(STREAM " --out s3 --resume t3 --cache-mb %s", "1.6");
+    predict("s3", "p_s3.txt");
+    th_same_file("p_mem.txt", "p_s3.txt");
+#undef STREAM
+}
+
+/* A batch whose own rows exceed the budget is said, once; within the budget nothing is said. */
 Test(tier, pass_over_the_budget_is_said_once)
 {
     make_data();
@@ -230,7 +309,7 @@ Test(tier, pass_over_the_budget_is_said_once)
     int rc = th_run(&o, RUN " --epochs 1 --out a --table-dir ta --cache-mb 0.02");
     cr_assert_eq(rc, 0, "%s", o);
     const char *w = strstr(o, "warning: pass");
-    cr_assert(w && strstr(w, "over the") && strstr(w, "--pass-rows"), "%s", o);
+    cr_assert(w && strstr(w, "over the") && strstr(w, "--batch"), "%s", o);
     cr_assert_null(strstr(w + 1, "warning: pass"), "said twice: %s", o);
     free(o);
     rc = th_run(&o, RUN " --epochs 1 --out b --table-dir tb --cache-mb 64");

@@ -293,7 +293,8 @@ Test(train, warm_start_from_imported_rows)
         "--cache-mb 0.2 --lr 0 --sparse-lr 0 " SMALL " --threads 1 2>/dev/null && "
         "$B/ctrbox-table export a --to text a.txt && $B/ctrbox-table export f --to text f.txt && "
         "cut -f1,4- a.txt | sort > a2.txt && cut -f1,4- f.txt | sort > f2.txt && "
-        "grep -c '\"kind\": \"pass\"' w/log.jsonl && grep -o '\"new_keys\": [0-9.]*' w/log.jsonl | sort -u");
+        "grep -o '\"kind\": \"pass\", \"pass\": [0-9]*' w/log.jsonl | sort -u | wc -l && "
+        "grep -o '\"new_keys\": [0-9.]*' w/log.jsonl | sort -u");
     cr_assert_eq(rc, 0, "%s", o);
     cr_assert(strstr(o, "\n4\n\"new_keys\": 0.000000\n"), "four passes, every key found in the imported rows: %s", o);
     free(o);
