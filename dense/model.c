@@ -120,12 +120,26 @@ int model_config_diff(const model_config *a, const model_config *b, char *out, s
         snprintf(out, n, "--min-show %u in the model, %u here (admission on one side only)", a->min_show, b->min_show);
         return 1;
     }
+    if (a->min_show > 1 && a->admit_mb != b->admit_mb) {   /* the sketch's cells are its counts */
+        snprintf(out, n, "--admit-mb %g in the model, %g here", (double)a->admit_mb, (double)b->admit_mb);
+        return 1;
+    }
 #undef DIFF_INT
     return 0;
 }
 
 int model_config_check(const model_config *c, const data_schema *schema, char *err, size_t errlen)
 {
+    if (c->min_show > 1 && c->admit_mb > 0 && c->min_show > 0xffff) {
+        snprintf(err, errlen, "--min-show %u: the admission sketch counts to 65535 (give --admit-mb 0 for exact counts)",
+                 c->min_show);
+        return -1;
+    }
+    if (c->min_show > 1 && c->admit_mb > 0 && c->admit_mb * 1048576.0 / 16 < 1024.0 * 4 * 4) {
+        snprintf(err, errlen, "--admit-mb %g: the admission sketch needs at least 0.25 MB (or 0: exact counts)",
+                 (double)c->admit_mb);
+        return -1;
+    }
     const char *p = c->field_dims;
     int sizes = 0, first = 0, mixed = 0;
     while (*p) {
@@ -673,7 +687,7 @@ model *model_create(const model_config *c, const data_schema *schema)
         m->tE[t] = !uses_emb(c->kind) ? 0 : c->kind == MODEL_FFM ? m->F * tdim[t] : tdim[t];
         if (m->tE[t] > m->E) m->E = m->tE[t];
         emb_table_config tc = { m->tE[t], m->has_w, c->sopt, c->init_std, 0, c->seed + (uint64_t)t * 1000003, c->min_show,
-                                  c->decay };
+                                  c->decay, c->admit_mb > 0 ? (uint64_t)(c->admit_mb * 1048576.0 / m->n_tables) : 0 };
         m->tab[t] = emb_table_create(&tc);
     }
     for (int sl = 0; sl < m->F; sl++) {

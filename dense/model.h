@@ -52,6 +52,8 @@ typedef struct {
     sparse_opt sopt;
     float emb_l2_all;                      /* L2 (coefficient/2 * ||E||^2) on every row each step */
     uint32_t min_show;
+    float admit_mb;                        /* with min_show > 1: the admission sketch's MB over all tables
+                                              (0: exact counts; < 0 before train resolves the default) */
     float decay;                           /* show/click decay per pass (0: none) */
     int table_per_field;                   /* one table per categorical field (default: one shared) */
     char field_dims[512];                  /* "NAME=DIM,...": these fields get a table of that size */

@@ -3,7 +3,7 @@
  *
  * Index: power-of-two array of {key, row + 1} (0 = empty), load factor at most 1/2, grown by
  * doubling. Slab: rows * row_bytes, grown by doubling. Pending (not yet admitted) keys: a second
- * index of {key, show, click}.
+ * index of {key, show, click} (exact, admit_bytes 0), or a count-min sketch of a fixed size.
  */
 #include "table.h"
 
@@ -18,6 +18,8 @@
 
 #include "../io/keymap.h"
 #include "../io/util.h"
+
+#define SKETCH_D 4   /* rows of the admission sketch */
 
 /* a key waiting for admission: its slot in the pending map, the value holding the two counters */
 typedef struct {
@@ -35,6 +37,9 @@ struct emb_table {
     key_map idx;            /* key -> row + 1 */
     key_map pend;           /* key -> pending counters (show, click as the value's two halves) */
     key_map dead;           /* key -> 1 + the pass shrink last deleted it at (the deltas' deletions) */
+    uint8_t *sk;            /* the admission sketch: SKETCH_D rows of sk_w cells (show, click), or NULL */
+    uint32_t sk_w;          /* cells a row, a power of two */
+    uint32_t sk_cb;         /* bytes a cell: 1, 2 or 4 (counts of 4, 8 or 16 bits: to min_show, no further) */
     uint32_t dead_from;     /* deletions are recorded from this pass on (UINT32_MAX: none known) */
 };
 
@@ -47,8 +52,16 @@ emb_table *emb_table_create(const emb_table_config *c)
     /* rounded to 8 bytes so every record's header is aligned */
     t->row_bytes = (sizeof(emb_row_head) + (size_t)(t->V + t->S) * sizeof(float) + 7) & ~(size_t)7;
     key_map_init(&t->idx, 1024);
+    if (c->min_show > 1 && c->admit_bytes) {
+        t->sk_cb = c->min_show <= 15 ? 1 : c->min_show <= 255 ? 2 : 4;
+        t->sk_w = 1024;
+        while ((uint64_t)t->sk_w * 2 * SKETCH_D * t->sk_cb <= c->admit_bytes && t->sk_w < (1u << 30)) t->sk_w *= 2;
+        t->sk = xcalloc((size_t)SKETCH_D * t->sk_w, t->sk_cb);
+    }
     return t;
 }
+
+size_t emb_table_sketch_bytes(const emb_table *t) { return t->sk ? (size_t)SKETCH_D * t->sk_w * t->sk_cb : 0; }
 
 void emb_table_destroy(emb_table *t)
 {
@@ -57,6 +70,7 @@ void emb_table_destroy(emb_table *t)
     key_map_free(&t->idx);
     key_map_free(&t->pend);
     key_map_free(&t->dead);
+    free(t->sk);
     free(t);
 }
 
@@ -185,6 +199,64 @@ static pending *pend_add(emb_table *t, uint64_t key)
     return p;
 }
 
+/* The admission sketch (count-min, conservative update): each key has a cell in each of SKETCH_D
+ * rows, a cell holds a show count (low half) and a click count (high half), each saturating at the
+ * half's largest value, which is at least min_show: a key's counts below min_show are kept whole.
+ * A key's counts are the smallest of its cells'; an update raises only the cells below the new
+ * count, so a key is over-counted only where every one of its cells is shared with keys counted
+ * higher: it may be admitted early, never late. Counts are not taken out when a key is admitted
+ * (that would lower the keys sharing a cell with it): a key whose row shrink deletes is admitted
+ * again at its next show, where exact counts start it over. */
+static void sketch_cells(const emb_table *t, uint64_t key, size_t *cell)
+{
+    XXH128_hash_t h = XXH3_128bits_withSeed(&key, sizeof key, t->c.seed);
+    uint32_t part[4] = { (uint32_t)h.low64, (uint32_t)(h.low64 >> 32), (uint32_t)h.high64, (uint32_t)(h.high64 >> 32) };
+    for (int i = 0; i < SKETCH_D; i++) cell[i] = (size_t)i * t->sk_w + (part[i] & (t->sk_w - 1));
+}
+
+static uint32_t cell_get(const emb_table *t, size_t i)
+{
+    if (t->sk_cb == 1) return t->sk[i];
+    if (t->sk_cb == 2) return ((const uint16_t *)(const void *)t->sk)[i];
+    return ((const uint32_t *)(const void *)t->sk)[i];
+}
+
+static void cell_set(emb_table *t, size_t i, uint32_t v)
+{
+    if (t->sk_cb == 1) t->sk[i] = (uint8_t)v;
+    else if (t->sk_cb == 2) ((uint16_t *)(void *)t->sk)[i] = (uint16_t)v;
+    else ((uint32_t *)(void *)t->sk)[i] = v;
+}
+
+/* Raise key's cells to show and click (saturating). */
+static void sketch_raise(emb_table *t, const size_t *cell, uint64_t show, uint64_t click)
+{
+    uint32_t bits = t->sk_cb * 4, max = (1u << bits) - 1;
+    uint32_t ns = show > max ? max : (uint32_t)show, nc = click > max ? max : (uint32_t)click;
+    for (int i = 0; i < SKETCH_D; i++) {
+        uint32_t v = cell_get(t, cell[i]), cs = v & max, cc = v >> bits;
+        cell_set(t, cell[i], (cs > ns ? cs : ns) | (cc > nc ? cc : nc) << bits);
+    }
+}
+
+/* Count shows and clicks of key: its counts after them (*show, *click), and whether they admit it. */
+static int sketch_count(emb_table *t, uint64_t key, uint32_t shows, uint32_t clicks, uint64_t *show, uint64_t *click)
+{
+    size_t cell[SKETCH_D];
+    uint32_t bits = t->sk_cb * 4, max = (1u << bits) - 1, s = max, c = max;
+    sketch_cells(t, key, cell);
+    for (int i = 0; i < SKETCH_D; i++) {
+        uint32_t v = cell_get(t, cell[i]);
+        if ((v & max) < s) s = v & max;
+        if ((v >> bits) < c) c = v >> bits;
+    }
+    uint64_t ns = (uint64_t)s + shows, nc = (uint64_t)c + clicks;
+    *show = ns;
+    *click = nc < ns ? nc : ns;
+    sketch_raise(t, cell, ns, nc);
+    return ns >= t->c.min_show;
+}
+
 uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t shows, uint32_t clicks, uint32_t pass)
 {
     return emb_table_touch_found(t, key, emb_table_find(t, key), field, shows, clicks, pass);
@@ -193,6 +265,20 @@ uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t 
 uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t field, uint32_t shows,
                                uint32_t clicks, uint32_t pass)
 {
+    if (r < 0 && t->c.min_show > 1 && t->sk) {
+        uint64_t show, click;
+        if (!sketch_count(t, key, shows, clicks, &show, &click)) {
+            uint32_t d = emb_table_get(t, emb_table_default_key(field));
+            emb_row_count(&t->c, emb_table_head(t, d), (float)shows, (float)clicks, pass);
+            return d;
+        }
+        uint32_t row = emb_table_get(t, key);   /* admitted, with the counts gathered so far */
+        emb_row_head *h = emb_table_head(t, row);
+        h->show = (float)show;
+        h->click = (float)click;
+        h->last_pass = pass;
+        return row;
+    }
     if (r < 0 && t->c.min_show > 1) {
         pending *p = pend_find(t, key);
         if (!p) p = pend_add(t, key);
@@ -308,12 +394,32 @@ static int cmp_pending(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+static int put_pending(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted);
+
 /* The keys waiting for admission (not admitted since), as u64 count then entries, into the
  * running checksum; then the checksum. Shared by the table section and the pending blob. The
  * table section writes them in key order, so that a model file's bytes do not depend on the map's
  * history (a table loaded and trained on saves what one never saved would); the commit's blob,
  * written each pass, keeps the map's order. */
 static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted)
+{
+    int ok = put_pending(t, f, st, sorted) == 0;
+    /* the admission sketch: u64 cells a row (0: none), u64 bytes a cell, then its rows of cells */
+    uint64_t w[2] = { t->sk ? t->sk_w : 0, t->sk ? t->sk_cb : 0 };
+    XXH64_update(st, w, sizeof w);
+    ok = ok && fwrite(w, sizeof w, 1, f) == 1;
+    if (t->sk) {
+        size_t n = emb_table_sketch_bytes(t);
+        XXH64_update(st, t->sk, n);
+        ok = ok && fwrite(t->sk, 1, n, f) == n;
+    }
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    ok = ok && fwrite(&h, 8, 1, f) == 1;
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+static int put_pending(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted)
 {
     uint64_t np = 0;
     for (size_t i = 0; i < t->pend.cap; i++)
@@ -350,9 +456,6 @@ static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, i
     XXH64_update(st, dk, nd * sizeof *dk);
     ok = ok && fwrite(dk, sizeof *dk, nd, f) == nd;
     free(dk);
-    uint64_t h = XXH64_digest(st);
-    XXH64_freeState(st);
-    ok = ok && fwrite(&h, 8, 1, f) == 1;
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
@@ -373,9 +476,19 @@ static void dead_put(emb_table *t, uint64_t key, uint64_t val)
 }
 
 /* Read what put_pending_and_sum wrote (what names the section in errors), checking the sum. */
-static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int with_dead, const char *what, char *err,
+/* A pending key's exact counts (a file of exact counts, or of an older build) into the sketch. */
+static void sketch_put(emb_table *t, uint64_t key, float show, float click)
+{
+    size_t cell[SKETCH_D];
+    sketch_cells(t, key, cell);
+    sketch_raise(t, cell, (uint64_t)show, (uint64_t)click);
+}
+
+/* level: 0 the pending keys alone (the oldest files), 1 and the deletion record, 2 and the sketch. */
+static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int level, const char *what, char *err,
                                size_t errlen)
 {
+    int with_dead = level >= 1;
     uint64_t np = 0;
     int ret = 0;
     if (fread(&np, sizeof np, 1, f) != 1) {
@@ -396,6 +509,10 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int wit
             snprintf(err, errlen, "%s: pending key %llu has no shows", what, (unsigned long long)i);
             ret = -EBADMSG;
             break;
+        }
+        if (t->sk) {   /* exact counts into this table's sketch */
+            sketch_put(t, p.key, p.show, p.click);
+            continue;
         }
         pending *q = pend_find(t, p.key);
         if (!q) q = pend_add(t, p.key);
@@ -424,6 +541,27 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int wit
         XXH64_update(st, &d, sizeof d);
         dead_put(t, d.key, d.val + 1);
     }
+    uint64_t w[2] = { 0, 0 };
+    if (!ret && level >= 2 && fread(w, sizeof w, 1, f) != 1) {
+        snprintf(err, errlen, "%s: truncated before the admission sketch", what);
+        ret = -EBADMSG;
+    }
+    if (!ret && level >= 2) XXH64_update(st, w, sizeof w);
+    if (!ret && w[0] && (w[0] != (t->sk ? t->sk_w : 0) || w[1] != t->sk_cb)) {
+        snprintf(err, errlen, "%s: its admission sketch has %llu cells of %llu bits a row, this model's %llu of %u (another "
+                 "--admit-mb, or --min-show past 15 or 255)", what, (unsigned long long)w[0], (unsigned long long)w[1] * 8,
+                 (unsigned long long)(t->sk ? t->sk_w : 0), t->sk_cb * 8);
+        ret = -EBADMSG;
+    }
+    if (!ret && w[0]) {
+        size_t n = emb_table_sketch_bytes(t);
+        if (fread(t->sk, 1, n, f) != n) {
+            snprintf(err, errlen, "%s: truncated in the admission sketch", what);
+            ret = -EBADMSG;
+        } else {
+            XXH64_update(st, t->sk, n);
+        }
+    }
     uint64_t want = XXH64_digest(st), got;
     XXH64_freeState(st);
     if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
@@ -433,7 +571,8 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int wit
     return ret;
 }
 
-#define PENDING_MAGIC "CTRBXPN2"   /* with the deletion record; "CTRBXPND" (without) still read */
+#define PENDING_MAGIC "CTRBXPN3"   /* with the deletion record and the sketch; "CTRBXPN2" (no sketch) and
+                                      "CTRBXPND" (neither) still read */
 
 int emb_table_save_pending(const emb_table *t, void *file)
 {
@@ -451,14 +590,16 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
 {
     FILE *f = file;
     char magic[8];
-    int old = fread(magic, 1, 8, f) == 8 && memcmp(magic, "CTRBXPND", 8) == 0;
-    if (!old && memcmp(magic, PENDING_MAGIC, 8) != 0) {
+    int got = fread(magic, 1, 8, f) == 8;
+    int level = !got ? -1 : !memcmp(magic, "CTRBXPND", 8) ? 0 : !memcmp(magic, "CTRBXPN2", 8) ? 1
+              : !memcmp(magic, PENDING_MAGIC, 8) ? 2 : -1;
+    if (level < 0) {
         snprintf(err, errlen, "pending keys: bad magic or truncated");
         return -EBADMSG;
     }
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
-    return get_pending_and_sum(t, f, st, !old, "pending keys", err, errlen);
+    return get_pending_and_sum(t, f, st, level, "pending keys", err, errlen);
 }
 
 void emb_table_trim(emb_table *t)
@@ -481,7 +622,8 @@ void emb_table_update(emb_table *t, uint32_t row, const float *g, uint64_t step)
 }
 
 #define TABLE_MAGIC "CTRBXTBL"
-#define TABLE_VERSION 4u   /* 2: pending keys' counters saved; 3: 32-byte row header; 4: deleted keys */
+#define TABLE_VERSION 5u   /* 2: pending keys' counters saved; 3: 32-byte row header; 4: deleted keys;
+                              5: the admission sketch */
 
 int emb_table_save(const emb_table *t, void *file)
 {
@@ -520,7 +662,7 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         snprintf(err, errlen, "sparse table: bad magic or truncated header");
         return -EBADMSG;
     }
-    if ((hdr[0] != TABLE_VERSION && hdr[0] != 3) || hdr[1] != (uint64_t)t->c.dim || hdr[2] != (uint64_t)t->c.has_w ||
+    if (hdr[0] < 3 || hdr[0] > TABLE_VERSION || hdr[1] != (uint64_t)t->c.dim || hdr[2] != (uint64_t)t->c.has_w ||
         hdr[3] != (uint64_t)t->c.opt.kind || hdr[5] != t->row_bytes || hdr[4] > UINT32_MAX) {
         snprintf(err, errlen, "sparse table: version or layout differs from the model's (dim %llu, optimizer %llu)",
                  (unsigned long long)hdr[1], (unsigned long long)hdr[3]);
@@ -552,7 +694,7 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         XXH64_freeState(st);
         return ret;
     }
-    ret = get_pending_and_sum(t, f, st, hdr[0] >= 4, "sparse table", err, errlen);
+    ret = get_pending_and_sum(t, f, st, hdr[0] >= 5 ? 2 : hdr[0] >= 4, "sparse table", err, errlen);
     if (ret == 0 && hdr[0] < 4) {   /* deletions are known from the newest pass a row saw */
         t->dead_from = 0;
         for (size_t r = 0; r < t->rows; r++)

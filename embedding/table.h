@@ -8,8 +8,13 @@
  * next insert. New rows are initialised from a hash of (seed, key), so a row's first value does
  * not depend on insertion order or on where the row lived before: the same seed and data give the
  * same model with any tiering.
- * Admission: with min_show > 0 a key first only counts shows and clicks (in a small side index);
- * it reads the shared default row of its field until it has min_show shows.
+ * Admission: with min_show > 1 a key first only counts shows and clicks, in a count-min sketch of
+ * admit_bytes (a fixed size: conservative update, 4 rows of cells of a show and a click count, 4, 8
+ * or 16 bits each as min_show needs; a key
+ * sharing its cells with others may be admitted early, never late; a key shrink deleted is
+ * admitted again at its next show), or exactly in a side index (admit_bytes 0: its memory grows
+ * with the keys; a deleted key counts again from 0); it reads the shared default row of its field
+ * until it has min_show shows.
  */
 #ifndef CTRBOX_EMBEDDING_TABLE_H
 #define CTRBOX_EMBEDDING_TABLE_H
@@ -29,6 +34,7 @@ typedef struct {
     uint64_t seed;
     uint32_t min_show;     /* admission threshold (0: every key gets its row at once) */
     float decay;           /* show/click multiplied by this at each pass boundary (0 or 1: none) */
+    uint64_t admit_bytes;  /* with admission: the count-min sketch's bytes (0: exact counts per key) */
 } emb_table_config;
 
 typedef struct {
@@ -56,6 +62,8 @@ const emb_table_config *emb_table_config_of(const emb_table *t);
 int emb_table_values(const emb_table *t);
 int emb_table_state_floats(const emb_table *t);
 size_t emb_table_row_bytes(const emb_table *t);
+/* Bytes of the admission sketch (0: none). */
+size_t emb_table_sketch_bytes(const emb_table *t);
 size_t emb_table_rows(const emb_table *t);
 
 /* Row of key, or -1. */

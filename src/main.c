@@ -81,6 +81,9 @@ static const char train_help[] =
     "  --emb-l2 X             L2 on the whole table, every step (0; not with --table-dir)\n"
     "  --init-std X           initial embedding values' standard deviation (0.01)\n"
     "  --min-show N           a key gets a row once seen N times (0: at once)\n"
+    "  --admit-mb MB          with --min-show: the shows of keys not yet admitted are counted in a sketch\n"
+    "                         of MB over all tables, inside --cache-mb (0: exact counts, memory grows with\n"
+    "                         the keys) (16; with --init the model's)\n"
     "  --patience N           epochs without a better validation AUC before stopping (2)\n"
     "  --lr-decay F           learning rates times F after an epoch without improvement (1: never)\n"
     "  --eval-every STEPS     evaluate (and keep the best) every STEPS steps too (0: each epoch only)\n"
@@ -410,7 +413,7 @@ static int cmd_eval(int argc, char **argv, int predict)
 /* ---- train ---- */
 enum {
     T_MODEL = 2000, T_TRAIN, T_VALID, T_OUT, T_DIM, T_HIDDEN, T_BOTTOM, T_CROSS, T_BN, T_DROPOUT, T_POOL, T_EPOCHS,
-    T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW,
+    T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW, T_ADMITMB,
     T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
     T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT, T_INITFROM,
     T_FOLLOW, T_FIDLE, T_FDONE, T_NOPROG, T_EXPEVERY, T_EXPDIR,
@@ -430,7 +433,7 @@ static const struct option train_extra[] = {
     { "dense-l2", required_argument, 0, T_DL2 }, { "sparse-lr", required_argument, 0, T_SLR },
     { "sparse-opt", required_argument, 0, T_SOPT }, { "l2", required_argument, 0, T_L2 },
     { "emb-l2", required_argument, 0, T_EMBL2 }, { "init-std", required_argument, 0, T_INIT },
-    { "min-show", required_argument, 0, T_MINSHOW }, { "patience", required_argument, 0, T_PATIENCE },
+    { "min-show", required_argument, 0, T_MINSHOW }, { "admit-mb", required_argument, 0, T_ADMITMB }, { "patience", required_argument, 0, T_PATIENCE },
     { "lr-decay", required_argument, 0, T_DECAY }, { "eval-every", required_argument, 0, T_EVERY },
     { "quiet", no_argument, 0, T_QUIET }, { "config", required_argument, 0, T_CONFIG },
     { "interaction", required_argument, 0, T_INTER }, { "table-per-field", no_argument, 0, T_TPF },
@@ -621,6 +624,7 @@ static int cmd_train(int argc, char **argv, int plan)
     o.shuffle_rows = 1000000;
     o.threads = 2;
     o.cache_mb = 1024;
+    o.mc.admit_mb = -1;   /* not given: train_run resolves it */
     o.cache_lfu = 1;
     o.shrink_threshold = -1;
     o.nonclk_coeff = 0.1f;
@@ -675,6 +679,7 @@ static int cmd_train(int argc, char **argv, int plan)
         case T_EMBL2: o.mc.emb_l2_all = (float)num_arg("emb-l2", optarg, 0, 100); break;
         case T_INIT: o.mc.init_std = (float)num_arg("init-std", optarg, 0, 10); break;
         case T_MINSHOW: o.mc.min_show = (uint32_t)num_arg("min-show", optarg, 0, 1e9); break;
+        case T_ADMITMB: o.mc.admit_mb = (float)num_arg("admit-mb", optarg, 0, 1e6); break;
         case T_PATIENCE: o.patience = (int)num_arg("patience", optarg, 1, 1e6); break;
         case T_DECAY: o.lr_decay = (float)num_arg("lr-decay", optarg, 0, 1); break;
         case T_EVERY: o.eval_every = (uint64_t)num_arg("eval-every", optarg, 0, 1e15); break;

@@ -52,6 +52,7 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(mo, "l2", json_real(c->sopt.l2));
     json_object_set_new(mo, "emb_l2", json_real(c->emb_l2_all));
     json_object_set_new(mo, "min_show", json_integer(c->min_show));
+    json_object_set_new(mo, "admit_mb", json_real(c->admit_mb > 0 ? c->admit_mb : 0));
     json_object_set_new(mo, "decay", json_real(c->decay));
     json_object_set_new(mo, "table_per_field", json_boolean(c->table_per_field));
     json_object_set_new(mo, "field_dims", json_string(c->field_dims));
@@ -139,6 +140,11 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     c->sopt.l2 = (float)json_real_value(json_object_get(mo, "l2"));
     c->emb_l2_all = (float)json_real_value(json_object_get(mo, "emb_l2"));
     c->min_show = (uint32_t)json_integer_value(json_object_get(mo, "min_show"));
+    c->admit_mb = (float)json_number_value(json_object_get(mo, "admit_mb"));   /* older files: 0, exact counts */
+    if (!(c->admit_mb >= 0 && c->admit_mb <= 1e6)) {
+        snprintf(err, errlen, "model description: \"admit_mb\" is not a size");
+        return -EBADMSG;
+    }
     c->decay = (float)json_real_value(json_object_get(mo, "decay"));
     json_t *passes = json_object_get(o, "passes");   /* absent in files of older builds: 0 */
     if (passes && (!json_is_integer(passes) || json_integer_value(passes) < 0 || json_integer_value(passes) > UINT32_MAX)) {

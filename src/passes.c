@@ -561,7 +561,9 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
     memcpy(h, blob + 12, sizeof *h);
     if (!warm && h->settings != ps->settings) {
         snprintf(err, errlen, "the committed run used other settings (model, sizes, optimizers, seed, batch, passes, "
-                 "shuffle or input format differ)");
+                 "shuffle, admission or input format differ)%s", model_config_of(ps->m)->min_show > 1 &&
+                 model_config_of(ps->m)->admit_mb > 0 ? "; a run of an earlier build with --min-show counted "
+                 "admission exactly: resume it with --admit-mb 0" : "");
         return -1;
     }
     if (!warm && h->data != ps->data) {
@@ -848,6 +850,8 @@ static uint64_t settings_fingerprint(const train_opts *o)
     for (int i = 0; i < c->n_bottom && n < (int)sizeof buf - 16; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "b%d,", c->bottom[i]);
     for (int i = 0; i < o->in.n_offsets && n < (int)sizeof buf - 32; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "o%llu,", (unsigned long long)o->in.field_offsets[i]);
+    if (c->min_show > 1 && c->admit_mb > 0 && n < (int)sizeof buf - 32)   /* exact counts: as earlier builds */
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "a%g", (double)c->admit_mb);
     return XXH64(buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1), 0);
 }
 
@@ -895,6 +899,13 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     uint64_t budget;
     size_t index_cache;
     emb_cache_split_budget(o->cache_mb, &budget, &index_cache);
+    uint64_t sketch = 0;   /* the admission sketch counts inside the budget too */
+    for (int i = 0; i < ps->n_tables; i++) sketch += emb_table_sketch_bytes(model_table(m, i));
+    if (table_dir && sketch > budget && !o->quiet)
+        fprintf(stderr, "ctrbox: warning: --cache-mb %g leaves %.1f MB beside the tier's index, less than the admission "
+                "sketch's %.1f MB: memory exceeds the budget (give a larger --cache-mb or a smaller --admit-mb)\n",
+                o->cache_mb, (double)budget / 1048576.0, (double)sketch / 1048576.0);
+    budget = budget > sketch ? budget - sketch : 0;
     ps->cache = cache_of(m, schema->n_fields, table_dir ? budget : UINT64_MAX, o->cache_lfu);
     /* a part's keys take at most half the rows' budget: the next part's stay pinned beside them */
     ps->part_cap = table_dir ? budget / 2 : UINT64_MAX;

@@ -838,6 +838,22 @@ static int follow_begin(follow_run *fr, train_opts *oc)
     return 0;
 }
 
+/* --admit-mb not given: a warm start's model's (its sketch goes on), else ADMIT_MB_DEFAULT with
+ * admission. A model that cannot be read is said by the warm start itself. */
+static void resolve_admit(train_opts *oc)
+{
+    if (oc->mc.admit_mb >= 0) return;
+    oc->mc.admit_mb = oc->mc.min_show > 1 ? ADMIT_MB_DEFAULT : 0;
+    if (!oc->init) return;
+    char *dir = modelfile_folder(oc->init), err[1024];
+    model_meta meta;
+    if (modelfile_read_meta(dir, &meta, err, sizeof err) == 0) {
+        if (meta.cfg.min_show > 1) oc->mc.admit_mb = meta.cfg.admit_mb;
+        model_meta_free(&meta);
+    }
+    free(dir);
+}
+
 int train_run(const train_opts *o0)
 {
     train_opts oc = *o0;   /* --follow sets the training files to each entry in turn */
@@ -899,6 +915,7 @@ int train_run(const train_opts *o0)
         }
         t.have_valid = 1;
     }
+    resolve_admit(&oc);
     t.meta.cfg = o->mc;
     if (model_config_check(&o->mc, &t.meta.schema, err, sizeof err) < 0) {
         fprintf(stderr, "ctrbox: %s\n", err);

@@ -12,6 +12,10 @@
 #include "../dense/model.h"
 #include "modelfile.h"
 
+/* --admit-mb's default: the admission sketch's MB over all tables (16: 4 rows of a million cells
+ * for a model of one table) */
+#define ADMIT_MB_DEFAULT 16
+
 typedef struct {
     model_config mc;
     source_opts in;

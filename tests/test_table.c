@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../dense/optim.h"
 #include "../embedding/table.h"
@@ -246,4 +247,90 @@ Test(table, parallel_fills_index_every_key)
     free(row);
     emb_table_destroy(a);
     emb_table_destroy(b);
+}
+
+/* A long-tailed stream of shows: key i of n drawn with weight 1 / (i + 1). */
+static uint64_t tail_key(uint64_t *s, uint64_t n)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(*s >> 11) / 9007199254740992.0;
+    return (uint64_t)(pow((double)n + 1, u)) + 1000;   /* log-uniform: P(k) ~ 1/k */
+}
+
+/* The admission sketch against exact counts: with room for every key it admits the same keys at
+ * the same show with the same counters; a small one admits keys early (the estimate is an upper
+ * bound until an admitted key's counts leave their cells), and survives save and load. */
+Test(table, admission_sketch_against_exact_counts)
+{
+    emb_table_config ce = cfg(SOPT_SGD, 3), cs = ce, ct = ce;
+    cs.admit_bytes = 1u << 24;   /* 16 MB: 4,194,304 cells of a byte a row, for 20,000 keys */
+    ct.admit_bytes = 1u << 14;   /* 16 KB: 4,096 cells a row */
+    emb_table *e = emb_table_create(&ce), *s = emb_table_create(&cs), *t = emb_table_create(&ct);
+    cr_assert_eq(emb_table_sketch_bytes(e), 0);
+    cr_assert_eq(emb_table_sketch_bytes(s), 1u << 24);
+    cr_assert_eq(emb_table_sketch_bytes(t), 1u << 14);
+    uint64_t seed = 9;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t k = tail_key(&seed, 20000);
+        int clk = (k * 7 + (uint64_t)i) % 5 == 0;
+        uint32_t shows = 1 + (uint32_t)(i % 3 == 0);
+        uint32_t re = emb_table_touch_n(e, k, 2, shows, clk, 1), rs = emb_table_touch_n(s, k, 2, shows, clk, 1);
+        emb_table_touch_n(t, k, 2, shows, clk, 1);
+        cr_assert_eq(emb_table_head(e, re)->key, emb_table_head(s, rs)->key, "touch %d key %llu", i, (unsigned long long)k);
+    }
+    cr_assert_eq(emb_table_rows(e), emb_table_rows(s));
+    size_t early = 0;
+    for (size_t r = 0; r < emb_table_rows(e); r++) {
+        const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+        const emb_row_head *g = emb_table_head(s, (uint32_t)emb_table_find(s, h->key));
+        cr_assert(h->show == g->show && h->click == g->click, "key %llu: %g/%g exact, %g/%g sketch",
+                  (unsigned long long)h->key, h->show, h->click, g->show, g->click);
+    }
+    for (size_t r = 0; r < emb_table_rows(t); r++) early += emb_table_find(e, emb_table_head(t, (uint32_t)r)->key) < 0;
+    for (size_t r = 0; r < emb_table_rows(e); r++)   /* never late */
+        cr_assert_geq(emb_table_find(t, emb_table_head(e, (uint32_t)r)->key), 0);
+    cr_assert_gt(early, 0, "a sketch of 4,096 cells a row admits keys early on 20,000 keys");
+    cr_assert_gt(emb_table_rows(t), emb_table_rows(e));
+    /* the sketch goes with the table: save, load, and the next shows admit alike */
+    FILE *f = fopen(th_path("sk.tbl"), "w+b");
+    cr_assert(f && emb_table_save(s, f) == 0);
+    rewind(f);
+    emb_table *l = emb_table_create(&cs);
+    char err[256];
+    cr_assert_eq(emb_table_load(l, f, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 20000; i++) {
+        uint64_t k = tail_key(&seed, 20000);
+        uint32_t a = emb_table_touch_n(s, k, 2, 1, 0, 2), b = emb_table_touch_n(l, k, 2, 1, 0, 2);
+        cr_assert_eq(emb_table_head(s, a)->key, emb_table_head(l, b)->key);
+    }
+    /* a table saved with exact counts loads into a sketch: the pending keys' counts go on */
+    rewind(f);
+    cr_assert(ftruncate(fileno(f), 0) == 0 && emb_table_save(e, f) == 0);
+    rewind(f);
+    emb_table *x = emb_table_create(&cs);
+    cr_assert_eq(emb_table_load(x, f, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 20000; i++) {
+        uint64_t k = tail_key(&seed, 20000);
+        uint32_t a = emb_table_touch_n(e, k, 2, 1, 0, 2), b = emb_table_touch_n(x, k, 2, 1, 0, 2);
+        cr_assert_eq(emb_table_head(e, a)->key, emb_table_head(x, b)->key);
+    }
+    /* a sketch of another size is refused, and so is a damaged one */
+    rewind(f);
+    cr_assert(ftruncate(fileno(f), 0) == 0 && emb_table_save(s, f) == 0);
+    rewind(f);
+    emb_table *y = emb_table_create(&ct);
+    cr_assert_neq(emb_table_load(y, f, err, sizeof err), 0);
+    cr_assert(strstr(err, "admission sketch") && strstr(err, "--admit-mb"), "%s", err);
+    long end = ftell(f);
+    fseek(f, 0, SEEK_END);
+    end = ftell(f);
+    fseek(f, end - 4096, SEEK_SET);
+    fputc(0x5a, f);
+    rewind(f);
+    emb_table *z = emb_table_create(&cs);
+    cr_assert_neq(emb_table_load(z, f, err, sizeof err), 0);
+    cr_assert(strstr(err, "checksum"), "%s", err);
+    fclose(f);
+    emb_table *all[] = { e, s, t, l, x, y, z };
+    for (int i = 0; i < 7; i++) emb_table_destroy(all[i]);
 }
