@@ -380,9 +380,8 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys,
         for (size_t i = 0; i < keys[tb].n; i++) {
             emb_row_head *h = dirty_row(c, tb, keys[tb].k[i], pass);
             if (!h) continue;
-            emb_tier_put(b, tb, h);
+            *bytes += emb_tier_put(b, tb, h);
             n++;
-            *bytes += (c->row_bytes[tb] + 8 + 511) / 512 * 512;
         }
     return n;
 }

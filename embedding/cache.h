@@ -100,7 +100,7 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
  * the rows of its own keys. */
 size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, size_t *nonfinite);
 /* Put them into a commit; returns their count, and adds the bytes the tier writes for them to
- * *bytes (each record with its key, in whole 512-byte blocks). */
+ * *bytes (each record with its checksum, in its slot). */
 size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes);
 
 #endif

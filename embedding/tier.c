@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <rocksdb/c.h>
@@ -46,11 +47,26 @@
 #define SMAP_WAYS 8
 #define SPAN_BYTES (16u << 10)   /* the most one fetch read covers */
 #define SPAN_GAP 7               /* unwanted slots one read may cross between two wanted ones */
+#define BLOCK_BYTES 512u         /* the unit of direct I/O: slots smaller than it share one */
+
+/* The slot of a record of row_bytes (and its 8-byte checksum): the next power of two from 64 up to
+ * a block, several blocks above that. Slot files of the first layout (one block or more a slot
+ * whatever the row) open with the slot size their header records. */
+static size_t slot_size(size_t row_bytes)
+{
+    size_t need = row_bytes + 8, sb = 64;
+    if (need > BLOCK_BYTES) return (need + BLOCK_BYTES - 1) / BLOCK_BYTES * BLOCK_BYTES;
+    while (sb < need) sb *= 2;
+    return sb;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t k) { return (v + k - 1) / k * k; }
 
 typedef struct {
     int fd;
     int direct;
     size_t row_bytes, slot_bytes;
+    uint64_t blk;            /* slots per block: a read or write covers whole blocks of BLOCK_BYTES */
     uint64_t *bits;          /* used slots */
     uint64_t words, hwm;     /* bitmap words; slots in use or ever allocated: [0, hwm) */
     uint64_t rows;           /* keys held */
@@ -123,6 +139,7 @@ struct emb_tier_batch {
     int inflight[2];         /* writes submitted from each buffer and not completed */
     freed *fr;
     size_t n_fr, cap_fr;
+    size_t n_deleted;        /* rows deleted (their slots freed with no new copy) */
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
     size_t n_ie, cap_ie;
     int64_t *row_delta;      /* per table */
@@ -189,22 +206,35 @@ static uint64_t next_free(const slot_file *s, uint64_t i)
 /* The next slot of the commit: slots go in increasing order, through runs of at least MIN_RUN
  * free slots (or the end of the file); shorter holes wait until their neighbours free up, so
  * the writes stay long and sequential. */
+static int block_free(const slot_file *s, uint64_t i)
+{
+    for (uint64_t j = i; j < i + s->blk; j++)
+        if (!slot_free(s, j)) return 0;
+    return 1;
+}
+
 static uint64_t alloc_slot(slot_file *s)
 {
-    uint64_t i = s->cursor;
-    /* once free slots are over a third of the file, any hole will do: space stays within 1.5x */
-    uint64_t min_run = s->free_slots * 3 > s->hwm ? 1 : MIN_RUN;
-    if (!(s->in_run && slot_free(s, i))) {
-        for (;;) {
-            i = next_free(s, i);
-            if (i >= s->hwm) break;
-            uint64_t j = i;
-            while (j < i + min_run && slot_free(s, j)) j++;
-            if (j == i + min_run) break;
-            i = j;
+    uint64_t i = s->cursor, k = s->blk;
+    if (i % k && s->in_run) {   /* the rest of a block this commit took whole */
+        CHECK(slot_free(s, i));
+    } else {
+        /* once free slots are over a third of the file, any hole will do: space stays within 1.5x */
+        uint64_t min_run = (s->free_slots * 3 > s->hwm ? 1 : MIN_RUN) * k;
+        i = round_up(i, k);
+        if (!(s->in_run && block_free(s, i))) {
+            for (;;) {
+                i = round_up(next_free(s, i), k);
+                if (i >= s->hwm) break;
+                uint64_t j = i;
+                while (j < i + min_run && block_free(s, j)) j += k;
+                if (j >= i + min_run) break;
+                i = j + k;   /* past the block in use */
+            }
+            s->in_run = 1;
         }
-        s->in_run = 1;
     }
+    if (i > s->hwm) s->free_slots += i - s->hwm;   /* a block's unused tail before it, from an earlier commit */
     if (i < s->hwm) s->free_slots--;
     set_bit(s, i);
     s->cursor = i + 1;
@@ -324,7 +354,15 @@ static int open_slot_file(emb_tier *t, int tb, char *err, size_t errlen)
         uint8_t *g = xaligned_alloc(4096, HEADER_BYTES);
         if (pread(s->fd, g, HEADER_BYTES, 0) != HEADER_BYTES) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "truncated header");
         else if (memcmp(g, SLOT_MAGIC, 8)) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "not a ctrbox slot file (bad magic)");
-        else if (memcmp(g, h, 48)) ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "header differs from the table's layout or is corrupt");
+        else if (memcmp(g, h, 48)) {
+            /* the first layout: slots of whole blocks for any row; the same header otherwise */
+            uint64_t old = (s->row_bytes + 8 + BLOCK_BYTES - 1) / BLOCK_BYTES * BLOCK_BYTES;
+            memcpy(h + 32, &old, 8);
+            sum = XXH64(h, 40, 0);
+            memcpy(h + 40, &sum, 8);
+            if (old != s->slot_bytes && !memcmp(g, h, 48)) s->slot_bytes = old;
+            else ret = fail(err, errlen, -EBADMSG, "%s: %s", path, "header differs from the table's layout or is corrupt");
+        }
         free(g);
     }
     free(h);
@@ -668,9 +706,10 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     for (int i = 0; i < n_tables; i++) t->sf[i].fd = -1;
     for (int i = 0; i < n_tables && ret == 0; i++) {
         t->sf[i].row_bytes = row_bytes[i];
-        t->sf[i].slot_bytes = (row_bytes[i] + 8 + 511) / 512 * 512;
-        if (t->sf[i].slot_bytes > maxslot) maxslot = t->sf[i].slot_bytes;
+        t->sf[i].slot_bytes = slot_size(row_bytes[i]);
         ret = open_slot_file(t, i, err, errlen);
+        t->sf[i].blk = t->sf[i].slot_bytes < BLOCK_BYTES ? BLOCK_BYTES / t->sf[i].slot_bytes : 1;
+        if (t->sf[i].slot_bytes > maxslot) maxslot = t->sf[i].slot_bytes;
     }
     free(rb_found);
     rb_found = NULL;
@@ -965,13 +1004,17 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
     int ret = 0, busy = 0;
     while (ret == 0 && (next < m || busy > 0)) {
         while (next < m && nfree > 0) {
+            /* the read covers whole blocks: from the block of its first slot to that of its last */
+            uint64_t k = s->blk, a0 = (req[next] >> 32) / k * k;
             span sp = { req[next] >> 32, 1, next, next + 1 };
             while (sp.b < m) {
                 uint64_t slot = req[sp.b] >> 32;
-                if (slot - (sp.first + sp.count - 1) > SPAN_GAP || slot - sp.first >= per) break;
+                if (slot - (sp.first + sp.count - 1) > SPAN_GAP || round_up(slot + 1, k) - a0 > per) break;
                 sp.count = slot - sp.first + 1;
                 sp.b++;
             }
+            sp.count = round_up(sp.first + sp.count, k) - a0;
+            sp.first = a0;
             next = sp.b;
             int b = freeb[--nfree];
             inflight[b] = sp;
@@ -1138,12 +1181,12 @@ int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err,
 int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char *err, size_t errlen)
 {
     slot_file *s = &t->sf[tb];
-    size_t per = WRITE_BUF / s->slot_bytes;
+    size_t per = WRITE_BUF / s->slot_bytes;   /* whole blocks */
     uint8_t *buf = xaligned_alloc(4096, per * s->slot_bytes);
     int ret = 0, stop = 0;
     for (uint64_t first = 0; first < s->hwm && ret == 0 && !stop; first += per) {
         uint64_t n = s->hwm - first < per ? s->hwm - first : per;
-        size_t want = (size_t)n * s->slot_bytes, got = 0;
+        size_t want = (size_t)round_up(n, s->blk) * s->slot_bytes, got = 0;   /* the file ends at a block's end */
         while (got < want) {
             ssize_t r = pread(s->fd, buf + got, want - got, (off_t)(HEADER_BYTES + first * s->slot_bytes + got));
             if (r <= 0) {
@@ -1225,10 +1268,26 @@ static void reap(emb_tier_batch *b, int wait)
     io_uring_cq_advance(&t->wring, got);
 }
 
+/* Close buffer w's last run at the end of its block: the slots after its last row are written as
+ * zeros (they stay free: a block holding a row is never taken whole again until it is empty), so
+ * every write covers whole blocks, as direct I/O wants. */
+static void pad_run(emb_tier_batch *b, int w)
+{
+    if (!b->n_runs[w]) return;
+    run *r = &b->runs[w][b->n_runs[w] - 1];
+    slot_file *s = &b->t->sf[r->tb];
+    uint64_t end = round_up(r->first + r->n, s->blk), pad = end - (r->first + r->n);
+    memset(b->buf[w] + b->buf_used[w], 0, pad * s->slot_bytes);
+    b->buf_used[w] += pad * s->slot_bytes;
+    r->n += pad;
+    if (s->cursor < end) s->cursor = end;   /* the padded slots are not taken again in this commit */
+}
+
 /* Submit the writes of buffer w (at most FETCH_DEPTH in flight in all). */
 static void submit_buf(emb_tier_batch *b, int w)
 {
     emb_tier *t = b->t;
+    pad_run(b, w);
     for (size_t i = 0; i < b->n_runs[w] && b->err == 0; i++) {
         while (b->inflight[0] + b->inflight[1] >= FETCH_DEPTH && b->err == 0) {
             io_uring_submit(&t->wring);
@@ -1311,22 +1370,34 @@ static void sort_ientries(ientry *v, size_t n, int byte)
         if (count[d] > 1) sort_ientries(v + start[d], count[d], byte + 1);
 }
 
-void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
+size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
 {
     emb_tier *t = b->t;
     slot_file *s = &t->sf[tb];
     emb_row_head *h = rec;
-    uint64_t slot = alloc_slot(s);
     int w = b->cur;
-    if (b->buf_used[w] + s->slot_bytes > WRITE_BUF) {   /* write this buffer, fill the other */
+    run *last = b->n_runs[w] ? &b->runs[w][b->n_runs[w] - 1] : NULL;
+    /* a block is written by one run: a run of another table, or of this one elsewhere, closes
+     * the block this table was filling (its rest stays free) */
+    if (s->cursor % s->blk && !(last && last->tb == tb && last->first + last->n == s->cursor)) {
+        s->cursor = round_up(s->cursor, s->blk);
+        s->in_run = 0;
+    }
+    uint64_t slot = alloc_slot(s);
+    int cont = last && last->tb == tb && last->first + last->n == slot;
+    if (!cont) pad_run(b, w);   /* the run before ends at its block's end */
+    /* a new block must fit the buffer whole: buffers are switched only at block boundaries */
+    if (slot % s->blk == 0 && b->buf_used[w] + s->blk * s->slot_bytes > WRITE_BUF) {   /* write this buffer, fill the other */
         submit_buf(b, w);
         b->cur = w = !w;
         drain(b, w);
+        cont = 0;
     }
-    run *last = b->n_runs[w] ? &b->runs[w][b->n_runs[w] - 1] : NULL;
-    if (last && last->tb == tb && last->first + last->n == slot) {
+    last = b->n_runs[w] ? &b->runs[w][b->n_runs[w] - 1] : NULL;
+    if (cont) {
         last->n++;
     } else {
+        CHECK(slot % s->blk == 0);
         if (b->n_runs[w] == b->cap_runs[w])
             b->runs[w] = xrealloc(b->runs[w], (b->cap_runs[w] = b->cap_runs[w] * 2 + 256) * sizeof *b->runs[w]);
         b->runs[w][b->n_runs[w]++] = (run){ tb, slot, 1, b->buf_used[w] };
@@ -1350,6 +1421,7 @@ void emb_tier_put(emb_tier_batch *b, int tb, void *rec)
         filter_add(t, tb, h->key);   /* before it is durable: a false positive at worst */
     }
     h->aux = slot + 1;
+    return s->slot_bytes;
 }
 
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
@@ -1360,6 +1432,30 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
     if (aux) {
         add_freed(b, tb, aux);
         b->row_delta[tb]--;
+        b->n_deleted++;
+    }
+}
+
+/* After a commit that deleted rows (shrink): the file system gets back the pages of long runs of
+ * free slots (holes punched) and the free tail of the file (cut off). Rows do not move; a slot
+ * read back from a hole reads zeros, and only free slots are there. */
+static void release_free(slot_file *s)
+{
+    uint64_t sb = s->slot_bytes, h = s->hwm;
+    while (h > 0 && slot_free(s, h - 1)) h--;
+    h = round_up(h, s->blk);
+    if (h < s->hwm) {
+        s->free_slots -= s->hwm - h;
+        s->hwm = h;
+        if (ftruncate(s->fd, (off_t)(HEADER_BYTES + h * sb)) < 0) return;   /* the space stays: nothing is lost */
+    }
+    for (uint64_t i = next_free(s, 0); i < s->hwm; i = next_free(s, i)) {
+        uint64_t j = i;
+        while (j < s->hwm && slot_free(s, j)) j++;
+        uint64_t off0 = round_up(HEADER_BYTES + i * sb, 4096), off1 = (HEADER_BYTES + j * sb) / 4096 * 4096;
+        if (off1 >= off0 + (64u << 10))
+            (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off0, (off_t)(off1 - off0));
+        i = j;
     }
 }
 
@@ -1484,6 +1580,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         }
         pthread_mutex_unlock(&t->smap_mu);
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
+        for (int i = 0; b->n_deleted && i < t->n; i++) release_free(&t->sf[i]);
         for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
     } else {
         t->failed = 1;

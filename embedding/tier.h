@@ -105,7 +105,8 @@ typedef struct emb_tier_batch emb_tier_batch;
 emb_tier_batch *emb_tier_begin(emb_tier *t);
 /* Room for `puts` more puts (a caller that knows the count avoids growth headroom). */
 void emb_tier_reserve(emb_tier_batch *b, size_t puts);
-void emb_tier_put(emb_tier_batch *b, int tb, void *rec);
+/* put returns the bytes of the slot written (the row, its checksum and padding). */
+size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).
  * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */

@@ -326,6 +326,33 @@ Test(tier, long_tail_with_admission_stays_within_the_budget)
     cr_assert_leq(log_max("tail", "resident_bytes", &n), 24 * 1048576.0);
 }
 
+/* A model and its table folder written by the release before this layout (512-byte slots, catalog
+ * version 3, exact admission counts; tests/fixtures/tier-cdc41f3) predict as they did, train on in
+ * a warm start, and their run resumes once told its admission was exact. */
+Test(tier, table_folder_of_the_previous_release_opens_and_trains)
+{
+    cr_assert_eq(th_run(NULL, "cp -r $B/../tests/fixtures/tier-cdc41f3/* . && "
+                              "$B/ctrbox-data gen --rows 1200 --seed 8 --keys 0.0005 --out tr.tsv && "
+                              "$B/ctrbox-data gen --rows 300 --seed 8 --keys 0.0005 --offset 1200 --out va.tsv"), 0);
+    run_ok("$B/ctrbox predict --model model --data va.tsv --format criteo --out %s", "p.txt");
+    th_same_file("pred.txt", "p.txt");
+#define OLD "$B/ctrbox train --model fm --format criteo --train tr.tsv --pass-rows 400 --dim 4 --batch 128 " \
+            "--threads 1 --cache-mb 64 --min-show 2 --quiet"
+    /* its run resumed for a second epoch: the settings are the same only with exact counts */
+    char *o;
+    cr_assert_eq(th_run(&o, "cp -r tables t2 && " OLD " --epochs 2 --out m2 --resume t2"), 1, "%s", o);
+    cr_assert(strstr(o, "--admit-mb 0"), "%s", o);
+    free(o);
+    run_ok(OLD " --epochs 2 --out m2 --resume t2 --admit-mb %s", "0");
+    /* a warm start trains on in its folder, with the model's exact counts */
+    run_ok(OLD " --epochs 1 --out m3 --init %s", "model");
+#undef OLD
+    cr_assert_eq(th_run(&o, "$B/ctrbox eval --model m2 --data va.tsv --format criteo && "
+                            "$B/ctrbox eval --model m3 --data va.tsv --format criteo && $B/ctrbox info m3"), 0, "%s", o);
+    cr_assert(strstr(o, "admit_mb 0"), "%s", o);
+    free(o);
+}
+
 /* A batch whose own rows exceed the budget is said, once; within the budget nothing is said. */
 Test(tier, pass_over_the_budget_is_said_once)
 {
