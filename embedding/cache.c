@@ -385,3 +385,10 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys,
         }
     return n;
 }
+
+void emb_cache_moved(void *ctx, int tb, uint64_t key, uint64_t slot1)
+{
+    emb_cache *c = ctx;
+    int64_t r = emb_table_find(c->tab[tb], key);
+    if (r >= 0) emb_table_head(c->tab[tb], (uint32_t)r)->aux = slot1;
+}

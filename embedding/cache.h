@@ -103,4 +103,8 @@ size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, s
  * *bytes (each record with its checksum, in its slot). */
 size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes);
 
+/* emb_tier_repack's callback (ctx: the cache): a row the tier moved takes its new slot, when it is
+ * in memory. */
+void emb_cache_moved(void *ctx, int tb, uint64_t key, uint64_t slot1);
+
 #endif

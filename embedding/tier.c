@@ -140,6 +140,7 @@ struct emb_tier_batch {
     freed *fr;
     size_t n_fr, cap_fr;
     size_t n_deleted;        /* rows deleted (their slots freed with no new copy) */
+    size_t n_moved;          /* rows moved by emb_tier_repack */
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
     size_t n_ie, cap_ie;
     int64_t *row_delta;      /* per table */
@@ -1436,8 +1437,8 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
     }
 }
 
-/* After a commit that deleted rows (shrink): the file system gets back the pages of long runs of
- * free slots (holes punched) and the free tail of the file (cut off). Rows do not move; a slot
+/* After a commit that deleted or moved rows (shrink, repack): the file system gets back the pages
+ * of free slots (holes punched) and the free tail of the file (cut off). Rows do not move; a slot
  * read back from a hole reads zeros, and only free slots are there. */
 static void release_free(slot_file *s)
 {
@@ -1453,10 +1454,84 @@ static void release_free(slot_file *s)
         uint64_t j = i;
         while (j < s->hwm && slot_free(s, j)) j++;
         uint64_t off0 = round_up(HEADER_BYTES + i * sb, 4096), off1 = (HEADER_BYTES + j * sb) / 4096 * 4096;
-        if (off1 >= off0 + (64u << 10))
+        if (off1 > off0)
             (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off0, (off_t)(off1 - off0));
         i = j;
     }
+}
+
+int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved, void *ctx, uint64_t *rows, char *err,
+                    size_t errlen)
+{
+    emb_tier *t = b->t;
+    int ret = 0;
+    *rows = 0;
+    for (int tb = 0; tb < t->n && ret == 0; tb++) {
+        slot_file *s = &t->sf[tb];
+        uint64_t sb = s->slot_bytes, page = sb < 4096 ? 4096 / sb : 1, hwm = s->hwm;
+        /* the slots this batch frees (shrink's deletions) count as free: their rows are gone */
+        uint8_t *gone = xcalloc((size_t)(hwm / 8 + 1), 1);
+        uint64_t n_gone = 0;
+        for (size_t i = 0; i < b->n_fr; i++)
+            if (b->fr[i].tb == tb && b->fr[i].slot1 - 1 < hwm) {
+                gone[(b->fr[i].slot1 - 1) / 8] |= (uint8_t)(1u << ((b->fr[i].slot1 - 1) % 8));
+                n_gone++;
+            }
+#define LIVE(j) (!slot_free(s, (j)) && !(gone[(j) / 8] >> ((j) % 8) & 1))
+        if (hwm < 16 * page || (double)(s->free_slots + n_gone) <= max_free * (double)hwm) {
+            free(gone);
+            continue;
+        }
+        /* the rows of partly free pages go to the end of the file, densely; their pages are then
+         * free whole, and the commit punches them out */
+        s->cursor = round_up(hwm, page);
+        s->in_run = 1;
+        size_t chunk = WRITE_BUF / (page * sb) * page;   /* slots read at once: whole pages */
+        uint8_t *buf = xaligned_alloc(4096, chunk * sb), *rec = xmalloc(s->row_bytes);
+        for (uint64_t c0 = 0; c0 < hwm && ret == 0; c0 += chunk) {
+            uint64_t c1 = c0 + chunk < hwm ? c0 + chunk : round_up(hwm, page), want_read = 0;
+            for (uint64_t p0 = c0; p0 < c1 && !want_read; p0 += page) {
+                uint64_t live = 0;
+                for (uint64_t j = p0; j < p0 + page; j++) live += j < hwm && LIVE(j);
+                want_read = live && live < page;
+            }
+            if (!want_read) continue;
+            /* whole blocks up to the last slot in use: the file may end there */
+            size_t len = (size_t)round_up((c1 < hwm ? c1 : hwm) - c0, s->blk) * sb, got = 0;
+            while (got < len && ret == 0) {
+                ssize_t r = pread(s->fd, buf + got, len - got, (off_t)(HEADER_BYTES + c0 * sb + got));
+                if (r <= 0) {
+                    snprintf(err, errlen, "%s/table%d.slots: read failed at byte %llu: %s", t->dir, tb,
+                             (unsigned long long)(HEADER_BYTES + c0 * sb + got), r < 0 ? strerror(errno) : "truncated");
+                    ret = r < 0 ? -errno : -EBADMSG;
+                }
+                got += r > 0 ? (size_t)r : 0;
+            }
+            for (uint64_t p0 = c0; p0 < c1 && ret == 0; p0 += page) {
+                uint64_t live = 0;
+                for (uint64_t j = p0; j < p0 + page; j++) live += j < hwm && LIVE(j);
+                if (!live || live == page) continue;
+                for (uint64_t j = p0; j < p0 + page && ret == 0; j++) {
+                    if (j >= hwm || !LIVE(j)) continue;
+                    const uint8_t *img = buf + (j - c0) * sb;
+                    ret = check_slot(t, tb, img, j, ((const emb_row_head *)img)->key, err, errlen);
+                    if (ret) break;
+                    memcpy(rec, img, s->row_bytes);
+                    emb_row_head *h = (emb_row_head *)rec;
+                    h->aux = j + 1;   /* the slot it leaves, freed once the commit is durable */
+                    emb_tier_put(b, tb, rec);
+                    if (moved) moved(ctx, tb, h->key, h->aux);
+                    b->n_moved++;
+                    ++*rows;
+                }
+            }
+        }
+#undef LIVE
+        free(buf);
+        free(rec);
+        free(gone);
+    }
+    return ret;
 }
 
 static void batch_free(emb_tier_batch *b)
@@ -1571,6 +1646,9 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             snprintf(t->failmsg, sizeof t->failmsg, "%s (the commit it records is durable)", rerr);
         }
     }
+    if (ret == 0 && b->n_moved) {   /* most keys have a new entry: the old ones go now, not some day */
+        rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
+    }
     if (ret == 0) {
         pthread_mutex_lock(&t->smap_mu);   /* the map follows the index: one key's deletion wins */
         for (size_t i = 0, j; i < b->n_ie; i = j) {
@@ -1580,7 +1658,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         }
         pthread_mutex_unlock(&t->smap_mu);
         for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
-        for (int i = 0; b->n_deleted && i < t->n; i++) release_free(&t->sf[i]);
+        for (int i = 0; (b->n_deleted || b->n_moved) && i < t->n; i++) release_free(&t->sf[i]);
         for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
     } else {
         t->failed = 1;

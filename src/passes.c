@@ -45,6 +45,10 @@
 #define CATALOG_VERSION 4u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
                                 4: the positions of a pass its committed parts trained, after the origin */
 
+/* The share of a slot file's slots that may be free before the epoch's commit packs it again
+ * (emb_tier_repack): disk use stays near the live rows' slots. */
+#define REPACK_FREE 0.15
+
 /* ---- passes and the reader thread ---- */
 
 /* A pass's rows (or, streamed, a shuffle buffer's), shared by its parts. */
@@ -748,6 +752,20 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
     if (shrunk && shrink(ps, b, shrunk) < 0) {
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
+    }
+    if (shrunk) {   /* the epoch's end: slot files with much free space are packed again */
+        char err[1024];
+        uint64_t moved;
+        if (emb_tier_repack(b, REPACK_FREE, emb_cache_moved, ps->cache, &moved, err, sizeof err) < 0) {
+            fprintf(stderr, "\nctrbox: %s\n", err);
+            emb_tier_abort(b);
+            return -1;
+        }
+        if (moved && ps->log) {
+            fprintf(ps->log, "{\"kind\": \"repack\", \"pass\": %u, \"rows_moved\": %llu, \"disk_bytes\": %llu}\n", pass,
+                    (unsigned long long)moved, (unsigned long long)emb_tier_disk_bytes(ps->tier));
+            fflush(ps->log);
+        }
     }
     char *blob;
     size_t len;

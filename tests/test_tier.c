@@ -353,6 +353,32 @@ Test(tier, table_folder_of_the_previous_release_opens_and_trains)
     free(o);
 }
 
+/* The epoch's commit packs a slot file whose free slots passed 15%: the rows of partly free pages
+ * move to the end, the pages freed are punched out. After three epochs with shrink the slot file
+ * takes on disk about its live rows' slots, and the model is the one trained in memory. */
+Test(tier, slot_files_are_packed_at_the_epoch_s_end)
+{
+    make_data();
+#define SHRINK RUN " --epochs 3 --min-show 3 --decay 0.9 --shrink-threshold 0.4 --shrink-unseen 6 --admit-mb 0.25"
+    run_ok(SHRINK " --out mem%s", "");
+    run_ok(SHRINK " --out ssd --table-dir t --cache-mb %s", "1.6");
+#undef SHRINK
+    predict("mem", "p_mem.txt");
+    predict("ssd", "p_ssd.txt");
+    th_same_file("p_mem.txt", "p_ssd.txt");
+    char *o;
+    cr_assert_eq(th_run(&o, "grep -c '\"kind\": \"repack\"' ssd/log.jsonl; od -A n -t u8 -j 32 -N 8 t/table0.slots; "
+                            "stat -c %%b t/table0.slots; $B/ctrbox-table inspect t"), 0, "%s", o);
+    long repacks = 0, slot = 0, blocks = 0, rows = 0;
+    cr_assert_eq(sscanf(o, "%ld %ld %ld", &repacks, &slot, &blocks), 3, "%s", o);
+    const char *r = strstr(o, "adam (10 state floats), ");
+    cr_assert(r && sscanf(r, "adam (10 state floats), %ld rows", &rows) == 1, "%s", o);
+    cr_assert_geq(repacks, 1, "%s", o);
+    double on_disk = (double)blocks * 512, live = (double)rows * (double)slot;
+    cr_assert_leq(on_disk, live * 1.2 + 65536, "%.0f bytes on disk for %ld rows of %ld-byte slots", on_disk, rows, slot);
+    free(o);
+}
+
 /* A batch whose own rows exceed the budget is said, once; within the budget nothing is said. */
 Test(tier, pass_over_the_budget_is_said_once)
 {
