@@ -11,9 +11,17 @@
 #  2b. eviction policy: LFU against LRU on Zipf data with a smaller vocabulary (POLICY_ROWS rows,
 #     --keys 1), --cache-mb at 10% of the table, passes of POLICY_PASS_ROWS (small enough that a
 #     pass's rows fit the cache, so the policy chooses what stays): memory hit rates and samples/s.
-#  3. memory: peak RSS of tiered runs with --cache-mb MEM_CACHE_MB on two table sizes.
+#  3. memory: the process's peak RSS (/usr/bin/time) of tiered runs at --cache-mb 256 and 1024, on
+#     tables of about RSS_SMALL_ROWS and RSS_BIG_ROWS rows' worth of keys (5 GB and 20 GB on disk at
+#     the defaults), with and without --min-show 2: eight points against the bound --cache-mb + 256 MB.
+#  4. disk: after a run with shrink (2 epochs, --shrink-threshold 1), the table folder's bytes on
+#     disk (du) over its live rows' bytes (rows times the record's bytes).
+#  5. the curve: samples/s of the end-to-end run with --cache-mb at 1, 3, 10, 30 and 100% of the
+#     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
 # Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
-#      MEM_CACHE_MB (256), BENCH_DIR (build/bench). Results: $BENCH_DIR/tier.json, and printed.
+#      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
+#      PARTS ("prefetch e2e policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
+#      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PREFETCH_ROWS=${PREFETCH_ROWS:-4000000}
@@ -21,12 +29,19 @@ E2E_ROWS=${E2E_ROWS:-10000000}
 PASS_ROWS=${PASS_ROWS:-500000}
 POLICY_ROWS=${POLICY_ROWS:-1000000}
 POLICY_PASS_ROWS=${POLICY_PASS_ROWS:-5000}
-MEM_CACHE_MB=${MEM_CACHE_MB:-256}
+RSS_SMALL_ROWS=${RSS_SMALL_ROWS:-10000000}
+RSS_BIG_ROWS=${RSS_BIG_ROWS:-40000000}
+DISK_ROWS=${DISK_ROWS:-$E2E_ROWS}
+CURVE_ROWS=${CURVE_ROWS:-$E2E_ROWS}
+PARTS=${PARTS:-prefetch e2e policy rss disk curve}
 DIR=${BENCH_DIR:-build/bench}
 T="$DIR/tier"
 mkdir -p "$T"
 num() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
+want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
+json=()   # the sections' JSON members
 
+if want prefetch; then
 echo "== 1. prefetch: the tier against fio on the same file ($PREFETCH_ROWS rows)"
 rm -rf "$T/prefetch"
 bin/bench-tier build "$T/prefetch" "$PREFETCH_ROWS"
@@ -45,16 +60,16 @@ for i in 1 2 3; do
     pre=$(echo "$pre" | sed "s/]$/$( [ "$pre" = "[]" ] || echo ,){\"tier_rows_per_s\": $rps, \"tier_reads_per_s\": $iops, \"slot_map_hits\": $smap, \"cpu_cores\": $cpu, \"fio_iops\": $fio_iops, \"ratio\": $ratio}]/")
 done
 rm -rf "$T/prefetch"
+json+=("\"prefetch\": $pre")
+fi
 
-echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS"
 gen() {   # rows, seed, keys: a cbx file of generated rows (kept for later runs)
     local f="$DIR/tier-train-$1-$2-$3.tsv"
     [ -f "$f.cbx" ] || { bin/ctrbox-data gen --rows "$1" --seed "$2" --keys "$3" --out "$f" &&
                          bin/ctrbox-data convert --format criteo --in "$f" --out "$f.cbx" 2>/dev/null && rm -f "$f"; }
     echo "$f.cbx"
 }
-tr=$(gen "$E2E_ROWS" 1 1000)
-ARGS=(--model deepfm --train "$tr" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001
+ARGS=(--model deepfm --train "" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001
       --pass-rows "$PASS_ROWS" --threads 2 --quiet)
 # name, extra args...: samples/s, mean memory hit rate, peak RSS (MB: the process's, from
 # /usr/bin/time, which includes the final model save), last resident bytes, rows. The table
@@ -79,6 +94,9 @@ run() {
 }
 # the in-memory run before and after the tier's: this machine's speed drifts by 10% over minutes,
 # and the mean of the two runs around it is the fairer reference
+if want e2e; then
+echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS"
+ARGS[3]=$(gen "$E2E_ROWS" 1 1000)
 read mem_sps _ mem_rss mem_bytes mem_rows _ < <(run mem)
 echo "   in memory: $mem_sps samples/s, $mem_rows keys ($((mem_bytes / 1048576)) MB of rows), peak RSS $mem_rss MB"
 cache_mb=$((mem_bytes / 1048576 / 10))
@@ -89,7 +107,14 @@ echo "   in memory again: $mem2_sps samples/s"
 echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, ratio $ssd_ratio (to the mean of the two in-memory runs);" \
      "memory hits $ssd_hit; peak RSS $ssd_rss MB"
 echo "   of the rows read from the SSD: located by the slot map / reads per row: $ssd_smap"
+json+=("\"e2e\": {\"rows\": $E2E_ROWS, \"pass_rows\": $PASS_ROWS, \"keys\": $mem_rows, \"table_bytes\": $mem_bytes, \"cache_mb\": $cache_mb,
+         \"memory_samples_per_s\": $mem_sps, \"memory_again_samples_per_s\": $mem2_sps, \"ssd_samples_per_s\": $ssd_sps, \"ratio\": $ssd_ratio, \"ssd_hit_memory\": $ssd_hit,
+         \"ssd_slot_map_share\": ${ssd_smap%/*}, \"ssd_reads_per_row\": ${ssd_smap#*/},
+         \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
+fi
 
+if want policy; then
+ARGS0=("${ARGS[@]}")
 echo "== 2b. eviction policy on Zipf data ($POLICY_ROWS rows, --keys 1, passes of $POLICY_PASS_ROWS), --cache-mb at 10% of the table"
 ARGS[3]=$(gen "$POLICY_ROWS" 3 1)
 ARGS+=(--pass-rows "$POLICY_PASS_ROWS")
@@ -99,27 +124,74 @@ read lfu_sps lfu_hit _ _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb 
 read lru_sps lru_hit _ _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$pcache" --cache-policy lru)
 echo "   table $((pm_bytes / 1048576)) MB, --cache-mb $pcache: LFU memory hits $lfu_hit ($lfu_sps samples/s);" \
      "LRU memory hits $lru_hit ($lru_sps samples/s); in memory $pm_sps samples/s"
+json+=("\"policy\": {\"rows\": $POLICY_ROWS, \"table_bytes\": $pm_bytes, \"cache_mb\": $pcache, \"lfu_hit_memory\": $lfu_hit,
+            \"lru_hit_memory\": $lru_hit, \"lfu_samples_per_s\": $lfu_sps, \"lru_samples_per_s\": $lru_sps}")
+ARGS=("${ARGS0[@]}")
+fi
 
-echo "== 3. peak RSS with --cache-mb $MEM_CACHE_MB on two table sizes (passes of 100000)"
-ARGS+=(--pass-rows 100000)
-ARGS[3]=$(gen $((E2E_ROWS / 2)) 2 1000)
-read _ _ big_rss _ big_keys _ < <(run membig --table-dir "$T/membig.tables" --cache-mb "$MEM_CACHE_MB")
-ARGS[3]=$(gen $((E2E_ROWS / 8)) 2 1000)
-read _ _ small_rss _ small_keys _ < <(run memsmall --table-dir "$T/memsmall.tables" --cache-mb "$MEM_CACHE_MB")
-small_disk=$(cat "$T/memsmall.disk")
-big_disk=$(cat "$T/membig.disk")
-echo "   $((E2E_ROWS / 2)) rows ($((big_disk / 1048576)) MB table folder): peak RSS $big_rss MB;" \
-     "$((E2E_ROWS / 8)) rows ($((small_disk / 1048576)) MB table folder): peak RSS $small_rss MB; bound $((MEM_CACHE_MB + 512)) MB"
-cat > "$DIR/tier.json" <<EOF
-{"prefetch": $pre,
- "e2e": {"rows": $E2E_ROWS, "pass_rows": $PASS_ROWS, "keys": $mem_rows, "table_bytes": $mem_bytes, "cache_mb": $cache_mb,
-         "memory_samples_per_s": $mem_sps, "memory_again_samples_per_s": $mem2_sps, "ssd_samples_per_s": $ssd_sps, "ratio": $ssd_ratio, "ssd_hit_memory": $ssd_hit,
-         "ssd_slot_map_share": ${ssd_smap%/*}, "ssd_reads_per_row": ${ssd_smap#*/},
-         "memory_peak_rss_mb": $mem_rss, "ssd_peak_rss_mb": $ssd_rss},
- "policy": {"rows": $POLICY_ROWS, "table_bytes": $pm_bytes, "cache_mb": $pcache, "lfu_hit_memory": $lfu_hit,
-            "lru_hit_memory": $lru_hit, "lfu_samples_per_s": $lfu_sps, "lru_samples_per_s": $lru_sps},
- "rss": {"cache_mb": $MEM_CACHE_MB, "pass_rows": 100000, "big_disk_bytes": $big_disk, "big_peak_rss_mb": $big_rss,
-         "small_disk_bytes": $small_disk, "small_peak_rss_mb": $small_rss}}
-EOF
+if want rss; then
+echo "== 3. peak RSS against --cache-mb + 256 MB: two table sizes, two budgets, with and without --min-show 2"
+rss_rows=()
+for rows in "$RSS_SMALL_ROWS" "$RSS_BIG_ROWS"; do
+    ARGS=(--model deepfm --train "$(gen "$rows" 2 1000)" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096
+          --lr 0.001 --pass-rows 100000 --threads 2 --quiet)
+    for mb in 256 1024; do
+        for ms in 0 2; do
+            read _ _ rss _ keys _ < <(run "rss-$rows-$mb-$ms" --table-dir "$T/rss-$rows-$mb-$ms.tables" --cache-mb "$mb" --min-show "$ms")
+            disk=$(cat "$T/rss-$rows-$mb-$ms.disk")
+            ok=$([ "$rss" -le $((mb + 256)) ] && echo within || echo OVER)
+            echo "   $rows rows ($((disk / 1048576)) MB table folder), --cache-mb $mb, --min-show $ms: peak RSS $rss MB," \
+                 "bound $((mb + 256)) MB: $ok"
+            rss_rows+=("{\"rows\": $rows, \"disk_bytes\": $disk, \"cache_mb\": $mb, \"min_show\": $ms, \"peak_rss_mb\": $rss, \"bound_mb\": $((mb + 256))}")
+        done
+    done
+done
+json+=("\"rss\": [$(IFS=,; echo "${rss_rows[*]}")]")
+fi
+
+if want disk; then
+echo "== 4. disk bytes per live row byte after a run with shrink ($DISK_ROWS rows, 2 epochs, --shrink-threshold 1)"
+ARGS=(--model deepfm --train "$(gen "$DISK_ROWS" 1 1000)" --epochs 2 --dim 16 --hidden 400,400,400 --batch 4096
+      --lr 0.001 --pass-rows "$PASS_ROWS" --threads 2 --quiet --shrink-threshold 1)
+rm -rf "$T/disk" "$T/disk.tables"
+bin/ctrbox train "${ARGS[@]}" --out "$T/disk" --table-dir "$T/disk.tables" --cache-mb "${DISK_CACHE_MB:-512}"
+disk=$(du -s -B1 "$T/disk.tables" | cut -f1)   # allocated: the holes punched in slot files do not count
+read live_rows rec_bytes < <(bin/ctrbox-table inspect "$T/disk.tables" | sed -n 's/.* \([0-9]*\) rows of \([0-9]*\) bytes.*/\1 \2/p' | head -1)
+slots=$(du -s -B1 "$T/disk.tables"/table*.slots | awk '{ s += $1 } END { printf "%d", s }')
+index=$(du -s -B1 "$T/disk.tables/index" | cut -f1)
+live=$((live_rows * rec_bytes))
+disk_ratio=$(awk -v a="$disk" -v b="$live" 'BEGIN { printf "%.3f", a / b }')
+echo "   $live_rows live rows of $rec_bytes bytes ($((live / 1048576)) MB); on disk $((disk / 1048576)) MB (slots" \
+     "$((slots / 1048576)) MB, index $((index / 1048576)) MB): $disk_ratio bytes per live row byte"
+json+=("\"disk\": {\"rows\": $DISK_ROWS, \"live_rows\": $live_rows, \"record_bytes\": $rec_bytes, \"disk_bytes\": $disk, \"slot_bytes\": $slots, \"index_bytes\": $index, \"ratio\": $disk_ratio}")
+rm -rf "$T/disk.tables"
+fi
+
+if want curve; then
+echo "== 5. the curve: samples/s against the cache's share of the table ($CURVE_ROWS rows)"
+ARGS=(--model deepfm --train "$(gen "$CURVE_ROWS" 1 1000)" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096
+      --lr 0.001 --pass-rows "$PASS_ROWS" --threads 2 --quiet)
+read c_mem _ _ c_bytes _ _ < <(run cmem)
+pts=()
+for pct in 1 3 10 30 100; do
+    mb=$(awk -v b="$c_bytes" -v p="$pct" 'BEGIN { m = b / 1048576 * p / 100; if (p == 100) m = m * 1.5 + 300; printf "%.0f", m < 2 ? 2 : m }')
+    read sps hit _ _ _ _ < <(run "c$pct" --table-dir "$T/c$pct.tables" --cache-mb "$mb")
+    pts+=("$pct $mb $sps $hit")
+done
+read c_mem2 _ _ _ _ _ < <(run cmem)
+curve=()
+printf '   %-8s %-10s %-12s %-8s %s\n' "cache" "--cache-mb" "samples/s" "ratio" "memory hits"
+for p in "${pts[@]}"; do
+    read pct mb sps hit <<<"$p"
+    r=$(awk -v a="$sps" -v b="$c_mem" -v c="$c_mem2" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
+    printf '   %-8s %-10s %-12s %-8s %s\n' "$pct%" "$mb" "$sps" "$r" "$hit"
+    curve+=("{\"cache_pct\": $pct, \"cache_mb\": $mb, \"samples_per_s\": $sps, \"ratio\": $r, \"hit_memory\": $hit}")
+done
+echo "   in memory: $c_mem and $c_mem2 samples/s"
+json+=("\"curve\": {\"rows\": $CURVE_ROWS, \"table_bytes\": $c_bytes, \"memory_samples_per_s\": [$c_mem, $c_mem2], \"points\": [$(IFS=,; echo "${curve[*]}")]}")
+echo "{${json[-1]}}" | python3 bench/tier_curve.py docs/tier-curve.svg
+fi
+
+{ echo "{"; (IFS=$'\n'; printf '%s\n' "${json[@]}" | paste -sd, -); echo "}"; } > "$DIR/tier.json"
 rm -rf "$T"/*.tables
 echo "results in $DIR/tier.json"
