@@ -67,6 +67,7 @@ typedef struct {
     int direct;
     size_t row_bytes, slot_bytes;
     uint64_t blk;            /* slots per block: a read or write covers whole blocks of BLOCK_BYTES */
+    uint64_t repack_at;      /* the slot a repack cut short by its row limit goes on from (0: none) */
     uint64_t *bits;          /* used slots */
     uint64_t words, hwm;     /* bitmap words; slots in use or ever allocated: [0, hwm) */
     uint64_t rows;           /* keys held */
@@ -141,6 +142,7 @@ struct emb_tier_batch {
     size_t n_fr, cap_fr;
     size_t n_deleted;        /* rows deleted (their slots freed with no new copy) */
     size_t n_moved;          /* rows moved by emb_tier_repack */
+    int repack_done;         /* a repack ended in this batch: the index is compacted after it */
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
     size_t n_ie, cap_ie;
     int64_t *row_delta;      /* per table */
@@ -1460,13 +1462,13 @@ static void release_free(slot_file *s)
     }
 }
 
-int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved, void *ctx, uint64_t *rows, char *err,
-                    size_t errlen)
+int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_tier_moved_fn moved, void *ctx,
+                    uint64_t *rows, int *more, char *err, size_t errlen)
 {
     emb_tier *t = b->t;
-    int ret = 0;
+    int ret = 0, cut = 0, active = 0;
     *rows = 0;
-    for (int tb = 0; tb < t->n && ret == 0; tb++) {
+    for (int tb = 0; tb < t->n && ret == 0 && !cut; tb++) {
         slot_file *s = &t->sf[tb];
         uint64_t sb = s->slot_bytes, page = sb < 4096 ? 4096 / sb : 1, hwm = s->hwm;
         /* the slots this batch frees (shrink's deletions) count as free: their rows are gone */
@@ -1478,17 +1480,20 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved,
                 n_gone++;
             }
 #define LIVE(j) (!slot_free(s, (j)) && !(gone[(j) / 8] >> ((j) % 8) & 1))
-        if (hwm < 16 * page || (double)(s->free_slots + n_gone) <= max_free * (double)hwm) {
+        if (!s->repack_at && (hwm < 16 * page || (double)(s->free_slots + n_gone) <= max_free * (double)hwm)) {
             free(gone);
             continue;
         }
+        active = 1;
         /* the rows of partly free pages go to the end of the file, densely; their pages are then
          * free whole, and the commit punches them out */
         s->cursor = round_up(hwm, page);
         s->in_run = 1;
         size_t chunk = WRITE_BUF / (page * sb) * page;   /* slots read at once: whole pages */
         uint8_t *buf = xaligned_alloc(4096, chunk * sb), *rec = xmalloc(s->row_bytes);
-        for (uint64_t c0 = 0; c0 < hwm && ret == 0; c0 += chunk) {
+        uint64_t c0 = s->repack_at ? (s->repack_at - 1) / chunk * chunk : 0;
+        s->repack_at = 0;
+        for (; c0 < hwm && ret == 0 && !cut; c0 += chunk) {
             uint64_t c1 = c0 + chunk < hwm ? c0 + chunk : round_up(hwm, page), want_read = 0;
             for (uint64_t p0 = c0; p0 < c1 && !want_read; p0 += page) {
                 uint64_t live = 0;
@@ -1508,6 +1513,11 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved,
                 got += r > 0 ? (size_t)r : 0;
             }
             for (uint64_t p0 = c0; p0 < c1 && ret == 0; p0 += page) {
+                if (*rows >= max_rows) {   /* the rest in the next batch, from this page on */
+                    s->repack_at = p0 + 1;
+                    cut = 1;
+                    break;
+                }
                 uint64_t live = 0;
                 for (uint64_t j = p0; j < p0 + page; j++) live += j < hwm && LIVE(j);
                 if (!live || live == page) continue;
@@ -1531,6 +1541,8 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved,
         free(rec);
         free(gone);
     }
+    *more = cut;
+    if (ret == 0 && active && !cut) b->repack_done = 1;
     return ret;
 }
 
@@ -1646,7 +1658,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             snprintf(t->failmsg, sizeof t->failmsg, "%s (the commit it records is durable)", rerr);
         }
     }
-    if (ret == 0 && b->n_moved) {   /* most keys have a new entry: the old ones go now, not some day */
+    if (ret == 0 && b->repack_done) {   /* most keys have a new entry: the old ones go now, not some day */
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }
     if (ret == 0) {

@@ -108,12 +108,15 @@ void emb_tier_reserve(emb_tier_batch *b, size_t puts);
 /* repack: when the free slots of a table (this batch's deletions counted) are over max_free of its
  * file, the rows of its partly free 4 KB pages are moved to the file's end, densely (puts of this
  * batch: no other put of theirs may be in it), so that the commit frees those pages whole and gives
- * them back to the file system, and RocksDB compacts the index. moved(ctx, tb, key, slot1) (may be
- * NULL) says each move: a copy of the row in memory must take the new slot + 1 as its aux. *rows:
- * the rows moved. 0, or <0 with err (a corrupt slot, a read error). */
+ * them back to the file system. At most max_rows rows move in one batch (each costs the batch about
+ * 50 bytes until its commit): *more says the repack stopped there, and the next batch's repack goes
+ * on from that page, whatever the free share. Once a repack ends, its commit has RocksDB compact
+ * the index. moved(ctx, tb, key, slot1) (may be NULL) says each move: a copy of the row in memory
+ * must take the new slot + 1 as its aux. *rows: the rows moved. 0, or <0 with err (a corrupt slot,
+ * a read error). */
 typedef void (*emb_tier_moved_fn)(void *ctx, int tb, uint64_t key, uint64_t slot1);
-int emb_tier_repack(emb_tier_batch *b, double max_free, emb_tier_moved_fn moved, void *ctx, uint64_t *rows, char *err,
-                    size_t errlen);
+int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_tier_moved_fn moved, void *ctx,
+                    uint64_t *rows, int *more, char *err, size_t errlen);
 /* put returns the bytes of the slot written (the row, its checksum and padding). */
 size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);

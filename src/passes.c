@@ -357,6 +357,7 @@ struct passes {
     uint64_t rows_in_pass;    /* and positions of the next one (its parts committed so far) */
     uint64_t resume_rows;     /* the committed rows_in_pass a resume starts the epoch after */
     uint64_t part_cap;        /* bytes of rows a part's keys may take (UINT64_MAX: in memory) */
+    uint64_t repack_rows;     /* rows one commit of a repack moves at most */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
     uint64_t origin[2];       /* a warm start's: the table folder id and commit count it began from (0, 0: none) */
@@ -726,6 +727,24 @@ static int writer_wait(passes *ps)
     return err ? -1 : 0;
 }
 
+/* Hand batch b, with the catalog, to the writer thread. */
+static void hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
+{
+    char *blob;
+    size_t len;
+    if (catalog_make(ps, &blob, &len) < 0) die("cannot serialise the catalog");
+    writer *w = &ps->wr;
+    pthread_mutex_lock(&w->mu);
+    w->b = b;
+    w->blob = blob;
+    w->len = len;
+    w->pass = pass;
+    w->seq++;
+    w->busy = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* Commit: the rows of keys (a part's, per table; NULL: none) the pass changed, with the catalog and
  * (shrunk not NULL) the epoch's shrink; sync: wait until it is durable. 0 or -1. */
 static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
@@ -753,34 +772,30 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
     }
-    if (shrunk) {   /* the epoch's end: slot files with much free space are packed again */
+    /* the epoch's end: slot files with much free space are packed again, in commits of at most
+     * repack_rows moved rows (the first is this one) */
+    uint64_t moved = 0;
+    for (int more = shrunk != NULL; ; ) {
+        uint64_t n = 0;
         char err[1024];
-        uint64_t moved;
-        if (emb_tier_repack(b, REPACK_FREE, emb_cache_moved, ps->cache, &moved, err, sizeof err) < 0) {
+        if (more && emb_tier_repack(b, REPACK_FREE, ps->repack_rows, emb_cache_moved, ps->cache, &n, &more, err,
+                                    sizeof err) < 0) {
             fprintf(stderr, "\nctrbox: %s\n", err);
             emb_tier_abort(b);
             return -1;
         }
-        if (moved && ps->log) {
-            fprintf(ps->log, "{\"kind\": \"repack\", \"pass\": %u, \"rows_moved\": %llu, \"disk_bytes\": %llu}\n", pass,
-                    (unsigned long long)moved, (unsigned long long)emb_tier_disk_bytes(ps->tier));
-            fflush(ps->log);
-        }
+        moved += n;
+        hand_over(ps, b, pass);
+        if (!more) break;
+        if (writer_wait(ps) < 0) return -1;
+        b = emb_tier_begin(ps->tier);
     }
-    char *blob;
-    size_t len;
-    if (catalog_make(ps, &blob, &len) < 0) die("cannot serialise the catalog");
     ps->commit_s += now_sec() - t0;
-    writer *w = &ps->wr;
-    pthread_mutex_lock(&w->mu);
-    w->b = b;
-    w->blob = blob;
-    w->len = len;
-    w->pass = pass;
-    w->seq++;
-    w->busy = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    if (moved && ps->log) {
+        fprintf(ps->log, "{\"kind\": \"repack\", \"pass\": %u, \"rows_moved\": %llu, \"disk_bytes\": %llu}\n", pass,
+                (unsigned long long)moved, (unsigned long long)emb_tier_disk_bytes(ps->tier));
+        fflush(ps->log);
+    }
     return sync ? writer_wait(ps) : 0;
 }
 
@@ -927,6 +942,11 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     ps->cache = cache_of(m, schema->n_fields, table_dir ? budget : UINT64_MAX, o->cache_lfu);
     /* a part's keys take at most half the rows' budget: the next part's stay pinned beside them */
     ps->part_cap = table_dir ? budget / 2 : UINT64_MAX;
+    /* a moved row holds about 50 bytes of the commit (its index entry, its old slot) until it is
+     * durable: a repack's commit takes an eighth of the budget at most, or 64K rows */
+    ps->repack_rows = budget / 8 / 50 > 65536 ? budget / 8 / 50 : 65536;
+    const char *rr = getenv("CTRBOX_REPACK_ROWS");   /* tests: repacks of many commits on small tables */
+    if (rr && atoll(rr) > 0) ps->repack_rows = (uint64_t)atoll(rr);
     ps->settings = settings_fingerprint(o);
     *start_epoch = 1;
     *skip = 0;

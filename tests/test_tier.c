@@ -308,6 +308,9 @@ Test(tier, table_folder_without_pass_rows_trains_as_streamed)
  * not, and the peak is over the bound. */
 Test(tier, long_tail_with_admission_stays_within_the_budget)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("AddressSanitizer's shadow memory and quarantine are in the peak: the bound is checked in plain builds");
+#endif
     cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 300000 --seed 3 --keys 300 --out tail.tsv && "
                               "$B/ctrbox-data gen --rows 300000 --seed 3 --keys 0.01 --out few.tsv"), 0);
 #define TAIL "$B/ctrbox train --model deepfm --format criteo --epochs 1 --dim 4 --hidden 16,16 --batch 1024 " \
@@ -361,22 +364,29 @@ Test(tier, slot_files_are_packed_at_the_epoch_s_end)
     make_data();
 #define SHRINK RUN " --epochs 3 --min-show 3 --decay 0.9 --shrink-threshold 0.4 --shrink-unseen 6 --admit-mb 0.25"
     run_ok(SHRINK " --out mem%s", "");
-    run_ok(SHRINK " --out ssd --table-dir t --cache-mb %s", "1.6");
-#undef SHRINK
     predict("mem", "p_mem.txt");
-    predict("ssd", "p_ssd.txt");
-    th_same_file("p_mem.txt", "p_ssd.txt");
-    char *o;
-    cr_assert_eq(th_run(&o, "grep -c '\"kind\": \"repack\"' ssd/log.jsonl; od -A n -t u8 -j 32 -N 8 t/table0.slots; "
-                            "stat -c %%b t/table0.slots; $B/ctrbox-table inspect t"), 0, "%s", o);
-    long repacks = 0, slot = 0, blocks = 0, rows = 0;
-    cr_assert_eq(sscanf(o, "%ld %ld %ld", &repacks, &slot, &blocks), 3, "%s", o);
-    const char *r = strstr(o, "adam (10 state floats), ");
-    cr_assert(r && sscanf(r, "adam (10 state floats), %ld rows", &rows) == 1, "%s", o);
-    cr_assert_geq(repacks, 1, "%s", o);
-    double on_disk = (double)blocks * 512, live = (double)rows * (double)slot;
-    cr_assert_leq(on_disk, live * 1.2 + 65536, "%.0f bytes on disk for %ld rows of %ld-byte slots", on_disk, rows, slot);
-    free(o);
+    /* a repack in one commit, and in commits of 500 moved rows (a table of millions of rows moves
+     * its rows in commits of 65,536 or more) */
+    const char *env[] = { "", "CTRBOX_REPACK_ROWS=500" };
+    for (int i = 0; i < 2; i++) {
+        char *o;
+        cr_assert_eq(th_run(&o, "rm -rf ssd t && %s " SHRINK " --out ssd --table-dir t --cache-mb 1.6", env[i]), 0, "%s", o);
+        free(o);
+        predict("ssd", "p_ssd.txt");
+        th_same_file("p_mem.txt", "p_ssd.txt");
+        cr_assert_eq(th_run(&o, "grep -c '\"kind\": \"repack\"' ssd/log.jsonl; od -A n -t u8 -j 32 -N 8 t/table0.slots; "
+                                "stat -c %%b t/table0.slots; $B/ctrbox-table inspect t"), 0, "%s", o);
+        long repacks = 0, slot = 0, blocks = 0, rows = 0;
+        cr_assert_eq(sscanf(o, "%ld %ld %ld", &repacks, &slot, &blocks), 3, "%s", o);
+        const char *r = strstr(o, "adam (10 state floats), ");
+        cr_assert(r && sscanf(r, "adam (10 state floats), %ld rows", &rows) == 1, "%s", o);
+        cr_assert_geq(repacks, 1, "%s", o);
+        double on_disk = (double)blocks * 512, live = (double)rows * (double)slot;
+        cr_assert_leq(on_disk, live * 1.2 + 65536, "%s: %.0f bytes on disk for %ld rows of %ld-byte slots", env[i], on_disk,
+                      rows, slot);
+        free(o);
+    }
+#undef SHRINK
 }
 
 /* A batch whose own rows exceed the budget is said, once; within the budget nothing is said. */
