@@ -262,43 +262,45 @@ uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t 
     return emb_table_touch_found(t, key, emb_table_find(t, key), field, shows, clicks, pass);
 }
 
+/* Count shows and clicks of a key waiting for admission, in the sketch or exactly: whether they
+ * admit it, and then its counts gathered so far (these included), which its row starts with. */
+static int pending_count(emb_table *t, uint64_t key, uint32_t shows, uint32_t clicks, float *show, float *click)
+{
+    if (t->sk) {
+        uint64_t s, c;
+        int admit = sketch_count(t, key, shows, clicks, &s, &c);
+        *show = (float)s;
+        *click = (float)c;
+        return admit;
+    }
+    pending *p = pend_find(t, key);
+    if (!p) p = pend_add(t, key);
+    if (p->show == ADMITTED) p->show = 0, p->click = 0;   /* its row was deleted (shrink): it starts over */
+    p->show += (float)shows;
+    p->click += (float)clicks;
+    if (p->show < (float)t->c.min_show) return 0;
+    *show = p->show;
+    *click = p->click;
+    p->show = ADMITTED;
+    p->click = 0;
+    return 1;
+}
+
 uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t field, uint32_t shows,
                                uint32_t clicks, uint32_t pass)
 {
-    if (r < 0 && t->c.min_show > 1 && t->sk) {
-        uint64_t show, click;
-        if (!sketch_count(t, key, shows, clicks, &show, &click)) {
+    if (r < 0 && t->c.min_show > 1) {
+        float show, click;
+        if (!pending_count(t, key, shows, clicks, &show, &click)) {   /* it trains its field's default row */
             uint32_t d = emb_table_get(t, emb_table_default_key(field));
             emb_row_count(&t->c, emb_table_head(t, d), (float)shows, (float)clicks, pass);
             return d;
         }
         uint32_t row = emb_table_get(t, key);   /* admitted, with the counts gathered so far */
         emb_row_head *h = emb_table_head(t, row);
-        h->show = (float)show;
-        h->click = (float)click;
-        h->last_pass = pass;
-        return row;
-    }
-    if (r < 0 && t->c.min_show > 1) {
-        pending *p = pend_find(t, key);
-        if (!p) p = pend_add(t, key);
-        if (p->show == ADMITTED) p->show = 0, p->click = 0;   /* its row was deleted (shrink): it starts over */
-        p->show += (float)shows;
-        p->click += (float)clicks;
-        if (p->show < (float)t->c.min_show) {
-            uint32_t d = emb_table_get(t, emb_table_default_key(field));
-            emb_row_count(&t->c, emb_table_head(t, d), (float)shows, (float)clicks, pass);
-            return d;
-        }
-        /* admitted: the row starts with the counters gathered so far (these shows included) */
-        float show = p->show, clk = p->click;
-        uint32_t row = emb_table_get(t, key);
-        emb_row_head *h = emb_table_head(t, row);
         h->show = show;
-        h->click = clk;
+        h->click = click;
         h->last_pass = pass;
-        p->show = ADMITTED;
-        p->click = 0;
         return row;
     }
     uint32_t row = r >= 0 ? (uint32_t)r : emb_table_insert(t, key);

@@ -1462,6 +1462,14 @@ static void release_free(slot_file *s)
     }
 }
 
+/* Rows in use in slots [p0, p0 + page) below hwm, those in `gone` (freed by the batch) not counted. */
+static uint64_t page_live(const slot_file *s, const uint8_t *gone, uint64_t p0, uint64_t page, uint64_t hwm)
+{
+    uint64_t live = 0;
+    for (uint64_t j = p0; j < p0 + page && j < hwm; j++) live += !slot_free(s, j) && !(gone[j / 8] >> (j % 8) & 1);
+    return live;
+}
+
 int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_tier_moved_fn moved, void *ctx,
                     uint64_t *rows, int *more, char *err, size_t errlen)
 {
@@ -1479,7 +1487,6 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
                 gone[(b->fr[i].slot1 - 1) / 8] |= (uint8_t)(1u << ((b->fr[i].slot1 - 1) % 8));
                 n_gone++;
             }
-#define LIVE(j) (!slot_free(s, (j)) && !(gone[(j) / 8] >> ((j) % 8) & 1))
         if (!s->repack_at && (hwm < 16 * page || (double)(s->free_slots + n_gone) <= max_free * (double)hwm)) {
             free(gone);
             continue;
@@ -1496,8 +1503,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
         for (; c0 < hwm && ret == 0 && !cut; c0 += chunk) {
             uint64_t c1 = c0 + chunk < hwm ? c0 + chunk : round_up(hwm, page), want_read = 0;
             for (uint64_t p0 = c0; p0 < c1 && !want_read; p0 += page) {
-                uint64_t live = 0;
-                for (uint64_t j = p0; j < p0 + page; j++) live += j < hwm && LIVE(j);
+                uint64_t live = page_live(s, gone, p0, page, hwm);
                 want_read = live && live < page;
             }
             if (!want_read) continue;
@@ -1518,11 +1524,10 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
                     cut = 1;
                     break;
                 }
-                uint64_t live = 0;
-                for (uint64_t j = p0; j < p0 + page; j++) live += j < hwm && LIVE(j);
+                uint64_t live = page_live(s, gone, p0, page, hwm);
                 if (!live || live == page) continue;
                 for (uint64_t j = p0; j < p0 + page && ret == 0; j++) {
-                    if (j >= hwm || !LIVE(j)) continue;
+                    if (!page_live(s, gone, j, 1, hwm)) continue;
                     const uint8_t *img = buf + (j - c0) * sb;
                     ret = check_slot(t, tb, img, j, ((const emb_row_head *)img)->key, err, errlen);
                     if (ret) break;
@@ -1536,7 +1541,6 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
                 }
             }
         }
-#undef LIVE
         free(buf);
         free(rec);
         free(gone);
