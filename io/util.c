@@ -295,17 +295,23 @@ bad:
 
 void blas_select_core(char **argv)
 {
-    if (getenv("OPENBLAS_CORETYPE")) return;
-    const char *core = NULL;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        core = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        core = "Haswell";
-    if (!core) return;
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    execv("/proc/self/exe", argv);   /* on failure, go on with the library's own choice */
+    int set = 0;
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        const char *core = NULL;
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+            core = "SkylakeX";
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            core = "Haswell";
+        if (core) set += setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+    }
+    /* idle workers sleep after about 2^16 cycles (OpenBLAS) or 20000 spins (libgomp) instead of
+     * 2^28 cycles and 300000 spins: between layers they still spin, and the tier's fetch, writer
+     * and compaction threads get the cores while the trainer commits */
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) set += setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) == 0;
+    if (!getenv("GOMP_SPINCOUNT") && !getenv("OMP_WAIT_POLICY")) set += setenv("GOMP_SPINCOUNT", "20000", 1) == 0;
+    if (set) execv("/proc/self/exe", argv);   /* on failure, go on with the libraries' own choices */
 }
 
 static uint64_t du_sum;

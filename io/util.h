@@ -84,8 +84,10 @@ int folder_lock(const char *dir, const char *name, int shared);
 
 /* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3
  * (Prescott) kernels, 5x slower than its AVX-512 ones. If OPENBLAS_CORETYPE is unset, pick the
- * kernel family the CPU supports and re-execute the program with it set (the library reads it
- * when loaded). A value the user set is kept. Call first thing in main. */
+ * kernel family the CPU supports; if OPENBLAS_THREAD_TIMEOUT and GOMP_SPINCOUNT (or
+ * OMP_WAIT_POLICY) are unset, shorten how long idle BLAS and OpenMP workers spin; then
+ * re-execute the program with them set (the libraries read them when loaded). Values the user
+ * set are kept. Call first thing in main. */
 void blas_select_core(char **argv);
 
 /* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
