@@ -7,6 +7,10 @@ BIN     ?= bin
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g -fopenmp -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers -pthread
 SAN     ?=
+# SIMD=avx2: no AVX-512 variants of the element-wise kernels (dense/layers.c), to measure on an
+# AVX-512 machine what an AVX2-only CPU runs (bench/bench_train.sh ISA=avx2)
+SIMD    ?=
+DEFS     = $(if $(filter avx2,$(SIMD)),-DCTRBOX_NO_AVX512)
 LDLIBS   = -fopenmp -lrocksdb -lstdc++ -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
 
 # The CUDA backend: a shared object opened at run time (dense/device.c), built whenever nvcc is
@@ -33,7 +37,7 @@ deps:
 
 $(BUILD)/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -I$(BUILD) -c $< -o $@
+	$(CC) $(CFLAGS) $(SAN) $(DEFS) -I$(BUILD) -c $< -o $@
 
 # --version names the commit built (git describe; "unknown" outside a git checkout). The header is
 # rewritten only when that changes, so a build after a commit recompiles src/cli.c alone.
@@ -145,4 +149,4 @@ fuzz:
 	@bash tests/fuzz/run.sh $(FUZZ_TIME)
 
 clean:
-	rm -rf build build-asan build-fuzz bin bin-asan
+	rm -rf build build-asan build-avx2 build-fuzz bin bin-asan bin-avx2

@@ -3,7 +3,9 @@
 # generated data, models, sizes, batch and optimizer (Adam 1e-3, one epoch in file order), plus
 # the MLP's GFLOP/s against cblas_sgemm on the same shapes. Both sides use the same OpenBLAS
 # kernel family (OPENBLAS_CORETYPE, as ctrbox picks it). Env: ROWS (1000000), TEST_ROWS (100000),
-# MODELS ("lr fm deepfm"), BENCH_DIR (build/bench).
+# MODELS ("lr fm deepfm"), BENCH_DIR (build/bench), ISA (the machine's; avx2: both sides as on an
+# AVX2-only CPU: ctrbox built with `make SIMD=avx2` into bin-avx2/, OpenBLAS's Haswell kernels,
+# PyTorch's ATEN_CPU_CAPABILITY=avx2 and oneDNN's DNNL_MAX_CPU_ISA=AVX2; results in train-avx2.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${ROWS:-1000000}
@@ -17,18 +19,25 @@ tr="$DIR/train-$ROWS.tsv"; te="$DIR/test-$ROWS.tsv"
 [ -f "$te" ] || bin/ctrbox-data gen --rows "$TEST_ROWS" --seed 1 --offset "$ROWS" --out "$te" --truth "$te.truth"
 [ -f "$tr.cbx" ] || bin/ctrbox-data convert --format criteo --in "$tr" --out "$tr.cbx" 2>/dev/null
 if grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; elif grep -q avx2 /proc/cpuinfo; then core=Haswell; else core=; fi
+B=bin; tag=
+if [ "${ISA:-}" = avx2 ]; then
+    grep -q avx2 /proc/cpuinfo || { echo "ISA=avx2: this CPU has no AVX2" >&2; exit 1; }
+    make --no-print-directory SIMD=avx2 BUILD=build-avx2 BIN=bin-avx2 CUDA=0 bin-avx2/ctrbox bin-avx2/bench-train >/dev/null
+    B=bin-avx2; tag=-avx2; core=Haswell
+    export ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+fi
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core}
 
-auc() { bin/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['auc'])"; }
+auc() { $B/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['auc'])"; }
 oracle=$(auc "$te.truth")
 # what each side runs on: the CPU, ctrbox's OpenBLAS core and element-wise kernels, PyTorch's
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-c_kernels=$(bin/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')
+c_kernels=$($B/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')
 blas=$(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || true)   # Debian's torch links libblas.so.3
 case "$blas" in *openblas*) t_blas="OpenBLAS (core $OPENBLAS_CORETYPE) as libblas.so.3" ;; *) t_blas="libblas.so.3: ${blas:-unknown}" ;; esac
 t_kernels=$($PY -c "import torch; c = torch.__config__.show(); print('element-wise kernels ' + c.split('CPU capability usage: ')[1].split()[0].lower())" 2>/dev/null || echo "element-wise kernels unknown")
 t_kernels="$t_blas, $t_kernels"
-mlp=$(bin/bench-train mlp 4096 $((26 * 16 + 13)) 400,400,400,1)
+mlp=$($B/bench-train mlp 4096 $((26 * 16 + 13)) 400,400,400,1)
 results="[]"
 # Short runs are timed several times on each side (REPEAT, default 3; DeepFM's REPEAT_DEEPFM,
 # default 1) and the median run counts: one run of LR is about a second here, where the machine's
@@ -41,13 +50,13 @@ for m in $MODELS; do
     runs=()
     for _ in $(seq "$n"); do
         rm -rf "$out"
-        bin/ctrbox train --model "$m" --train "$tr.cbx" --out "$out" --epochs 1 --batch 4096 --dim 16 \
+        "$B/ctrbox" train --model "$m" --train "$tr.cbx" --out "$out" --epochs 1 --batch 4096 --dim 16 \
             --hidden 400,400,400 --lr 0.001 --shuffle-rows 0 --threads 2 --quiet
         runs+=("$($PY -c "import json; print(json.loads(open('$out/log.jsonl').read().splitlines()[-1])['train_samples_per_s'])")")
     done
     c_sps=$(median "${runs[@]}")
     c_runs=$(IFS=,; echo "${runs[*]}")
-    bin/ctrbox eval --model "$out" --data "$te" --format criteo --pred-out "$out/test.pred" >/dev/null
+    $B/ctrbox eval --model "$out" --data "$te" --format criteo --pred-out "$out/test.pred" >/dev/null
     c_auc=$(auc "$out/test.pred")
     p_json=$($PY bench/peer_torch.py --model "$m" --train "$tr" --test "$te" --pred-out "$DIR/torch-$m.pred" \
         --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001 --threads 2 --repeat "$n")
@@ -56,7 +65,7 @@ for m in $MODELS; do
     p_auc=$(auc "$DIR/torch-$m.pred")
     results=$($PY -c "import json; r=json.loads('$results'); r.append({'model':'$m','ctrbox_samples_per_s':$c_sps,'torch_samples_per_s':$p_sps,'ctrbox_runs':[$c_runs],'torch_runs':[$p_runs],'ctrbox_test_auc':$c_auc,'torch_test_auc':$p_auc}); print(json.dumps(r))")
 done
-$PY - "$DIR/train.json" <<PY
+$PY - "$DIR/train$tag.json" <<PY
 import json, sys
 r = {"rows": $ROWS, "test_rows": $TEST_ROWS, "oracle_test_auc": $oracle, "openblas_coretype": "$OPENBLAS_CORETYPE",
      "cpu": "$cpu", "ctrbox_kernels": "$c_kernels", "torch_kernels": "$t_kernels",

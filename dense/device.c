@@ -102,7 +102,11 @@ static void load(void)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *core = getenv("OPENBLAS_CORETYPE");
     __builtin_cpu_init();   /* the variant dense/layers.c's target_clones resolve to */
+#ifdef CTRBOX_NO_AVX512
+    const char *simd = __builtin_cpu_supports("avx2") ? "avx2 (a build without avx512f)" : "sse2";
+#else
     const char *simd = __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "avx2" : "sse2";
+#endif
     snprintf(describe, sizeof describe, "cpu: %ld cores, OpenBLAS (core %s), element-wise kernels %s\n%s%s", cores,
              core && *core ? core : "the library's choice", simd, gpu ? "" : "gpu: ", gpu_desc);
 }

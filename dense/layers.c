@@ -11,8 +11,14 @@
 #include "../io/util.h"
 
 /* The element-wise kernels are memory- and ALU-bound loops: compile them for the vector units the
- * CPU has (AVX-512, AVX2, or the SSE2 baseline), chosen once at load time. */
+ * CPU has (AVX-512, AVX2, or the SSE2 baseline), chosen once at load time. A build with
+ * CTRBOX_NO_AVX512 (make SIMD=avx2) has no AVX-512 variant: how an AVX2-only CPU runs, measured on
+ * an AVX-512 one (bench/bench_train.sh ISA=avx2). */
+#ifdef CTRBOX_NO_AVX512
+#define VECTORIZED __attribute__((target_clones("avx2", "default"), optimize("O3")))
+#else
 #define VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+#endif
 
 void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
 {
