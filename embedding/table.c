@@ -403,9 +403,12 @@ static int put_pending(const emb_table *t, FILE *f, XXH64_state_t *st, int sorte
  * table section writes them in key order, so that a model file's bytes do not depend on the map's
  * history (a table loaded and trained on saves what one never saved would); the commit's blob,
  * written each pass, keeps the map's order. */
-static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted)
+static int put_dead(const emb_table *t, FILE *f, XXH64_state_t *st);
+
+static int put_pending_and_sum(const emb_table *t, FILE *f, XXH64_state_t *st, int sorted, int with_dead)
 {
     int ok = put_pending(t, f, st, sorted) == 0;
+    ok = ok && (!with_dead || put_dead(t, f, st) == 0);
     /* the admission sketch: u64 cells a row (0: none), u64 bytes a cell, then its rows of cells */
     uint64_t w[2] = { t->sk ? t->sk_w : 0, t->sk ? t->sk_cb : 0 };
     XXH64_update(st, w, sizeof w);
@@ -446,10 +449,15 @@ static int put_pending(const emb_table *t, FILE *f, XXH64_state_t *st, int sorte
         ok = ok && fwrite(all, sizeof *all, n, f) == n;
         free(all);
     }
-    /* the deletion record, in key order: u64 from-pass, u64 count, (key, pass) pairs */
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+/* the deletion record, in key order: u64 from-pass, u64 count, (key, pass) pairs */
+static int put_dead(const emb_table *t, FILE *f, XXH64_state_t *st)
+{
     uint64_t dh[2] = { t->dead_from, t->dead.n };
     XXH64_update(st, dh, sizeof dh);
-    ok = ok && fwrite(dh, sizeof dh, 1, f) == 1;
+    int ok = fwrite(dh, sizeof dh, 1, f) == 1;
     key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
     size_t nd = 0;
     for (size_t i = 0; i < t->dead.cap; i++)
@@ -486,11 +494,13 @@ static void sketch_put(emb_table *t, uint64_t key, float show, float click)
     sketch_raise(t, cell, (uint64_t)show, (uint64_t)click);
 }
 
-/* level: 0 the pending keys alone (the oldest files), 1 and the deletion record, 2 and the sketch. */
-static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int level, const char *what, char *err,
-                               size_t errlen)
+static int get_dead(emb_table *t, FILE *f, XXH64_state_t *st, const char *what, char *err, size_t errlen);
+
+/* The pending keys, then the deletion record (with_dead) and the sketch (with_sketch), then the
+ * checksum: the table section and a commit's blob of each version. */
+static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int with_dead, int with_sketch,
+                               const char *what, char *err, size_t errlen)
 {
-    int with_dead = level >= 1;
     uint64_t np = 0;
     int ret = 0;
     if (fread(&np, sizeof np, 1, f) != 1) {
@@ -521,34 +531,13 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int lev
         q->show = p.show;
         q->click = p.click;
     }
-    uint64_t dh[2] = { UINT32_MAX, 0 };   /* an older file: no deletions known */
-    if (!ret && with_dead && fread(dh, sizeof dh, 1, f) != 1) {
-        snprintf(err, errlen, "%s: truncated before the deleted keys", what);
-        ret = -EBADMSG;
-    }
-    if (!ret && with_dead) XXH64_update(st, dh, sizeof dh);
-    if (!ret && dh[0] > UINT32_MAX) {
-        snprintf(err, errlen, "%s: bad deletion record", what);
-        ret = -EBADMSG;
-    }
-    t->dead_from = (uint32_t)dh[0];
-    for (uint64_t i = 0; !ret && i < dh[1]; i++) {
-        key_slot d;
-        if (fread(&d, sizeof d, 1, f) != 1 || d.val > UINT32_MAX) {
-            snprintf(err, errlen, "%s: truncated or bad at deleted key %llu of %llu", what, (unsigned long long)i,
-                     (unsigned long long)dh[1]);
-            ret = -EBADMSG;
-            break;
-        }
-        XXH64_update(st, &d, sizeof d);
-        dead_put(t, d.key, d.val + 1);
-    }
+    if (!ret && with_dead) ret = get_dead(t, f, st, what, err, errlen);
     uint64_t w[2] = { 0, 0 };
-    if (!ret && level >= 2 && fread(w, sizeof w, 1, f) != 1) {
+    if (!ret && with_sketch && fread(w, sizeof w, 1, f) != 1) {
         snprintf(err, errlen, "%s: truncated before the admission sketch", what);
         ret = -EBADMSG;
     }
-    if (!ret && level >= 2) XXH64_update(st, w, sizeof w);
+    if (!ret && with_sketch) XXH64_update(st, w, sizeof w);
     if (!ret && w[0] && (w[0] != (t->sk ? t->sk_w : 0) || w[1] != t->sk_cb)) {
         snprintf(err, errlen, "%s: its admission sketch has %llu cells of %llu bits a row, this model's %llu of %u (another "
                  "--admit-mb, or --min-show past 15 or 255)", what, (unsigned long long)w[0], (unsigned long long)w[1] * 8,
@@ -573,8 +562,126 @@ static int get_pending_and_sum(emb_table *t, FILE *f, XXH64_state_t *st, int lev
     return ret;
 }
 
-#define PENDING_MAGIC "CTRBXPN3"   /* with the deletion record and the sketch; "CTRBXPN2" (no sketch) and
-                                      "CTRBXPND" (neither) still read */
+/* The deletion record into t (replacing what it held); a file of an older build has none: its
+ * deletions are not known (dead_from UINT32_MAX), and the caller says from when they are. */
+static int get_dead(emb_table *t, FILE *f, XXH64_state_t *st, const char *what, char *err, size_t errlen)
+{
+    uint64_t dh[2];
+    if (fread(dh, sizeof dh, 1, f) != 1) {
+        snprintf(err, errlen, "%s: truncated before the deleted keys", what);
+        return -EBADMSG;
+    }
+    XXH64_update(st, dh, sizeof dh);
+    if (dh[0] > UINT32_MAX) {
+        snprintf(err, errlen, "%s: bad deletion record", what);
+        return -EBADMSG;
+    }
+    key_map_free(&t->dead);
+    memset(&t->dead, 0, sizeof t->dead);
+    t->dead_from = (uint32_t)dh[0];
+    for (uint64_t i = 0; i < dh[1]; i++) {
+        key_slot d;
+        if (fread(&d, sizeof d, 1, f) != 1 || d.val > UINT32_MAX) {
+            snprintf(err, errlen, "%s: truncated or bad at deleted key %llu of %llu", what, (unsigned long long)i,
+                     (unsigned long long)dh[1]);
+            return -EBADMSG;
+        }
+        XXH64_update(st, &d, sizeof d);
+        dead_put(t, d.key, d.val + 1);
+    }
+    return 0;
+}
+
+#define DEAD_MAGIC "CTRBXDEL"
+#define DEAD_VERSION 1u
+
+/* The record alone: magic, u32 version, u64 from-pass, u64 count, the keys in increasing order as
+ * differences from the one before (the first from 0), their passes, a checksum of all after the
+ * magic. Differences and passes in columns leave mostly zero bytes: the tier compresses it. */
+int emb_table_save_deleted(const emb_table *t, void *file)
+{
+    FILE *f = file;
+    uint32_t v = DEAD_VERSION;
+    uint64_t dh[2] = { t->dead_from, t->dead.n };
+    key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
+    size_t nd = 0;
+    for (size_t i = 0; i < t->dead.cap; i++)
+        if (t->dead.s[i].val) dk[nd++] = (key_slot){ t->dead.s[i].key, t->dead.s[i].val - 1 };
+    qsort(dk, nd, sizeof *dk, cmp_pending);
+    uint64_t *col = xmalloc((nd ? nd : 1) * sizeof *col);
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &v, sizeof v);
+    XXH64_update(st, dh, sizeof dh);
+    int ok = fwrite(DEAD_MAGIC, 1, 8, f) == 8 && fwrite(&v, sizeof v, 1, f) == 1 && fwrite(dh, sizeof dh, 1, f) == 1;
+    for (int c = 0; c < 2; c++) {
+        for (size_t i = 0; i < nd; i++) col[i] = c ? dk[i].val : dk[i].key - (i ? dk[i - 1].key : 0);
+        XXH64_update(st, col, nd * sizeof *col);
+        ok = ok && fwrite(col, sizeof *col, nd, f) == nd;
+    }
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    free(col);
+    free(dk);
+    ok = ok && fwrite(&h, 8, 1, f) == 1;
+    return ok ? 0 : -(errno ? errno : EIO);
+}
+
+int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    char magic[8];
+    uint32_t v;
+    uint64_t dh[2];
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, DEAD_MAGIC, 8) != 0 || fread(&v, sizeof v, 1, f) != 1) {
+        snprintf(err, errlen, "deletion record: bad magic or truncated");
+        return -EBADMSG;
+    }
+    if (v != DEAD_VERSION) {
+        snprintf(err, errlen, "deletion record: version %u, this build reads %u", v, DEAD_VERSION);
+        return -EBADMSG;
+    }
+    if (fread(dh, sizeof dh, 1, f) != 1 || dh[0] > UINT32_MAX || dh[1] > ((uint64_t)1 << 40)) {
+        snprintf(err, errlen, "deletion record: truncated or bad head");
+        return -EBADMSG;
+    }
+    size_t nd = (size_t)dh[1];
+    uint64_t *col = xmalloc((nd ? nd : 1) * 2 * sizeof *col);
+    int ret = fread(col, sizeof *col, 2 * nd, f) == 2 * nd ? 0 : -EBADMSG;
+    if (ret) snprintf(err, errlen, "deletion record: truncated (%zu keys)", nd);
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &v, sizeof v);
+    XXH64_update(st, dh, sizeof dh);
+    XXH64_update(st, col, 2 * nd * sizeof *col);
+    uint64_t want = XXH64_digest(st), got;
+    XXH64_freeState(st);
+    if (!ret && (fread(&got, 8, 1, f) != 1 || got != want)) {
+        snprintf(err, errlen, "deletion record: checksum mismatch");
+        ret = -EBADMSG;
+    }
+    for (size_t i = 0; !ret && i < nd; i++)
+        if (col[nd + i] > UINT32_MAX || (i && col[i] == 0)) {
+            snprintf(err, errlen, "deletion record: bad entry %zu of %zu", i, nd);
+            ret = -EBADMSG;
+        }
+    if (!ret) {
+        key_map_free(&t->dead);
+        memset(&t->dead, 0, sizeof t->dead);
+        t->dead_from = (uint32_t)dh[0];
+        uint64_t key = 0;
+        for (size_t i = 0; i < nd; i++) {
+            key += col[i];
+            dead_put(t, key, col[nd + i] + 1);
+        }
+    }
+    free(col);
+    return ret;
+}
+
+#define PENDING_MAGIC "CTRBXPN4"   /* with the sketch; the deletion record is saved apart (emb_table_save_deleted).
+                                      "CTRBXPN3" (both), "CTRBXPN2" (the record alone) and "CTRBXPND"
+                                      (neither) still read */
 
 int emb_table_save_pending(const emb_table *t, void *file)
 {
@@ -585,7 +692,7 @@ int emb_table_save_pending(const emb_table *t, void *file)
         XXH64_freeState(st);
         return -(errno ? errno : EIO);
     }
-    return put_pending_and_sum(t, f, st, 0);
+    return put_pending_and_sum(t, f, st, 0, 0);
 }
 
 int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
@@ -594,14 +701,15 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
     char magic[8];
     int got = fread(magic, 1, 8, f) == 8;
     int level = !got ? -1 : !memcmp(magic, "CTRBXPND", 8) ? 0 : !memcmp(magic, "CTRBXPN2", 8) ? 1
-              : !memcmp(magic, PENDING_MAGIC, 8) ? 2 : -1;
+              : !memcmp(magic, "CTRBXPN3", 8) ? 2 : !memcmp(magic, PENDING_MAGIC, 8) ? 3 : -1;
     if (level < 0) {
         snprintf(err, errlen, "pending keys: bad magic or truncated");
         return -EBADMSG;
     }
+    if (level == 0) t->dead_from = UINT32_MAX;   /* an older build's: no deletions known */
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
-    return get_pending_and_sum(t, f, st, level, "pending keys", err, errlen);
+    return get_pending_and_sum(t, f, st, level == 1 || level == 2, level >= 2, "pending keys", err, errlen);
 }
 
 void emb_table_trim(emb_table *t)
@@ -652,7 +760,7 @@ int emb_table_save(const emb_table *t, void *file)
         XXH64_freeState(st);
         return -(errno ? errno : EIO);
     }
-    return put_pending_and_sum(t, f, st, 1);
+    return put_pending_and_sum(t, f, st, 1, 1);
 }
 
 int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
@@ -696,7 +804,7 @@ int emb_table_load(emb_table *t, void *file, char *err, size_t errlen)
         XXH64_freeState(st);
         return ret;
     }
-    ret = get_pending_and_sum(t, f, st, hdr[0] >= 5 ? 2 : hdr[0] >= 4, "sparse table", err, errlen);
+    ret = get_pending_and_sum(t, f, st, hdr[0] >= 4, hdr[0] >= 5, "sparse table", err, errlen);
     if (ret == 0 && hdr[0] < 4) {   /* deletions are known from the newest pass a row saw */
         t->dead_from = 0;
         for (size_t r = 0; r < t->rows; r++)

@@ -123,10 +123,16 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen);
  * emb_table_deleted_since appends to out the keys last deleted after pass `since` (a key deleted
  * and created again is in both the record and the rows: a delta deletes, then puts). The record
  * is complete from emb_table_deletions_from on (0 for a new table; a file of an older build: the
- * newest pass its rows saw; UINT32_MAX: nothing known). It is saved with the pending keys. */
+ * newest pass its rows saw; UINT32_MAX: nothing known). A table section saves it with the pending
+ * keys; a tier's commit saves it apart (emb_table_save_deleted), only when it changed, since it
+ * grows with every shrink and the pending keys' blob goes with every commit. */
 void emb_table_note_deleted(emb_table *t, uint64_t key, uint32_t pass);
 size_t emb_table_deleted_since(const emb_table *t, uint32_t since, key_vec *out);
 uint32_t emb_table_deletions_from(const emb_table *t);
+/* The deletion record alone, with its magic, version and checksum; load replaces t's. 0 or -errno
+ * (err says what was wrong). */
+int emb_table_save_deleted(const emb_table *t, void *file);
+int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen);
 void emb_table_set_deletions_from(emb_table *t, uint32_t pass);
 
 /* Whether a record's counters, values and optimizer state are all finite (not NaN or inf). */

@@ -143,6 +143,8 @@ struct emb_tier_batch {
     size_t n_deleted;        /* rows deleted (their slots freed with no new copy) */
     size_t n_moved;          /* rows moved by emb_tier_repack */
     int repack_done;         /* a repack ended in this batch: the index is compacted after it */
+    void *drec;              /* the deletion record to commit with it ("d"), or NULL: the committed one stays */
+    size_t drec_len;
     ientry *ie;              /* index changes, sorted by key before they go into the batch */
     size_t n_ie, cap_ie;
     int64_t *row_delta;      /* per table */
@@ -807,16 +809,33 @@ uint64_t emb_tier_disk_bytes(emb_tier *t)
     return b;
 }
 
-int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
+static int get_record(emb_tier *t, const char *key, const char *what, void **blob, size_t *len, char *err, size_t errlen)
 {
     char *e = NULL;
-    *blob = rocksdb_get(t->db, t->ro, "c", 1, len, &e);
+    *blob = rocksdb_get(t->db, t->ro, key, 1, len, &e);
     if (e) {
-        int r = fail(err, errlen, -EIO, "%s: cannot read the catalog: %s", t->dir, e);
+        snprintf(err, errlen, "%s: cannot read the %s: %s", t->dir, what, e);
         free(e);
-        return r;
+        return -EIO;
     }
     return 0;
+}
+
+int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
+{
+    return get_record(t, "c", "catalog", blob, len, err, errlen);
+}
+
+int emb_tier_deletions(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
+{
+    return get_record(t, "d", "deletion record", blob, len, err, errlen);
+}
+
+void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len)
+{
+    free(b->drec);
+    b->drec = blob;
+    b->drec_len = len;
 }
 
 emb_tier_stats emb_tier_get_stats(emb_tier *t)
@@ -1562,6 +1581,7 @@ static void batch_free(emb_tier_batch *b)
     free(b->buf[0]), free(b->buf[1]);
     free(b->runs[0]), free(b->runs[1]);
     free(b->ie);
+    free(b->drec);
     free(b->fr);
     free(b->row_delta);
     free(b);
@@ -1590,7 +1610,8 @@ static size_t key_run(const ientry *ie, size_t n, size_t i, const ientry **put)
  * commit is all there or not at all. This skips the WAL and the memtable, whose skip list was most
  * of a commit's CPU and made every index lookup search it too (docs/performance.md). Equal keys
  * are one key's deletions, or its put and then its deletion by shrink: a deletion wins. */
-static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, size_t len, char *err, size_t errlen)
+static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, size_t len, const void *drec,
+                  size_t drec_len, char *err, size_t errlen)
 {
     char path[4096];
     uint8_t g[16];   /* the commit record, one commit further */
@@ -1601,7 +1622,8 @@ static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, 
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, t->opt);
     char *e = NULL;
     rocksdb_sstfilewriter_open(w, path, &e);
-    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" < "g" < 'k' keys */
+    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" < "d" < "g" < 'k' keys */
+    if (!e && drec) rocksdb_sstfilewriter_put(w, "d", 1, drec, drec_len, &e);
     if (!e) rocksdb_sstfilewriter_put(w, "g", 1, (const char *)g, sizeof g, &e);
     for (size_t i = 0, j; !e && i < n; i = j) {
         const ientry *put;
@@ -1655,7 +1677,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
     int empty = b->n_ie == 0 && !catalog;   /* nothing changes: no commit */
     if (ret == 0 && !empty) {
         sort_ientries(b->ie, b->n_ie, 0);
-        ret = ingest(t, b->ie, b->n_ie, catalog, len, err, errlen);
+        ret = ingest(t, b->ie, b->n_ie, catalog, len, b->drec, b->drec_len, err, errlen);
     }
     if (ret == 0 && !empty) {
         /* durable: the record follows. Should it fail, the folder (the record one behind) is still

@@ -57,6 +57,10 @@ uint64_t emb_tier_commits(const emb_tier *t);
 /* The last committed catalog blob (malloc'ed, caller frees), or *blob = NULL if nothing is
  * committed yet. 0 or <0 with err. */
 int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen);
+/* The last committed deletion record (as the catalog; NULL if none was committed). A batch given one
+ * (set_deletions takes the malloc'ed blob) commits it with the catalog; a batch without keeps the
+ * committed one: the record changes with shrink alone, and the catalog goes with every commit. */
+int emb_tier_deletions(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen);
 
 /* Read the rows of n keys of table tb. For each key found, its record goes to out + i * row_bytes
  * and aux[i] = slot + 1; for a key the tier does not hold, aux[i] = 0. Thread-safe against a
@@ -123,6 +127,8 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).
  * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */
 int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
+
+void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len);
 
 /* Drop a batch without committing (its slots are free again at the next open). */
 void emb_tier_abort(emb_tier_batch *b);

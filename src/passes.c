@@ -30,6 +30,7 @@
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "../embedding/cache.h"
 #include "../embedding/shrink.h"
@@ -42,8 +43,9 @@
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
-#define CATALOG_VERSION 4u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
-                                4: the positions of a pass its committed parts trained, after the origin */
+#define CATALOG_VERSION 5u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
+                                4: the positions of a pass its committed parts trained, after the origin;
+                                5: the tables' deletion records apart, in the tier's "d" record */
 
 /* The share of a slot file's slots that may be free before the epoch's commit packs it again
  * (emb_tier_repack): disk use stays near the live rows' slots. */
@@ -346,6 +348,7 @@ struct passes {
     fetcher fx;
     writer wr;
     int warned_over;          /* a pass's own rows exceeded the budget (said once) */
+    int dead_saved;           /* the tier holds the tables' deletion records as they are */
     /* statistics of the current pass */
     emb_cache_stats cs;
     uint64_t rows_read, bytes_read, rows_written, bytes_written;
@@ -545,6 +548,71 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
 
 /* Read a commit's catalog into ps and its model. warm: from another run (a warm start): its
  * settings and data may differ, and its pass digests are not this run's. */
+/* The tables' deletion records, as the tier's "d" record: the emb_table_save_deleted of each
+ * table, one after the other, in one zstd frame (with its content checksum). Its 16 bytes a key
+ * compress to about 6: it holds every key shrink ever deleted. */
+static int deletions_make(passes *ps, char **blob, size_t *len)
+{
+    char *raw;
+    size_t n;
+    FILE *f = open_memstream(&raw, &n);
+    if (!f) return -1;
+    int ok = 1;
+    for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_deleted(model_table(ps->m, i), f) == 0;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        free(raw);
+        return -1;
+    }
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 3);
+    ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1);
+    *blob = xmalloc(ZSTD_compressBound(n));
+    *len = ZSTD_compress2(z, *blob, ZSTD_compressBound(n), raw, n);
+    ZSTD_freeCCtx(z);
+    free(raw);
+    if (ZSTD_isError(*len)) {
+        free(*blob);
+        return -1;
+    }
+    return 0;
+}
+
+static int deletions_load(passes *ps, char *err, size_t errlen)
+{
+    void *blob;
+    size_t len;
+    int ret = emb_tier_deletions(ps->tier, &blob, &len, err, errlen);
+    if (ret < 0) return ret;
+    if (!blob) {
+        snprintf(err, errlen, "catalog: the deletion record it goes with is missing");
+        return -1;
+    }
+    unsigned long long n = ZSTD_getFrameContentSize(blob, len);
+    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n > ((uint64_t)1 << 40)) {
+        snprintf(err, errlen, "deletion record: not a zstd frame of known size");
+        free(blob);
+        return -1;
+    }
+    char *raw = xmalloc(n ? n : 1);
+    size_t got = ZSTD_decompress(raw, n, blob, len);
+    free(blob);
+    if (ZSTD_isError(got) || got != n) {
+        snprintf(err, errlen, "deletion record: %s", ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+        free(raw);
+        return -1;
+    }
+    FILE *f = fmemopen(raw, n ? n : 1, "rb");
+    for (int i = 0; ret == 0 && i < ps->n_tables; i++) ret = emb_table_load_deleted(model_table(ps->m, i), f, err, errlen);
+    if (ret == 0 && (size_t)ftell(f) != n) {
+        snprintf(err, errlen, "deletion record: bytes after its %d tables", ps->n_tables);
+        ret = -1;
+    }
+    fclose(f);
+    free(raw);
+    return ret < 0 ? -1 : 0;
+}
+
 static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *h, int warm, char *err, size_t errlen)
 {
     uint64_t sum;
@@ -611,10 +679,11 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
     int ret = model_load_dense(ps->m, f, err, errlen);
     for (int i = 0; ret == 0 && i < ps->n_tables; i++) {
         ret = emb_table_load_pending(model_table(ps->m, i), f, err, errlen);
-        if (ret == 0 && emb_table_deletions_from(model_table(ps->m, i)) == UINT32_MAX)   /* an older build's commit */
+        if (ret == 0 && v < 5 && emb_table_deletions_from(model_table(ps->m, i)) == UINT32_MAX)   /* an older build's commit */
             emb_table_set_deletions_from(model_table(ps->m, i), h->pass);
     }
     fclose(f);
+    if (ret == 0 && v >= 5) ret = deletions_load(ps, err, errlen);
     return ret < 0 ? -1 : 0;
 }
 
@@ -633,7 +702,7 @@ int model_export_bundle(const char *model_dir, const char *table_dir, const char
         size_t len;
         ret = emb_tier_catalog(tier, &blob, &len, err, errlen);
         if (ret == 0 && blob) {
-            passes ps = { .m = m, .n_tables = model_n_tables(m) };
+            passes ps = { .m = m, .n_tables = model_n_tables(m), .tier = tier };
             catalog_head h;
             ret = catalog_load(&ps, blob, len, &h, 1, err, errlen);
             key_vec_free(&ps.digests);
@@ -772,6 +841,15 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
     }
+    /* the deletion records change with shrink alone: they go with the epoch's commit (and the
+     * run's first), not with every part's */
+    int dead = shrunk || !ps->dead_saved;
+    if (dead) {
+        char *blob;
+        size_t len;
+        if (deletions_make(ps, &blob, &len) < 0) die("cannot serialise the deletion record");
+        emb_tier_set_deletions(b, blob, len);
+    }
     /* the epoch's end: slot files with much free space are packed again, in commits of at most
      * repack_rows moved rows (the first is this one) */
     uint64_t moved = 0;
@@ -786,6 +864,7 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
         }
         moved += n;
         hand_over(ps, b, pass);
+        ps->dead_saved |= dead;   /* a failed commit refuses all later ones */
         if (!more) break;
         if (writer_wait(ps) < 0) return -1;
         b = emb_tier_begin(ps->tier);

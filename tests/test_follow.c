@@ -251,11 +251,15 @@ Test(follow, base_and_deltas_give_the_full_bundle)
                             "$B/ctrbox export-serving --model m --out full.bdl && "
                             "$B/ctrbox export-serving --model m --out full16.bdl --dtype fp16 && "
                             "$B/ctrbox predict --bundle full.bdl --data va.tsv --out pf.txt && "
-                            "$B/ctrbox predict --bundle base.bdl --delta x1.bdl --delta x2.bdl --data va.tsv --out pd.txt",
+                            "$B/ctrbox predict --bundle base.bdl --delta x1.bdl --delta x2.bdl --data va.tsv --out pd.txt && "
+                            /* the second run's deletions, kept through the third run's commits */
+                            "$B/ctrbox export-serving --model m --since 6 --out x12.bdl && "
+                            "$B/ctrbox predict --bundle base.bdl --delta x12.bdl --data va.tsv --out pd12.txt",
                             where);
         cr_assert_eq(rc, 0, "%s", o);
         free(o);
         th_same_file("pf.txt", "pd.txt");
+        th_same_file("pf.txt", "pd12.txt");
         const char *sets[2][4] = { { "base.bdl", "x1.bdl", "x2.bdl", "full.bdl" },
                                    { "base16.bdl", "x1_16.bdl", "x2_16.bdl", "full16.bdl" } };
         for (int q = 0; q < 2; q++) {
