@@ -452,17 +452,34 @@ static int put_pending(const emb_table *t, FILE *f, XXH64_state_t *st, int sorte
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
+/* The deletion record's (key, pass) pairs in key order (malloc'ed; *n of them). */
+static key_slot *dead_sorted(const emb_table *t, size_t *n)
+{
+    key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
+    size_t nd = 0;
+    for (size_t i = 0; i < t->dead.cap; i++)
+        if (t->dead.s[i].val) dk[nd++] = (key_slot){ t->dead.s[i].key, t->dead.s[i].val - 1 };
+    qsort(dk, nd, sizeof *dk, cmp_pending);
+    *n = nd;
+    return dk;
+}
+
+/* An empty deletion record, complete from pass `from`. */
+static void dead_reset(emb_table *t, uint32_t from)
+{
+    key_map_free(&t->dead);
+    memset(&t->dead, 0, sizeof t->dead);
+    t->dead_from = from;
+}
+
 /* the deletion record, in key order: u64 from-pass, u64 count, (key, pass) pairs */
 static int put_dead(const emb_table *t, FILE *f, XXH64_state_t *st)
 {
     uint64_t dh[2] = { t->dead_from, t->dead.n };
     XXH64_update(st, dh, sizeof dh);
     int ok = fwrite(dh, sizeof dh, 1, f) == 1;
-    key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
-    size_t nd = 0;
-    for (size_t i = 0; i < t->dead.cap; i++)
-        if (t->dead.s[i].val) dk[nd++] = (key_slot){ t->dead.s[i].key, t->dead.s[i].val - 1 };
-    qsort(dk, nd, sizeof *dk, cmp_pending);
+    size_t nd;
+    key_slot *dk = dead_sorted(t, &nd);
     XXH64_update(st, dk, nd * sizeof *dk);
     ok = ok && fwrite(dk, sizeof *dk, nd, f) == nd;
     free(dk);
@@ -576,9 +593,7 @@ static int get_dead(emb_table *t, FILE *f, XXH64_state_t *st, const char *what, 
         snprintf(err, errlen, "%s: bad deletion record", what);
         return -EBADMSG;
     }
-    key_map_free(&t->dead);
-    memset(&t->dead, 0, sizeof t->dead);
-    t->dead_from = (uint32_t)dh[0];
+    dead_reset(t, (uint32_t)dh[0]);
     for (uint64_t i = 0; i < dh[1]; i++) {
         key_slot d;
         if (fread(&d, sizeof d, 1, f) != 1 || d.val > UINT32_MAX) {
@@ -603,11 +618,8 @@ int emb_table_save_deleted(const emb_table *t, void *file)
     FILE *f = file;
     uint32_t v = DEAD_VERSION;
     uint64_t dh[2] = { t->dead_from, t->dead.n };
-    key_slot *dk = xmalloc((t->dead.n ? t->dead.n : 1) * sizeof *dk);
-    size_t nd = 0;
-    for (size_t i = 0; i < t->dead.cap; i++)
-        if (t->dead.s[i].val) dk[nd++] = (key_slot){ t->dead.s[i].key, t->dead.s[i].val - 1 };
-    qsort(dk, nd, sizeof *dk, cmp_pending);
+    size_t nd;
+    key_slot *dk = dead_sorted(t, &nd);
     uint64_t *col = xmalloc((nd ? nd : 1) * sizeof *col);
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
@@ -666,9 +678,7 @@ int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen)
             ret = -EBADMSG;
         }
     if (!ret) {
-        key_map_free(&t->dead);
-        memset(&t->dead, 0, sizeof t->dead);
-        t->dead_from = (uint32_t)dh[0];
+        dead_reset(t, (uint32_t)dh[0]);
         uint64_t key = 0;
         for (size_t i = 0; i < nd; i++) {
             key += col[i];

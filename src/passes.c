@@ -546,11 +546,8 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
     return 0;
 }
 
-/* Read a commit's catalog into ps and its model. warm: from another run (a warm start): its
- * settings and data may differ, and its pass digests are not this run's. */
 /* The tables' deletion records, as the tier's "d" record: the emb_table_save_deleted of each
- * table, one after the other, in one zstd frame (with its content checksum). Its 16 bytes a key
- * compress to about 6: it holds every key shrink ever deleted. */
+ * table, one after the other, in one zstd frame (with its content checksum). */
 static int deletions_make(passes *ps, char **blob, size_t *len)
 {
     char *raw;
@@ -613,6 +610,8 @@ static int deletions_load(passes *ps, char *err, size_t errlen)
     return ret < 0 ? -1 : 0;
 }
 
+/* Read a commit's catalog into ps and its model. warm: from another run (a warm start): its
+ * settings and data may differ, and its pass digests are not this run's. */
 static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *h, int warm, char *err, size_t errlen)
 {
     uint64_t sum;
