@@ -12,6 +12,10 @@
 #include "../io/mix.h"
 #include "../io/util.h"
 
+/* a row in memory costs the budget its bytes and its key index slots (cache.h) */
+#define ROW_INDEX_BYTES EMB_CACHE_INDEX_BYTES_PER_ROW
+_Static_assert(EMB_CACHE_INDEX_BYTES_PER_ROW == 4 * sizeof(key_slot), "four index slots a row");
+
 struct emb_cache {
     emb_table *const *tab;   /* (n_tables) borrowed */
     int n_tables;
@@ -67,6 +71,13 @@ uint64_t emb_cache_bytes(const emb_cache *c)
     return b;
 }
 
+uint64_t emb_cache_index_bytes(const emb_cache *c)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < c->n_tables; i++) b += emb_table_index_bytes(c->tab[i]);
+    return b;
+}
+
 uint64_t emb_cache_rows(const emb_cache *c)
 {
     uint64_t n = 0;
@@ -79,10 +90,25 @@ void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out)
     emb_cache_part(c, b, NULL, 0, b->rows, b->rows ? b->rows : 1, UINT64_MAX, out, NULL);
 }
 
+/* Add key to v unless the set x over v's keys holds it (x grows at load 1/2, its 4-byte slots
+ * index v): 1 if it was new. */
+static int part_add(key_index *x, key_vec *v, uint64_t key)
+{
+    if ((v->n + 1) * 2 > x->cap) {   /* grown tables come back empty: index v's keys again */
+        key_index_reserve(x, x->cap ? x->cap : 512);
+        for (size_t i = 0; i < v->n; i++) *key_index_slot(x, v->k, v->k[i]) = (uint32_t)i + 1;
+    }
+    uint32_t *slot = key_index_slot(x, v->k, key);
+    if (*slot) return 0;
+    key_vec_push(v, key);
+    *slot = (uint32_t)v->n;
+    return 1;
+}
+
 size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
                       uint64_t cap, key_vec *out, uint64_t *bytes_out)
 {
-    key_map *sets = xcalloc((size_t)c->n_tables, sizeof *sets);
+    key_index *sets = xcalloc((size_t)c->n_tables, sizeof *sets);   /* 4 bytes a slot: a pass's keys are millions */
     size_t *mark = xmalloc((size_t)c->n_tables * sizeof *mark);
     memset(out, 0, (size_t)c->n_tables * sizeof *out);
     uint64_t bytes = 0;
@@ -91,10 +117,7 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
         for (uint32_t f = 0; f < c->n_fields; f++) {
             int tb = c->ftab[f];
             uint64_t dk = emb_table_default_key((uint16_t)f);
-            if (tb >= 0 && key_set_add(&sets[tb], dk)) {
-                key_vec_push(&out[tb], dk);
-                bytes += c->row_bytes[tb];
-            }
+            if (tb >= 0 && part_add(&sets[tb], &out[tb], dk)) bytes += c->row_bytes[tb] + ROW_INDEX_BYTES;
         }
     size_t pos = lo;
     while (pos < hi) {
@@ -105,10 +128,7 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
             size_t r = order ? order[i] : i;
             for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
                 int tb = c->ftab[b->field[k]];
-                if (tb >= 0 && key_set_add(&sets[tb], b->key[k])) {
-                    key_vec_push(&out[tb], b->key[k]);
-                    add += c->row_bytes[tb];
-                }
+                if (tb >= 0 && part_add(&sets[tb], &out[tb], b->key[k])) add += c->row_bytes[tb] + ROW_INDEX_BYTES;
             }
         }
         if (pos > lo && bytes + add > cap) {   /* the batch opens the next part (the sets are dropped) */
@@ -119,7 +139,7 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
         pos = end;
     }
     for (int i = 0; i < c->n_tables; i++) {
-        key_map_free(&sets[i]);
+        key_index_free(&sets[i]);
         key_vec_fit(&out[i]);   /* kept while the part waits and trains: no headroom */
     }
     free(sets);
@@ -193,7 +213,7 @@ uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
         #pragma omp parallel for schedule(static, 4096) reduction(+ : n_new)
         for (size_t i = 0; i < f->miss[tb].n; i++)
             n_new += !f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;   /* the table is only read */
-        coming += n_new * c->row_bytes[tb];
+        coming += n_new * (c->row_bytes[tb] + ROW_INDEX_BYTES);
     }
     return coming;
 }
@@ -201,7 +221,7 @@ uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
 uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f)
 {
     uint64_t b = 0;
-    for (int tb = 0; tb < c->n_tables; tb++) b += f->miss[tb].n * c->row_bytes[tb];
+    for (int tb = 0; tb < c->n_tables; tb++) b += f->miss[tb].n * (c->row_bytes[tb] + ROW_INDEX_BYTES);
     return b;
 }
 
@@ -279,7 +299,7 @@ static void select_smallest(victim *v, size_t n, size_t k)
 uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
                          emb_cache_stats *st)
 {
-    uint64_t used = emb_cache_bytes(c) + coming;
+    uint64_t used = emb_cache_bytes(c) + emb_cache_rows(c) * ROW_INDEX_BYTES + coming;
     if (used <= c->budget) return 0;
     /* the pins: one byte per row, valid until the first row is removed */
     uint8_t **pin = xcalloc((size_t)c->n_tables, sizeof *pin);
@@ -298,7 +318,7 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
                 if (r >= 0) p[r] = 1;
             }
         }
-        for (size_t r = 0; r < rows; r++) unpinned += p[r] ? 0 : c->row_bytes[tb];
+        for (size_t r = 0; r < rows; r++) unpinned += p[r] ? 0 : c->row_bytes[tb] + ROW_INDEX_BYTES;
     }
     uint64_t over = used - unpinned > c->budget ? used - unpinned - c->budget : 0;
     /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
@@ -320,9 +340,9 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         }
     }
     /* only the rows to drop need ordering: select them (average linear time), then sort those */
-    size_t want = (size_t)((used - c->budget + c->row_bytes[0] - 1) / c->row_bytes[0]);
+    size_t rb0 = c->row_bytes[0] + ROW_INDEX_BYTES, want = (size_t)((used - c->budget + rb0 - 1) / rb0);
     for (int tb = 1; tb < c->n_tables; tb++)
-        if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / c->row_bytes[tb]) + 1;
+        if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / (c->row_bytes[tb] + ROW_INDEX_BYTES)) + 1;
     if (want > n) want = n;
     for (int tb = 0; tb < c->n_tables && drop_all; tb++) st->evicted += emb_table_keep_rows(c->tab[tb], pin[tb]);
     select_smallest(v, n, want);
@@ -332,7 +352,7 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         int64_t r = emb_table_find(e, v[i].key);
         CHECK(r >= 0);
         emb_table_remove(e, (uint32_t)r);
-        used -= c->row_bytes[v[i].tb];
+        used -= c->row_bytes[v[i].tb] + ROW_INDEX_BYTES;
         st->evicted++;
     }
     free(v);

@@ -45,6 +45,10 @@ typedef struct {
     uint64_t **aux;           /* (n_tables) per key: the tier's slot + 1, 0 if it is not there */
 } emb_fetch;
 
+/* What a row in memory costs the budget besides its bytes: its slots in its table's key index
+ * (16-byte slots at a load of 1/4 to 1/2; emb_table_trim keeps it there). */
+#define EMB_CACHE_INDEX_BYTES_PER_ROW 64u
+
 /* --cache-mb's bytes split between the rows (*rows) and the tier's index (*index: a quarter, within
  * 1 to 256 MB: its slot map and RocksDB's block cache). */
 void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index);
@@ -55,8 +59,9 @@ emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *fie
                             uint64_t budget, int lfu);
 void emb_cache_destroy(emb_cache *c);
 
-/* Bytes of the rows in memory. */
+/* Bytes of the rows in memory; and of their key indexes (counted against the budget with them). */
 uint64_t emb_cache_bytes(const emb_cache *c);
+uint64_t emb_cache_index_bytes(const emb_cache *c);
 uint64_t emb_cache_rows(const emb_cache *c);
 
 /* The distinct keys of block b per table, in first-seen order (out: n_tables vectors, caller
@@ -67,7 +72,8 @@ void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out);
  * order[lo], order[lo + 1], ... (order NULL: lo, lo + 1, ...), taken `batch` rows at a time until
  * position hi, or until the next batch would take the rows of the keys over `cap` bytes (the first
  * batch is always taken). Returns the position where the part ends (a batch boundary: parts of
- * one pass train its batches unchanged); *bytes (may be NULL): the bytes of the keys' rows. */
+ * one pass train its batches unchanged); *bytes (may be NULL): the bytes of the keys' rows and of
+ * their slots in the key index (counted as cap counts them). */
 size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
                       uint64_t cap, key_vec *out, uint64_t *bytes);
 
@@ -78,9 +84,9 @@ int emb_fetch_run(emb_tier *tier, emb_fetch *f, char *err, size_t errlen);
 void emb_fetch_free(emb_fetch *f);
 /* Count the pass's keys (of `keys`, which f was made from): in memory, read from the tier, new. */
 void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *st);
-/* Bytes of the rows the fetch's new keys will add (those still absent). */
+/* Bytes the fetch's new keys will add (those still absent): their rows and key index slots. */
 uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f);
-/* Bytes of the rows the fetch may add: every key it reads (before it runs: an upper bound). */
+/* Bytes the fetch may add, rows and index slots: every key it reads (before it runs: an upper bound). */
 uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f);
 /* Install the fetched rows (a key already in memory keeps its row: it is the same or newer). */
 void emb_cache_install(emb_cache *c, const emb_fetch *f);
@@ -88,7 +94,8 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f);
  * missing ones read from the tier, installed. 0, or -1 with err. */
 int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen);
 
-/* Drop unpinned rows until the rows in memory and `coming` bytes fit the budget; the rows of
+/* Drop unpinned rows until the rows in memory with their key index slots (64 bytes a row at most)
+ * and `coming` bytes (rows about to come, as emb_cache_coming counts them) fit the budget; the rows of
  * `pinned` and of `pinned2` (per table; pinned2 may be NULL) stay. `pass` ages the counters.
  * Returns the bytes the pinned rows and coming take beyond the budget (0 when they fit): memory
  * then exceeds the budget by that much. */

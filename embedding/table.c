@@ -80,6 +80,8 @@ int emb_table_state_floats(const emb_table *t) { return t->S; }
 size_t emb_table_row_bytes(const emb_table *t) { return t->row_bytes; }
 size_t emb_table_rows(const emb_table *t) { return t->rows; }
 
+size_t emb_table_index_bytes(const emb_table *t) { return (t->idx.cap + t->pend.cap) * sizeof(key_slot); }
+
 emb_row_head *emb_table_head(emb_table *t, uint32_t row) { return (emb_row_head *)(t->slab + (size_t)row * t->row_bytes); }
 float *emb_table_vals(emb_table *t, uint32_t row) { return (float *)(t->slab + (size_t)row * t->row_bytes + sizeof(emb_row_head)); }
 float *emb_table_state(emb_table *t, uint32_t row) { return emb_table_vals(t, row) + t->V; }
@@ -731,6 +733,11 @@ void emb_table_trim(emb_table *t)
     uintptr_t from = ((uintptr_t)t->slab + keep + page - 1) & ~(uintptr_t)(page - 1);
     uintptr_t to = ((uintptr_t)t->slab + cap) & ~(uintptr_t)(page - 1);
     if (t->slab && to > from + (1u << 20)) madvise((void *)from, to - from, MADV_DONTNEED);
+    /* the key index follows the rows down (the cache's budget counts 4 slots a row): to the
+     * smallest size at a load of 1/2 at most, as growth leaves it */
+    size_t want = 1024;
+    while (want < t->rows * 2) want *= 2;
+    if (t->idx.cap > want) key_map_rehash(&t->idx, want);
 }
 
 void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }

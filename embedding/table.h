@@ -65,6 +65,8 @@ size_t emb_table_row_bytes(const emb_table *t);
 /* Bytes of the admission sketch (0: none). */
 size_t emb_table_sketch_bytes(const emb_table *t);
 size_t emb_table_rows(const emb_table *t);
+/* Bytes of the key index of the rows and of the pending keys' counters (the deletion record apart). */
+size_t emb_table_index_bytes(const emb_table *t);
 
 /* Row of key, or -1. */
 int64_t emb_table_find(const emb_table *t, uint64_t key);
@@ -113,7 +115,8 @@ void emb_table_remove(emb_table *t, uint32_t row);
 /* Remove every row r with keep[r] == 0 (kept rows keep their order; row numbers change);
  * returns how many went. One pass over the rows and the index: for dropping most of a table. */
 size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep);
-/* Give the memory of the slab's unused tail (rows removed since it grew) back to the system. */
+/* Give the memory of the slab's unused tail (rows removed since it grew) back to the system, and
+ * shrink the key index when the rows have fallen far below it. */
 void emb_table_trim(emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */
 int emb_table_save_pending(const emb_table *t, void *file);

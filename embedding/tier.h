@@ -130,9 +130,18 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
 
 void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len);
 
-/* Drop a batch without committing (its slots are free again at the next open). */
+/* Drop a batch without committing (its slots are free again at the next open; a batch that put
+ * or deleted anything leaves the tier refusing further commits, an empty one does not). */
 void emb_tier_abort(emb_tier_batch *b);
 
 emb_tier_stats emb_tier_get_stats(emb_tier *t);
+
+/* The tier's memory, by part (bytes): the slot map and the key filter (fixed at open), and what
+ * RocksDB reports of its block cache, its table readers (index and filter blocks outside the
+ * cache) and its memtables. */
+typedef struct {
+    uint64_t slot_map, filter, block_cache, table_readers, memtables;
+} emb_tier_mem;
+emb_tier_mem emb_tier_memory(emb_tier *t);
 
 #endif

@@ -162,6 +162,13 @@ void block_shrink_to_fit(sample_block *b)
     }
 }
 
+size_t block_bytes(const sample_block *b)
+{
+    size_t row = sizeof *b->label + (b->n_dense ? b->n_dense : 1) * sizeof *b->dense + sizeof *b->row_ptr;
+    size_t ids = b->id_ptr ? b->ids_cap + b->cap_id_rows * sizeof *b->id_ptr : 0;
+    return b->cap_rows * row + b->cap_nnz * (sizeof *b->key + sizeof *b->field + sizeof *b->val) + ids;
+}
+
 int block_vals_all_one(const sample_block *b)
 {
     for (size_t i = 0; i < b->nnz; i++)

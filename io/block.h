@@ -67,6 +67,8 @@ void block_push_id(sample_block *b, const char *s, size_t n);
 void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1);
 /* Give back the capacity beyond rows and nnz (a block kept for a while). */
 void block_shrink_to_fit(sample_block *b);
+/* The bytes the block holds allocated (its capacity, ids included). */
+size_t block_bytes(const sample_block *b);
 /* Whether every val is 1 (one-hot data; the binary format then omits them). */
 int block_vals_all_one(const sample_block *b);
 /* XXH64 of the block's rows (labels, dense values, row lengths, fields, keys, values), seeded:

@@ -53,8 +53,11 @@
 
 /* ---- passes and the reader thread ---- */
 
+struct reader;
+
 /* A pass's rows (or, streamed, a shuffle buffer's), shared by its parts. */
 typedef struct {
+    struct reader *r;    /* told when the last holder lets go (it counts the passes in memory) */
     sample_block rows;
     size_t *order;       /* the training order (a shuffle), or NULL: file order */
     int refs;            /* parts (and the reader) holding it */
@@ -72,12 +75,16 @@ typedef struct {
     key_vec *keys;       /* per table: the part's distinct keys */
 } pass_data;
 
+static void unit_gone(struct reader *r);
+
 static void unit_release(pass_unit *u)
 {
     if (!u || __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    struct reader *r = u->r;
     block_free(&u->rows);
     free(u->order);
     free(u);
+    unit_gone(r);
 }
 
 static void pass_free(pass_data *p, int n_tables)
@@ -105,7 +112,7 @@ size_t *passes_order(const train_opts *o, size_t n, int epoch, uint64_t chunk)
     return perm;
 }
 
-typedef struct {
+typedef struct reader {
     const train_opts *o;
     uint32_t n_dense;
     const emb_cache *cache;   /* lists a part's keys (and is only read) */
@@ -118,6 +125,9 @@ typedef struct {
     uint64_t n_known;
     int whole;           /* known holds the whole first epoch (a later epoch reads it again) */
     uint64_t over;       /* the largest part over part_cap (one batch's keys alone), bytes */
+    uint64_t parse_peak; /* the most bytes a pass's rows took while parsed (atomic) */
+    int max_units;       /* passes' rows in memory at once (a pass parsed ahead of those training) */
+    int units;           /* passes in memory now */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -138,6 +148,14 @@ static int check_pass(reader *r, pass_unit *p, char *err, size_t errlen)
 }
 
 /* Hand part p to the trainer's side once the one before it is taken: 0, or -1 when stopped. */
+static void unit_gone(reader *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->units--;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
 static int reader_put(reader *r, pass_data *p)
 {
     pthread_mutex_lock(&r->mu);
@@ -163,6 +181,7 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         }
         lo = (size_t)r->skip_rows;
     }
+    uint64_t cap = r->part_cap;
     block_shrink_to_fit(&u->rows);
     u->order = passes_order(o, n, r->epoch, o->pass_rows ? u->index : u->index - 1);
     int ret = 0;
@@ -170,8 +189,8 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         pass_data *p = xcalloc(1, sizeof *p);
         p->keys = xcalloc((size_t)r->n_tables, sizeof *p->keys);
         uint64_t bytes;
-        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, r->part_cap, p->keys, &bytes);
-        if (bytes > r->part_cap && bytes > r->over) r->over = bytes;
+        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, cap, p->keys, &bytes);
+        if (bytes > cap && bytes > r->over) r->over = bytes;
         p->lo = lo;
         /* streamed (no --pass-rows) the epoch is one pass: its clock moves once */
         p->first = lo == 0 && (o->pass_rows || u->index == 1);
@@ -212,14 +231,18 @@ static void *reader_main(void *arg)
         }
         if (!cur) {
             if (end) break;
-            /* parse the next pass only once the part before is taken: at most three passes'
-             * rows are in memory (the part training, the next, this one) */
+            /* parse the next pass only once the part before is taken and fewer than max_units
+             * passes are in memory: with a table folder two (the one training and the next, whose
+             * first part is fetched while the other's last trains), else three (one parsed
+             * ahead: the trainer does not wait for it) */
             pthread_mutex_lock(&r->mu);
-            while (r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+            while ((r->ready || r->units >= r->max_units) && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
             int stop = r->stop;
+            if (!stop) r->units++;
             pthread_mutex_unlock(&r->mu);
             if (stop) break;
             cur = xcalloc(1, sizeof *cur);
+            cur->r = r;
             cur->refs = 1;
             block_init(&cur->rows, r->n_dense);
         }
@@ -230,6 +253,8 @@ static void *reader_main(void *arg)
         if (!end && cur->rows.rows < (o->pass_rows ? o->pass_rows : stream_cap)) continue;
         if (!cur->rows.rows) break;   /* the data ended at a pass boundary */
         cur->index = ++index;
+        uint64_t peak = block_bytes(&cur->rows);
+        if (peak > __atomic_load_n(&r->parse_peak, __ATOMIC_RELAXED)) __atomic_store_n(&r->parse_peak, peak, __ATOMIC_RELAXED);
         if ((ret = check_pass(r, cur, err, sizeof err)) < 0) break;
         /* committed before a resume: parsed again only to be skipped */
         if (index > r->skip) {
@@ -348,7 +373,9 @@ struct passes {
     fetcher fx;
     writer wr;
     int warned_over;          /* a pass's own rows exceeded the budget (said once) */
+    uint64_t held;            /* the passes' samples and keys the last eviction counted */
     int dead_saved;           /* the tier holds the tables' deletion records as they are */
+    int repack_due;           /* a pass ended: its repack is made at the next boundary */
     /* statistics of the current pass */
     emb_cache_stats cs;
     uint64_t rows_read, bytes_read, rows_written, bytes_written;
@@ -490,17 +517,21 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 /* ---- eviction ---- */
 
 /* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL);
- * say once when they alone exceed it. */
+ * say once when they alone exceed it. The passes' samples in memory (--pass-rows bounds them, not
+ * --cache-mb) are noted for the log: the passes held, each at most the largest so far. */
 static void evict(passes *ps, key_vec *keys, key_vec *next, uint64_t coming)
 {
+    pthread_mutex_lock(&ps->rd.mu);
+    ps->held = (uint64_t)ps->rd.units * __atomic_load_n(&ps->rd.parse_peak, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&ps->rd.mu);
     uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, &ps->cs);
     if (over && !ps->warned_over) {   /* said once */
         uint64_t budget;
         size_t index;
         emb_cache_split_budget(ps->o->cache_mb, &budget, &index);
-        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB of rows in memory (the keys of its part and of the "
-                "next, and the rows their new keys add), over the %.1f MB --cache-mb leaves for rows: one batch's keys "
-                "take more than half of it; memory exceeds the budget by the difference (a smaller --batch or a larger "
+        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB in memory (the rows of its part's keys and of the "
+                "next part's, and their key index), over the %.1f MB --cache-mb leaves for them: one batch's keys take "
+                "more than half of it; memory exceeds the budget by the difference (a smaller --batch or a larger "
                 "--cache-mb stays within it)\n", ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass,
                 (double)(budget + over) / 1048576.0, (double)budget / 1048576.0);
         ps->warned_over = 1;
@@ -897,20 +928,28 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     const emb_cache_stats *cs = &ps->cs;
     double k = cs->keys ? (double)cs->keys : 1;
     uint64_t resident = emb_cache_rows(ps->cache);
+    emb_tier_mem tm = { 0 };
+    if (ps->tier) tm = emb_tier_memory(ps->tier);
     if (ps->log) {
         fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
                 "\"reads\": %llu, \"slot_map_hits\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
-                "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, "
+                "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, \"index_bytes\": %llu, \"samples_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
+                "\"slot_map_bytes\": %llu, \"filter_bytes\": %llu, \"block_cache_bytes\": %llu, \"table_readers_bytes\": %llu, "
+                "\"memtable_bytes\": %llu, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
-                (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache), ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps), (unsigned long long)rss_bytes(),
+                (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache),
+                (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)ps->held, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
+                (unsigned long long)tm.slot_map, (unsigned long long)tm.filter, (unsigned long long)tm.block_cache,
+                (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
+                (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(ps->log);
     }
@@ -1143,6 +1182,7 @@ void passes_begin_epoch(passes *ps, uint64_t skip)
     r->n_tables = ps->n_tables;
     r->epoch = ps->rs->epoch;
     r->part_cap = ps->part_cap;
+    r->max_units = ps->tier ? 2 : 3;
     r->skip = skip;
     r->skip_rows = ps->resume_rows;
     ps->resume_rows = 0;

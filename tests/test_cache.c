@@ -38,7 +38,8 @@ Test(cache, pins_budget_and_order)
         for (int kept = 0; kept <= ROWS; kept += 250) {
             emb_table *t = make_table();
             size_t rb = emb_table_row_bytes(t);
-            uint64_t budget = (uint64_t)kept * rb;
+            size_t cost = rb + EMB_CACHE_INDEX_BYTES_PER_ROW;   /* a row and its key index slots */
+            uint64_t budget = (uint64_t)kept * cost;
             emb_cache *c = emb_cache_create(&t, 1, ftab, 1, budget, lfu);
             key_vec pin = { 0 };
             for (uint64_t k = 1; k <= PINNED; k++) key_vec_push(&pin, k * 5);
@@ -63,10 +64,13 @@ Test(cache, pins_budget_and_order)
             cr_assert_eq(st.evicted, ROWS - emb_table_rows(t));
             if (kept >= PINNED) {
                 cr_assert_eq(over, 0);
-                cr_assert_leq(emb_cache_bytes(c), budget, "lfu %d, budget %d rows", lfu, kept);
+                cr_assert_leq(emb_cache_bytes(c) + emb_cache_rows(c) * EMB_CACHE_INDEX_BYTES_PER_ROW, budget,
+                              "lfu %d, budget %d rows", lfu, kept);
+                cr_assert_leq(emb_cache_index_bytes(c), emb_cache_rows(c) * EMB_CACHE_INDEX_BYTES_PER_ROW + 16384,
+                              "the key index follows the rows down (lfu %d, budget %d rows)", lfu, kept);
                 cr_assert_geq(emb_table_rows(t), (size_t)kept - 1, "no more dropped than needed");
             } else {
-                cr_assert_eq(over, (uint64_t)(PINNED - kept) * rb);
+                cr_assert_eq(over, (uint64_t)(PINNED - kept) * cost);
                 cr_assert_eq(emb_table_rows(t), PINNED, "everything unpinned goes");
             }
             if (max_dropped >= 0 && min_kept < 1e30) cr_assert_leq(max_dropped, min_kept, "the policy's order (lfu %d)", lfu);

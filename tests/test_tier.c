@@ -244,15 +244,44 @@ static double log_max(const char *dir, const char *field, int *lines)
     return max;
 }
 
+/* The largest sum of the fields of one pass line. */
+static double log_max_sum(const char *dir, const char *const *fields, int n_fields)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    char *log = th_read(th_path(path), NULL), *line = log;
+    double max = -1;
+    while (line && *line) {
+        char *end = strchr(line, '\n');
+        if (end) *end = 0;
+        if (strstr(line, "\"kind\": \"pass\"")) {
+            double sum = 0;
+            for (int i = 0; i < n_fields; i++) {
+                char pat[64];
+                snprintf(pat, sizeof pat, "\"%s\": ", fields[i]);
+                char *p = strstr(line, pat);
+                cr_assert_not_null(p, "no %s in a pass line: %s", fields[i], line);
+                sum += strtod(p + strlen(pat), NULL);
+            }
+            if (sum > max) max = sum;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(log);
+    return max;
+}
+
 /* With a table folder a pass is trained and committed in parts whose rows fit the budget: the rows
- * in memory stay within it at every pass line, and the model is the one trained in memory. */
+ * in memory and their key index stay within it at every pass line, and the model is the one
+ * trained in memory. */
 Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
 {
     make_data();
     run_ok(RUN " --out mem %s", "");
     predict("mem", "p_mem.txt");
-    /* --cache-mb 1.3: the tier's index takes 1 MB, 0.3 MB is left for rows, a batch's keys take less than half */
-    const char *mbs[] = { "1.3", "1.6" };
+    /* --cache-mb 1.4: the tier's index takes 1 MB, 0.4 MB is left for rows and their key index (up
+     * to 64 bytes a row), a batch's keys take less than half */
+    const char *mbs[] = { "1.4", "1.7" };
     for (int i = 0; i < 2; i++) {
         char *o;
         int rc = th_run(&o, RUN " --out s%d --table-dir t%d --cache-mb %s", i, i, mbs[i]);
@@ -263,8 +292,12 @@ Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
         snprintf(dir, sizeof dir, "s%d", i);
         snprintf(pred, sizeof pred, "p_s%d.txt", i);
         int lines, n;
-        double resident = log_max(dir, "resident_bytes", &lines), from = log_max(dir, "from", &n);
-        cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory over the budget at --cache-mb %s", mbs[i]);
+        const char *held[] = { "resident_bytes", "index_bytes" };
+        double resident = log_max_sum(dir, held, 2), from = log_max(dir, "from", &n);
+        log_max(dir, "resident_bytes", &lines);
+        cr_assert_gt(log_max(dir, "index_bytes", &n), 0, "the key index is logged");
+        cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory and their index over the budget at --cache-mb %s",
+                      mbs[i]);
         cr_assert_gt(lines, 16, "16 passes, more parts (--cache-mb %s): %d", mbs[i], lines);
         cr_assert_gt(from, 0);
         cr_assert_eq(log_max(dir, "pass", &n), 16, "the pass clock moves once a pass");
