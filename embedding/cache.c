@@ -396,13 +396,17 @@ size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, s
 size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes)
 {
     size_t n = 0;
-    for (int tb = 0; tb < c->n_tables; tb++)
-        for (size_t i = 0; i < keys[tb].n; i++) {
-            emb_row_head *h = dirty_row(c, tb, keys[tb].k[i], pass);
-            if (!h) continue;
-            *bytes += emb_tier_put(b, tb, h);
-            n++;
-        }
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        size_t nk = keys[tb].n, m = 0;
+        emb_row_head **rows = xmalloc((nk ? nk : 1) * sizeof *rows);
+        #pragma omp parallel for schedule(static, 4096)
+        for (size_t i = 0; i < nk; i++) rows[i] = dirty_row(c, tb, keys[tb].k[i], pass);   /* the table is only read */
+        for (size_t i = 0; i < nk; i++)   /* in the keys' order */
+            if (rows[i]) rows[m++] = rows[i];
+        *bytes += emb_tier_put_rows(b, tb, (void *const *)rows, m);
+        n += m;
+        free(rows);
+    }
     return n;
 }
 

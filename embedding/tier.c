@@ -68,6 +68,7 @@ typedef struct {
     size_t row_bytes, slot_bytes;
     uint64_t blk;            /* slots per block: a read or write covers whole blocks of BLOCK_BYTES */
     uint64_t repack_at;      /* the slot a repack cut short by its row limit goes on from (0: none) */
+    uint64_t repack_live;    /* and the live rows of the pages it moves, at most */
     uint64_t *bits;          /* used slots */
     uint64_t words, hwm;     /* bitmap words; slots in use or ever allocated: [0, hwm) */
     uint64_t rows;           /* keys held */
@@ -208,9 +209,52 @@ static uint64_t next_free(const slot_file *s, uint64_t i)
     return s->hwm;
 }
 
+/* The blocks of bitmap word w wholly free: bit b set for the first slot of each free block (blocks
+ * of k slots, k a power of two up to 64, lie within words). */
+static uint64_t free_blocks(const slot_file *s, uint64_t w)
+{
+    uint64_t m = w < s->words ? ~s->bits[w] : ~0ull, k = s->blk;
+    for (uint64_t sh = 1; sh < k; sh *= 2) m &= m >> sh;   /* bit b: slots b .. b + k - 1 all free */
+    uint64_t first = 0;   /* the first slot of each block */
+    for (uint64_t b = 0; b < 64; b += k) first |= 1ull << b;
+    return m & first;
+}
+
+/* the first slot of the lowest wholly free block at or after slot i (block-aligned), or hwm
+ * rounded up to a block if none is below it: a word of the bitmap at a time */
+static uint64_t next_free_block(const slot_file *s, uint64_t i)
+{
+    uint64_t end = round_up(s->hwm, s->blk);
+    i = round_up(i, s->blk);
+    while (i < end) {
+        uint64_t m = free_blocks(s, i >> 6) & ~((1ull << (i & 63)) - 1);
+        if (m) {
+            uint64_t cand = (i & ~63ull) + (uint64_t)__builtin_ctzll(m);
+            return cand < end ? cand : end;
+        }
+        i = (i & ~63ull) + 64;
+    }
+    return end;
+}
+
+/* the lowest slot in use at or after i, or hwm */
+static uint64_t next_used(const slot_file *s, uint64_t i)
+{
+    while (i < s->hwm) {
+        uint64_t m = (i >> 6) < s->words ? s->bits[i >> 6] & ~((1ull << (i & 63)) - 1) : 0;
+        if (m) {
+            uint64_t cand = (i & ~63ull) + (uint64_t)__builtin_ctzll(m);
+            return cand < s->hwm ? cand : s->hwm;
+        }
+        i = (i & ~63ull) + 64;
+    }
+    return s->hwm;
+}
+
 /* The next slot of the commit: slots go in increasing order, through runs of at least MIN_RUN
  * free slots (or the end of the file); shorter holes wait until their neighbours free up, so
- * the writes stay long and sequential. */
+ * the writes stay long and sequential. The search goes a bitmap word at a time: a file of many
+ * partly used blocks is crossed once a commit, not a block at a time for every row. */
 static int block_free(const slot_file *s, uint64_t i)
 {
     for (uint64_t j = i; j < i + s->blk; j++)
@@ -224,17 +268,18 @@ static uint64_t alloc_slot(slot_file *s)
     if (i % k && s->in_run) {   /* the rest of a block this commit took whole */
         CHECK(slot_free(s, i));
     } else {
-        /* once free slots are over a third of the file, any hole will do: space stays within 1.5x */
-        uint64_t min_run = (s->free_slots * 3 > s->hwm ? 1 : MIN_RUN) * k;
+        /* only runs: holes between rows in use are left to the repack (emb_tier_repack), which
+         * frees whole pages; filling them one block at a time made a write of every block, the
+         * commit's main cost on a fragmented file (docs/performance.md) */
+        uint64_t min_run = MIN_RUN * k;
         i = round_up(i, k);
         if (!(s->in_run && block_free(s, i))) {
             for (;;) {
-                i = round_up(next_free(s, i), k);
+                i = next_free_block(s, i);
                 if (i >= s->hwm) break;
-                uint64_t j = i;
-                while (j < i + min_run && block_free(s, j)) j += k;
-                if (j >= i + min_run) break;
-                i = j + k;   /* past the block in use */
+                uint64_t used = next_used(s, i);   /* the free run from i ends at the block holding it */
+                if (used >= s->hwm || used / k * k - i >= min_run) break;
+                i = used / k * k + k;   /* past the block in use */
             }
             s->in_run = 1;
         }
@@ -624,6 +669,11 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     rocksdb_options_set_info_log_level(t->opt, getenv("CTRBOX_ROCKSDB_LOG") ? 1 /* INFO */ : 4 /* FATAL */);
     rocksdb_options_set_keep_log_file_num(t->opt, 2);
     rocksdb_options_increase_parallelism(t->opt, 2);
+    /* compactions run at a low CPU priority: they have no deadline, the trainer's threads have
+     * (docs/performance.md) */
+    rocksdb_env_t *env = rocksdb_create_default_env();
+    rocksdb_env_lower_thread_pool_cpu_priority(env);
+    rocksdb_env_destroy(env);   /* the handle only: the default environment stays */
     /* commits are ingested as SST files (see ingest): only the layout record goes through the
      * memtable, so a small one will do */
     rocksdb_options_set_write_buffer_size(t->opt, 4u << 20);
@@ -1410,11 +1460,22 @@ static void sort_ientries(ientry *v, size_t n, int byte)
         if (count[d] > 1) sort_ientries(v + start[d], count[d], byte + 1);
 }
 
-size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
+/* Where one put goes: its slot, and the place of its image in the buffer being filled (stored
+ * there by put_image). */
+typedef struct {
+    emb_row_head *h;
+    uint8_t *img;
+    uint64_t slot;
+    size_t ie;               /* its index entry */
+} placed;
+
+/* Place rec: its slot, its run and its image's place in the fill buffer (the buffer the image goes
+ * in is full: it is written and the other one filled; *flush: the images placed before must be
+ * stored first, as submit_buf writes the buffer as it is). The old slot is freed or the key is new. */
+static placed place_put(emb_tier_batch *b, int tb, emb_row_head *h, void (*flush)(void *), void *ctx)
 {
     emb_tier *t = b->t;
     slot_file *s = &t->sf[tb];
-    emb_row_head *h = rec;
     int w = b->cur;
     run *last = b->n_runs[w] ? &b->runs[w][b->n_runs[w] - 1] : NULL;
     /* a block is written by one run: a run of another table, or of this one elsewhere, closes
@@ -1428,6 +1489,7 @@ size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
     if (!cont) pad_run(b, w);   /* the run before ends at its block's end */
     /* a new block must fit the buffer whole: buffers are switched only at block boundaries */
     if (slot % s->blk == 0 && b->buf_used[w] + s->blk * s->slot_bytes > WRITE_BUF) {   /* write this buffer, fill the other */
+        if (flush) flush(ctx);
         submit_buf(b, w);
         b->cur = w = !w;
         drain(b, w);
@@ -1442,26 +1504,73 @@ size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
             b->runs[w] = xrealloc(b->runs[w], (b->cap_runs[w] = b->cap_runs[w] * 2 + 256) * sizeof *b->runs[w]);
         b->runs[w][b->n_runs[w]++] = (run){ tb, slot, 1, b->buf_used[w] };
     }
-    uint8_t *img = b->buf[w] + b->buf_used[w];
-    memcpy(img, rec, s->row_bytes);
-    memset(img + s->row_bytes, 0, s->slot_bytes - s->row_bytes);
-    ((emb_row_head *)img)->mark = 0;
-    ((emb_row_head *)img)->aux = 0;
-    uint64_t sum = XXH64(img, s->row_bytes, slot);
-    memcpy(img + s->slot_bytes - 8, &sum, 8);
+    placed p = { h, b->buf[w] + b->buf_used[w], slot, b->n_ie };
     b->buf_used[w] += s->slot_bytes;
-    ientry *e = add_ientry(b);
-    idx_key(e->k, tb, h->key);
-    e->del = 0;
-    e->v = (idx_val){ slot, h->show, h->click, h->last_pass };
+    add_ientry(b);
     if (h->aux) {
         add_freed(b, tb, h->aux);
     } else {
         b->row_delta[tb]++;
         filter_add(t, tb, h->key);   /* before it is durable: a false positive at worst */
     }
-    h->aux = slot + 1;
-    return s->slot_bytes;
+    return p;
+}
+
+/* The slot image of a placed put (the record, zeros, its checksum seeded by the slot) and its
+ * index entry; the row in memory takes the slot + 1 as its aux. Puts of distinct rows may be
+ * stored on several threads at once. */
+static void put_image(emb_tier_batch *b, int tb, const placed *p)
+{
+    const slot_file *s = &b->t->sf[tb];
+    emb_row_head *h = p->h;
+    memcpy(p->img, h, s->row_bytes);
+    memset(p->img + s->row_bytes, 0, s->slot_bytes - s->row_bytes);
+    ((emb_row_head *)p->img)->mark = 0;
+    ((emb_row_head *)p->img)->aux = 0;
+    uint64_t sum = XXH64(p->img, s->row_bytes, p->slot);
+    memcpy(p->img + s->slot_bytes - 8, &sum, 8);
+    ientry *e = &b->ie[p->ie];
+    idx_key(e->k, tb, h->key);
+    e->del = 0;
+    e->v = (idx_val){ p->slot, h->show, h->click, h->last_pass };
+    h->aux = p->slot + 1;
+}
+
+size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
+{
+    placed p = place_put(b, tb, rec, NULL, NULL);
+    put_image(b, tb, &p);
+    return b->t->sf[tb].slot_bytes;
+}
+
+/* The puts placed and not yet stored (put_rows' flush). */
+typedef struct {
+    emb_tier_batch *b;
+    int tb;
+    placed *v;
+    size_t n;
+} pending_puts;
+
+static void store_pending(void *ctx)
+{
+    pending_puts *q = ctx;
+    #pragma omp parallel for schedule(static, 1024)
+    for (size_t i = 0; i < q->n; i++) put_image(q->b, q->tb, &q->v[i]);
+    q->n = 0;
+}
+
+size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n)
+{
+    emb_tier_reserve(b, n);   /* index entries are written in place by the threads */
+    size_t chunk = WRITE_BUF / b->t->sf[tb].slot_bytes + 1;   /* a buffer's puts at most */
+    pending_puts q = { b, tb, xmalloc((chunk < n ? chunk : n ? n : 1) * sizeof *q.v), 0 };
+    for (size_t i = 0; i < n; i++) {
+        placed p = place_put(b, tb, recs[i], store_pending, &q);   /* a full buffer stores q's puts first */
+        q.v[q.n++] = p;
+    }
+    store_pending(&q);
+    free(q.v);
+    return n * b->t->sf[tb].slot_bytes;
 }
 
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
@@ -1507,8 +1616,8 @@ static uint64_t page_live(const slot_file *s, const uint8_t *gone, uint64_t p0, 
     return live;
 }
 
-int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_tier_moved_fn moved, void *ctx,
-                    uint64_t *rows, int *more, char *err, size_t errlen)
+int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, int compact, uint64_t max_rows,
+                    emb_tier_moved_fn moved, void *ctx, uint64_t *rows, int *more, char *err, size_t errlen)
 {
     emb_tier *t = b->t;
     int ret = 0, cut = 0, active = 0;
@@ -1516,21 +1625,42 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
     for (int tb = 0; tb < t->n && ret == 0 && !cut; tb++) {
         slot_file *s = &t->sf[tb];
         uint64_t sb = s->slot_bytes, page = sb < 4096 ? 4096 / sb : 1, hwm = s->hwm;
+        if (page < 2) continue;   /* a slot a page: no page holds free slots beside live ones */
         /* the slots this batch frees (shrink's deletions) count as free: their rows are gone */
         uint8_t *gone = xcalloc((size_t)(hwm / 8 + 1), 1);
-        uint64_t n_gone = 0;
         for (size_t i = 0; i < b->n_fr; i++)
-            if (b->fr[i].tb == tb && b->fr[i].slot1 - 1 < hwm) {
+            if (b->fr[i].tb == tb && b->fr[i].slot1 - 1 < hwm)
                 gone[(b->fr[i].slot1 - 1) / 8] |= (uint8_t)(1u << ((b->fr[i].slot1 - 1) % 8));
-                n_gone++;
+        uint64_t max_live = s->repack_live;   /* a repack cut short goes on with its own pages */
+        if (!s->repack_at) {
+            /* the pages by their live rows: the waste is the free slots of pages still in use
+             * (whole free pages are holes punched out, and cost no disk) */
+            uint64_t *hist = xcalloc(page + 1, sizeof *hist), live = 0, waste = 0;
+            for (uint64_t p0 = 0; p0 < hwm; p0 += page) {
+                uint64_t l = page_live(s, gone, p0, page, hwm);
+                hist[l]++;
+                live += l;
+                if (l) waste += page - l;
             }
-        if (!s->repack_at && (hwm < 16 * page || (double)(s->free_slots + n_gone) <= max_free * (double)hwm)) {
-            free(gone);
-            continue;
+            /* move the sparsest pages: the fewest live rows L that leave at most target_waste */
+            max_live = 0;
+            if (hwm >= 16 * page && (double)waste > max_waste * (double)live) {
+                uint64_t left = waste;
+                while (max_live + 1 < page && (double)left > target_waste * (double)live) {
+                    max_live++;
+                    left -= hist[max_live] * (page - max_live);
+                }
+            }
+            free(hist);
+            if (!max_live) {
+                free(gone);
+                continue;
+            }
         }
+        s->repack_live = max_live;
         active = 1;
-        /* the rows of partly free pages go to the end of the file, densely; their pages are then
-         * free whole, and the commit punches them out */
+        /* the rows of those pages go to the end of the file, densely; their pages are then free
+         * whole, and the commit punches them out */
         s->cursor = round_up(hwm, page);
         s->in_run = 1;
         size_t chunk = WRITE_BUF / (page * sb) * page;   /* slots read at once: whole pages */
@@ -1541,7 +1671,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
             uint64_t c1 = c0 + chunk < hwm ? c0 + chunk : round_up(hwm, page), want_read = 0;
             for (uint64_t p0 = c0; p0 < c1 && !want_read; p0 += page) {
                 uint64_t live = page_live(s, gone, p0, page, hwm);
-                want_read = live && live < page;
+                want_read = live && live <= max_live;
             }
             if (!want_read) continue;
             /* whole blocks up to the last slot in use: the file may end there */
@@ -1562,7 +1692,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
                     break;
                 }
                 uint64_t live = page_live(s, gone, p0, page, hwm);
-                if (!live || live == page) continue;
+                if (!live || live > max_live) continue;
                 for (uint64_t j = p0; j < p0 + page && ret == 0; j++) {
                     if (!page_live(s, gone, j, 1, hwm)) continue;
                     const uint8_t *img = buf + (j - c0) * sb;
@@ -1578,12 +1708,13 @@ int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_t
                 }
             }
         }
+        if (!cut) s->repack_live = 0;
         free(buf);
         free(rec);
         free(gone);
     }
     *more = cut;
-    if (ret == 0 && active && !cut) b->repack_done = 1;
+    if (ret == 0 && active && !cut && compact) b->repack_done = 1;
     return ret;
 }
 

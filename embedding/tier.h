@@ -109,20 +109,25 @@ typedef struct emb_tier_batch emb_tier_batch;
 emb_tier_batch *emb_tier_begin(emb_tier *t);
 /* Room for `puts` more puts (a caller that knows the count avoids growth headroom). */
 void emb_tier_reserve(emb_tier_batch *b, size_t puts);
-/* repack: when the free slots of a table (this batch's deletions counted) are over max_free of its
- * file, the rows of its partly free 4 KB pages are moved to the file's end, densely (puts of this
- * batch: no other put of theirs may be in it), so that the commit frees those pages whole and gives
- * them back to the file system. At most max_rows rows move in one batch (each costs the batch about
- * 50 bytes until its commit): *more says the repack stopped there, and the next batch's repack goes
- * on from that page, whatever the free share. Once a repack ends, its commit has RocksDB compact
- * the index. moved(ctx, tb, key, slot1) (may be NULL) says each move: a copy of the row in memory
- * must take the new slot + 1 as its aux. *rows: the rows moved. 0, or <0 with err (a corrupt slot,
- * a read error). */
+/* repack: when the free slots inside the pages of a table that still hold rows (this batch's
+ * deletions counted; whole free pages are holes punched out and cost no disk) are over
+ * max_waste of its live rows, the rows of its sparsest 4 KB pages (the fewest live rows that
+ * leave at most target_waste) are moved to the file's end, densely (puts of this batch: no other
+ * put of theirs may be in it), so that the commit frees those pages whole and gives them back to
+ * the file system. At most max_rows rows move in one batch (each costs the batch about 50 bytes
+ * until its commit): *more says the repack stopped there, and the next batch's repack goes on from
+ * that page with the same pages, whatever the waste. With compact, the commit of the batch where a
+ * repack ends has RocksDB compact the index. moved(ctx, tb, key, slot1) (may be NULL) says each
+ * move: a copy of the row in memory must take the new slot + 1 as its aux. *rows: the rows moved.
+ * 0, or <0 with err (a corrupt slot, a read error). */
 typedef void (*emb_tier_moved_fn)(void *ctx, int tb, uint64_t key, uint64_t slot1);
-int emb_tier_repack(emb_tier_batch *b, double max_free, uint64_t max_rows, emb_tier_moved_fn moved, void *ctx,
-                    uint64_t *rows, int *more, char *err, size_t errlen);
+int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, int compact, uint64_t max_rows,
+                    emb_tier_moved_fn moved, void *ctx, uint64_t *rows, int *more, char *err, size_t errlen);
 /* put returns the bytes of the slot written (the row, its checksum and padding). */
 size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
+/* The same for n distinct rows of table tb at once (the rows' images are made by the OpenMP
+ * threads, the slots and writes are as n puts in that order would take them); returns the bytes. */
+size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).
  * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */

@@ -47,9 +47,15 @@
                                 4: the positions of a pass its committed parts trained, after the origin;
                                 5: the tables' deletion records apart, in the tier's "d" record */
 
-/* The share of a slot file's slots that may be free before the epoch's commit packs it again
- * (emb_tier_repack): disk use stays near the live rows' slots. */
-#define REPACK_FREE 0.15
+/* Slot files are packed again (emb_tier_repack) when the free slots inside pages still in use pass a
+ * share of the live rows: at the epoch's end from 10% down to 4% (disk use stays near the live
+ * rows' slots; the index is compacted after it); at each pass's end from 100% down to 50% (the
+ * sparsest pages only: commits write long runs of whole free pages, and the file stays within about
+ * twice its rows while the epoch goes on). */
+#define REPACK_EPOCH_WASTE 0.10
+#define REPACK_EPOCH_TARGET 0.04
+#define REPACK_PASS_WASTE 2.0
+#define REPACK_PASS_TARGET 1.5
 
 /* ---- passes and the reader thread ---- */
 
@@ -845,8 +851,11 @@ static void hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
 }
 
 /* Commit: the rows of keys (a part's, per table; NULL: none) the pass changed, with the catalog and
- * (shrunk not NULL) the epoch's shrink; sync: wait until it is durable. 0 or -1. */
-static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
+ * (shrunk not NULL) the epoch's shrink and repack; or (pass_end, keys NULL) a pass's repack, when
+ * it moves rows: at a boundary, with no fetch in flight (a fetch reads slots by the index of the
+ * commit before, and the repack's commit punches out the pages it empties). sync: wait until it is
+ * durable. 0 or -1. */
+static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int pass_end, int sync)
 {
     uint32_t pass = ps->rs->pass;
     if (shrunk) *shrunk = 0;
@@ -880,19 +889,25 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int sync)
         if (deletions_make(ps, &blob, &len) < 0) die("cannot serialise the deletion record");
         emb_tier_set_deletions(b, blob, len);
     }
-    /* the epoch's end: slot files with much free space are packed again, in commits of at most
-     * repack_rows moved rows (the first is this one) */
+    /* the epoch's or a pass's end: slot files with much free space inside their pages are packed
+     * again, in commits of at most repack_rows moved rows (the first is this one) */
     uint64_t moved = 0;
-    for (int more = shrunk != NULL; ; ) {
+    int epoch = shrunk != NULL;
+    for (int more = epoch || pass_end; ; ) {
         uint64_t n = 0;
         char err[1024];
-        if (more && emb_tier_repack(b, REPACK_FREE, ps->repack_rows, emb_cache_moved, ps->cache, &n, &more, err,
-                                    sizeof err) < 0) {
+        if (more && emb_tier_repack(b, epoch ? REPACK_EPOCH_WASTE : REPACK_PASS_WASTE,
+                                    epoch ? REPACK_EPOCH_TARGET : REPACK_PASS_TARGET, epoch, ps->repack_rows,
+                                    emb_cache_moved, ps->cache, &n, &more, err, sizeof err) < 0) {
             fprintf(stderr, "\nctrbox: %s\n", err);
             emb_tier_abort(b);
             return -1;
         }
         moved += n;
+        if (!keys && !epoch && !n && !more && !dead) {   /* a pass's repack that found nothing to move */
+            emb_tier_abort(b);
+            break;
+        }
         hand_over(ps, b, pass);
         ps->dead_saved |= dead;   /* a failed commit refuses all later ones */
         if (!more) break;
@@ -1170,6 +1185,7 @@ threads:
 void passes_begin_epoch(passes *ps, uint64_t skip)
 {
     ps->failed = 0;
+    ps->repack_due = 0;   /* the epoch's end repacked */
     ps->cur = ps->nxt = NULL;
     ps->job = NULL;
     ps->item.index = 0;
@@ -1247,6 +1263,14 @@ const pass_item *passes_next(passes *ps)
          * A key it lacks now is not in memory after this part's rows are installed, so the
          * tier's copy (or none: a new key this part may create first) is the one to read. */
         double b0 = now_sec();
+        /* the pass's repack, now that no fetch is in flight (the next one waits for its commit) */
+        if (ps->repack_due) {
+            ps->repack_due = 0;
+            if (commit(ps, NULL, NULL, 1, 0) < 0) {
+                ps->failed = 1;
+                return NULL;
+            }
+        }
         if (ps->nxt) {
             ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
             coming += emb_cache_fetch_bytes(ps->cache, ps->job);
@@ -1267,7 +1291,8 @@ int passes_done(passes *ps, double t_train)
     ps->rows_in_pass = cur->last ? 0 : cur->hi;
     if (cur->u->index > ps->digests.n) key_vec_push(&ps->digests, cur->u->digest);   /* the first epoch */
     ps->epoch_done = 0;
-    int ret = commit(ps, cur->keys, NULL, 0);
+    int ret = commit(ps, cur->keys, NULL, 0, 0);
+    ps->repack_due |= cur->last;
     if (ret == 0) pass_report(ps, cur, t_train);
     else ps->failed = 1;
     pass_free(cur, ps->n_tables);
@@ -1334,7 +1359,7 @@ int passes_restart(passes *ps)
 int passes_commit_epoch(passes *ps, uint64_t *shrunk)
 {
     ps->epoch_done = 1;
-    return commit(ps, NULL, shrunk, 1);
+    return commit(ps, NULL, shrunk, 0, 1);
 }
 
 int passes_stamp(passes *ps, uint64_t *id, uint64_t *commits)
