@@ -6,6 +6,7 @@
 #include "cache.h"
 
 #include <malloc.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,7 +404,24 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys,
         for (size_t i = 0; i < nk; i++) rows[i] = dirty_row(c, tb, keys[tb].k[i], pass);   /* the table is only read */
         for (size_t i = 0; i < nk; i++)   /* in the keys' order */
             if (rows[i]) rows[m++] = rows[i];
-        *bytes += emb_tier_put_rows(b, tb, (void *const *)rows, m);
+        /* hot rows first, cold ones after (buckets of show by its power of two, stable): the
+         * slots a commit writes in one run are then freed together when those keys come again,
+         * and whole runs of free slots are written again, instead of holes between cold rows */
+        enum { HOT = 40 };
+        size_t cnt[HOT + 1] = { 0 };
+        uint8_t *bk = xmalloc(m ? m : 1);
+        for (size_t i = 0; i < m; i++) {
+            int e = 0;
+            frexpf(rows[i]->show + 1.0f, &e);
+            bk[i] = (uint8_t)(HOT - (e < 1 ? 1 : e > HOT ? HOT : e));
+            cnt[bk[i] + 1]++;
+        }
+        for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
+        emb_row_head **ord = xmalloc((m ? m : 1) * sizeof *ord);
+        for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = rows[i];
+        free(bk);
+        *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m);
+        free(ord);
         n += m;
         free(rows);
     }
