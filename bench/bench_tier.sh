@@ -19,7 +19,7 @@
 #  5. the curve: samples/s of the end-to-end run with --cache-mb at 1, 3, 10, 30 and 100% of the
 #     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
 # Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
-#      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
+#      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
 #      PARTS ("prefetch e2e policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
@@ -29,8 +29,9 @@ E2E_ROWS=${E2E_ROWS:-10000000}
 PASS_ROWS=${PASS_ROWS:-500000}
 POLICY_ROWS=${POLICY_ROWS:-1000000}
 POLICY_PASS_ROWS=${POLICY_PASS_ROWS:-5000}
-RSS_SMALL_ROWS=${RSS_SMALL_ROWS:-10000000}
-RSS_BIG_ROWS=${RSS_BIG_ROWS:-40000000}
+RSS_PASS_ROWS=${RSS_PASS_ROWS:-50000}   # three passes of samples in memory take their share of --cache-mb
+RSS_SMALL_ROWS=${RSS_SMALL_ROWS-10000000}   # empty: that size is not run
+RSS_BIG_ROWS=${RSS_BIG_ROWS-40000000}
 DISK_ROWS=${DISK_ROWS:-$E2E_ROWS}
 CURVE_ROWS=${CURVE_ROWS:-$E2E_ROWS}
 PARTS=${PARTS:-prefetch e2e policy rss disk curve}
@@ -65,8 +66,8 @@ fi
 
 gen() {   # rows, seed, keys: a cbx file of generated rows (kept for later runs)
     local f="$DIR/tier-train-$1-$2-$3.tsv"
-    [ -f "$f.cbx" ] || { bin/ctrbox-data gen --rows "$1" --seed "$2" --keys "$3" --out "$f" &&
-                         bin/ctrbox-data convert --format criteo --in "$f" --out "$f.cbx" 2>/dev/null && rm -f "$f"; }
+    [ -f "$f.cbx" ] || { bin/ctrbox-data gen --rows "$1" --seed "$2" --keys "$3" --out "$f" >&2 &&
+                         bin/ctrbox-data convert --format criteo --in "$f" --out "$f.cbx" >&2 2>/dev/null && rm -f "$f"; }
     echo "$f.cbx"
 }
 ARGS=(--model deepfm --train "" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001
@@ -132,10 +133,10 @@ fi
 if want rss; then
 echo "== 3. peak RSS against --cache-mb + 256 MB: two table sizes, two budgets, with and without --min-show 2"
 rss_rows=()
-for rows in "$RSS_SMALL_ROWS" "$RSS_BIG_ROWS"; do
+for rows in $RSS_SMALL_ROWS $RSS_BIG_ROWS; do
     ARGS=(--model deepfm --train "$(gen "$rows" 2 1000)" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096
-          --lr 0.001 --pass-rows 100000 --threads 2 --quiet)
-    for mb in 256 1024; do
+          --lr 0.001 --pass-rows "$RSS_PASS_ROWS" --threads 2 --quiet)
+    for mb in ${RSS_BUDGETS:-256 1024}; do
         for ms in 0 2; do
             read _ _ rss _ keys _ < <(run "rss-$rows-$mb-$ms" --table-dir "$T/rss-$rows-$mb-$ms.tables" --cache-mb "$mb" --min-show "$ms")
             disk=$(cat "$T/rss-$rows-$mb-$ms.disk")
