@@ -79,7 +79,8 @@ run() {
     local name=$1; shift
     rm -rf "$T/$name" "$T/$name.tables"
     /usr/bin/time -f %M -o "$T/$name.maxrss" bin/ctrbox train "${ARGS[@]}" --out "$T/$name" "$@"
-    if [ -d "$T/$name.tables" ]; then du -sb "$T/$name.tables" | cut -f1 >"$T/$name.disk"; rm -rf "$T/$name.tables"; fi
+    # allocated bytes: the holes the repack punched (the rows it moved went past them) do not count
+    if [ -d "$T/$name.tables" ]; then du -s -B1 "$T/$name.tables" | cut -f1 >"$T/$name.disk"; rm -rf "$T/$name.tables"; fi
     rm -f "$T/$name/model.ctrbox"   # the in-memory run's holds the whole table
     local log="$T/$name/log.jsonl"
     local sps=$(grep '"kind": "epoch"' "$log" | tail -1 | num samples_per_s)
