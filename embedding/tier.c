@@ -215,8 +215,7 @@ static uint64_t free_blocks(const slot_file *s, uint64_t w)
 {
     uint64_t m = w < s->words ? ~s->bits[w] : ~0ull, k = s->blk;
     for (uint64_t sh = 1; sh < k; sh *= 2) m &= m >> sh;   /* bit b: slots b .. b + k - 1 all free */
-    uint64_t first = 0;   /* the first slot of each block */
-    for (uint64_t b = 0; b < 64; b += k) first |= 1ull << b;
+    uint64_t first = k < 64 ? ~0ull / ((1ull << k) - 1) : 1;   /* bit 0 of every k: each block's first slot */
     return m & first;
 }
 
@@ -684,9 +683,9 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     rocksdb_options_set_compaction_style(t->opt, rocksdb_universal_compaction);
     /* no compression in the newer sorted runs: index blocks missing from the block cache are read
      * from the page cache without a decompression (snappy took a third of a fetch's CPU). The last
-     * run, which holds most entries and is written by the full compactions after a repack, is LZ4
-     * (a block decompresses in about a microsecond): entries of 41 bytes raw take about 29, and the
-     * index is a fifth of a table folder's bytes on disk (docs/performance.md) */
+     * run, which holds most entries and is written by the full compactions after a repack, is LZ4:
+     * the index was a fifth of a table folder's bytes on disk, and the disk bench's index went
+     * from 136 to 92 MB (docs/performance.md) */
     rocksdb_options_set_compression(t->opt, rocksdb_no_compression);
     rocksdb_options_set_bottommost_compression(t->opt, rocksdb_lz4_compression);
     /* the key filter (filter_may_hold) answers for keys never stored before a lookup is made:

@@ -153,7 +153,7 @@ static int check_pass(reader *r, pass_unit *p, char *err, size_t errlen)
     return -1;
 }
 
-/* Hand part p to the trainer's side once the one before it is taken: 0, or -1 when stopped. */
+/* A pass's rows left memory: the reader may parse the next. */
 static void unit_gone(reader *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -162,6 +162,7 @@ static void unit_gone(reader *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Hand part p to the trainer's side once the one before it is taken: 0, or -1 when stopped. */
 static int reader_put(reader *r, pass_data *p)
 {
     pthread_mutex_lock(&r->mu);
@@ -187,7 +188,6 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         }
         lo = (size_t)r->skip_rows;
     }
-    uint64_t cap = r->part_cap;
     block_shrink_to_fit(&u->rows);
     u->order = passes_order(o, n, r->epoch, o->pass_rows ? u->index : u->index - 1);
     int ret = 0;
@@ -195,8 +195,8 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         pass_data *p = xcalloc(1, sizeof *p);
         p->keys = xcalloc((size_t)r->n_tables, sizeof *p->keys);
         uint64_t bytes;
-        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, cap, p->keys, &bytes);
-        if (bytes > cap && bytes > r->over) r->over = bytes;
+        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, r->part_cap, p->keys, &bytes);
+        if (bytes > r->part_cap && bytes > r->over) r->over = bytes;
         p->lo = lo;
         /* streamed (no --pass-rows) the epoch is one pass: its clock moves once */
         p->first = lo == 0 && (o->pass_rows || u->index == 1);
@@ -379,7 +379,6 @@ struct passes {
     fetcher fx;
     writer wr;
     int warned_over;          /* a pass's own rows exceeded the budget (said once) */
-    uint64_t held;            /* the passes' samples and keys the last eviction counted */
     int dead_saved;           /* the tier holds the tables' deletion records as they are */
     int repack_due;           /* a pass ended: its repack is made at the next boundary */
     /* statistics of the current pass */
@@ -523,13 +522,9 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 /* ---- eviction ---- */
 
 /* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL);
- * say once when they alone exceed it. The passes' samples in memory (--pass-rows bounds them, not
- * --cache-mb) are noted for the log: the passes held, each at most the largest so far. */
+ * say once when they alone exceed it. */
 static void evict(passes *ps, key_vec *keys, key_vec *next, uint64_t coming)
 {
-    pthread_mutex_lock(&ps->rd.mu);
-    ps->held = (uint64_t)ps->rd.units * __atomic_load_n(&ps->rd.parse_peak, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&ps->rd.mu);
     uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, &ps->cs);
     if (over && !ps->warned_over) {   /* said once */
         uint64_t budget;
@@ -945,6 +940,11 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     uint64_t resident = emb_cache_rows(ps->cache);
     emb_tier_mem tm = { 0 };
     if (ps->tier) tm = emb_tier_memory(ps->tier);
+    /* the passes' samples in memory (--pass-rows bounds them, not --cache-mb): the passes held,
+     * each at most the largest so far */
+    pthread_mutex_lock(&ps->rd.mu);
+    uint64_t samples = (uint64_t)ps->rd.units * __atomic_load_n(&ps->rd.parse_peak, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&ps->rd.mu);
     if (ps->log) {
         fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
@@ -961,7 +961,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
                 (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache),
-                (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)ps->held, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
+                (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)samples, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
                 (unsigned long long)tm.slot_map, (unsigned long long)tm.filter, (unsigned long long)tm.block_cache,
                 (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
                 (unsigned long long)rss_bytes(),
