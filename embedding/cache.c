@@ -26,16 +26,34 @@ struct emb_cache {
     int admission;           /* min_show > 1: the fields' default rows belong to every pass */
     uint64_t budget;
     int lfu;
+    /* eviction's scratch, kept from boundary to boundary (fresh pages each time were a tenth of its cost) */
+    uint8_t **keep;          /* (n_tables) a byte per row */
+    size_t *keep_cap;
+    void *vic, *ptr;         /* victims; row pointers to write back */
+    size_t vic_cap, ptr_cap;
 };
 
-void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index)
+/* *p with room for `bytes` (its contents are not kept when it grows) */
+static void *scratch(void **p, size_t *cap, size_t bytes)
+{
+    if (bytes > *cap) {
+        free(*p);
+        *cap = bytes + bytes / 4;
+        *p = xmalloc(*cap);
+    }
+    return *p;
+}
+
+void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index, uint64_t *window)
 {
     uint64_t budget = (uint64_t)(cache_mb * 1048576.0);
     uint64_t ix = budget / 4;
     if (ix > (256u << 20)) ix = 256u << 20;
     if (ix < (1u << 20)) ix = 1u << 20;
     *index = (size_t)ix;
-    *rows = budget > ix ? budget - ix : 0;
+    uint64_t rest = budget > ix ? budget - ix : 0;
+    *window = rest / 8;
+    *rows = rest - *window;
 }
 
 emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *field_table, uint32_t n_fields,
@@ -54,12 +72,16 @@ emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *fie
     c->n_fields = n_fields;
     c->budget = budget;
     c->lfu = lfu;
+    c->keep = xcalloc((size_t)n_tables, sizeof *c->keep);
+    c->keep_cap = xcalloc((size_t)n_tables, sizeof *c->keep_cap);
     return c;
 }
 
 void emb_cache_destroy(emb_cache *c)
 {
     if (!c) return;
+    for (int i = 0; i < c->n_tables; i++) free(c->keep[i]);
+    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr);
     free(c->row_bytes);
     free(c->ftab);
     free(c);
@@ -233,7 +255,8 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f)
         for (size_t i = 0; i < f->miss[tb].n; i++) {
             if (!f->aux[tb][i]) continue;
             if (emb_table_find(e, f->miss[tb].k[i]) >= 0) continue;
-            emb_table_insert_record(e, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]), f->aux[tb][i]);
+            /* the slot read holds the row as it is: it may leave memory unwritten */
+            emb_table_insert_record(e, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]), f->aux[tb][i] | EMB_ROW_CLEAN);
         }
     }
 }
@@ -256,7 +279,7 @@ int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *er
 typedef struct {
     double pri;
     uint64_t tie;
-    uint64_t key;
+    uint32_t row;
     int tb;
 } victim;
 
@@ -297,19 +320,39 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
+/* Write the rows of table tb whose keep byte is 0 and that are not clean into wb, before they
+ * leave memory; their count with NaN or inf goes to st (written all the same: the commit refuses
+ * them). */
+static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *keep, emb_cache_stats *st)
+{
+    emb_table *e = c->tab[tb];
+    size_t rows = emb_table_rows(e), m = 0, bad = 0;
+    emb_row_head **v = scratch(&c->ptr, &c->ptr_cap, (rows ? rows : 1) * sizeof *v);
+    for (size_t r = 0; r < rows; r++) {
+        emb_row_head *h = emb_table_head(e, (uint32_t)r);
+        if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
+    }
+    #pragma omp parallel for schedule(static, 4096) reduction(+ : bad)
+    for (size_t i = 0; i < m; i++) bad += !emb_row_finite(e, v[i]);
+    st->nonfinite += bad;
+    st->written += m;
+    if (m) st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)v, m);
+}
+
 uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
-                         emb_cache_stats *st)
+                         emb_tier_batch *wb, emb_cache_stats *st)
 {
     uint64_t used = emb_cache_bytes(c) + emb_cache_rows(c) * ROW_INDEX_BYTES + coming;
     if (used <= c->budget) return 0;
-    /* the pins: one byte per row, valid until the first row is removed */
-    uint8_t **pin = xcalloc((size_t)c->n_tables, sizeof *pin);
+    /* keep[tb][row]: pinned first (the part's and the next part's keys), then every row but the
+     * victims; valid while no row moves */
+    uint8_t **keep = c->keep;
     uint64_t unpinned = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {   /* distinct keys: distinct rows */
         emb_table *e = c->tab[tb];
         size_t rows = emb_table_rows(e);
-        pin[tb] = xcalloc(rows ? rows : 1, 1);
-        uint8_t *p = pin[tb];
+        uint8_t *p = scratch((void **)&keep[tb], &c->keep_cap[tb], rows ? rows : 1);
+        memset(p, 0, rows);
         for (int l = 0; l < 2; l++) {
             const key_vec *pv = l ? (pinned2 ? &pinned2[tb] : NULL) : &pinned[tb];
             if (!pv) continue;
@@ -319,73 +362,69 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
                 if (r >= 0) p[r] = 1;
             }
         }
-        for (size_t r = 0; r < rows; r++) unpinned += p[r] ? 0 : c->row_bytes[tb] + ROW_INDEX_BYTES;
+        size_t n_unpinned = 0;
+        for (size_t r = 0; r < rows; r++) n_unpinned += !p[r];
+        unpinned += n_unpinned * (c->row_bytes[tb] + ROW_INDEX_BYTES);
     }
     uint64_t over = used - unpinned > c->budget ? used - unpinned - c->budget : 0;
     /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
-    int drop_all = used - unpinned >= c->budget;
-    size_t n = 0, cap = 0;
-    victim *v = NULL;
-    for (int tb = 0; tb < c->n_tables && !drop_all; tb++) {
-        emb_table *e = c->tab[tb];
-        const emb_table_config *cfg = emb_table_config_of(e);
-        for (size_t r = 0; r < emb_table_rows(e); r++) {
-            if (pin[tb][r]) continue;
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (n == cap) v = xrealloc(v, (cap = cap ? cap * 2 : 4096) * sizeof *v);
-            float show, click;
-            emb_row_counters_at(cfg, h, pass, &show, &click);
-            double pri = c->lfu ? (double)show : (double)h->last_pass;
-            v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                               h->key, tb };
+    if (used - unpinned < c->budget) {
+        size_t n = 0;
+        for (int tb = 0; tb < c->n_tables; tb++) n += emb_table_rows(c->tab[tb]);
+        victim *v = scratch(&c->vic, &c->vic_cap, (n ? n : 1) * sizeof *v);
+        n = 0;
+        for (int tb = 0; tb < c->n_tables; tb++) {
+            emb_table *e = c->tab[tb];
+            const emb_table_config *cfg = emb_table_config_of(e);
+            size_t rows = emb_table_rows(e);
+            for (size_t r = 0; r < rows; r++) {
+                if (keep[tb][r]) continue;
+                const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                float show, click;
+                emb_row_counters_at(cfg, h, pass, &show, &click);
+                double pri = c->lfu ? (double)show : (double)h->last_pass;
+                v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                                   (uint32_t)r, tb };
+            }
+        }
+        /* only the rows to drop need choosing: the `want` least shown (average linear time); with
+         * rows of one size they all go, with several the least shown of them first */
+        size_t rb0 = c->row_bytes[0] + ROW_INDEX_BYTES, want = (size_t)((used - c->budget + rb0 - 1) / rb0);
+        int mixed = 0;
+        for (int tb = 1; tb < c->n_tables; tb++) {
+            mixed |= c->row_bytes[tb] != c->row_bytes[0];
+            if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / (c->row_bytes[tb] + ROW_INDEX_BYTES)) + 1;
+        }
+        if (want > n) want = n;
+        select_smallest(v, n, want);
+        if (want && mixed) qsort(v, want, sizeof *v, cmp_victim);
+        for (int tb = 0; tb < c->n_tables; tb++) memset(keep[tb], 1, emb_table_rows(c->tab[tb]));
+        for (size_t i = 0; i < want && used > c->budget; i++) {
+            keep[v[i].tb][v[i].row] = 0;
+            used -= c->row_bytes[v[i].tb] + ROW_INDEX_BYTES;
         }
     }
-    /* only the rows to drop need ordering: select them (average linear time), then sort those */
-    size_t rb0 = c->row_bytes[0] + ROW_INDEX_BYTES, want = (size_t)((used - c->budget + rb0 - 1) / rb0);
-    for (int tb = 1; tb < c->n_tables; tb++)
-        if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / (c->row_bytes[tb] + ROW_INDEX_BYTES)) + 1;
-    if (want > n) want = n;
-    for (int tb = 0; tb < c->n_tables && drop_all; tb++) st->evicted += emb_table_keep_rows(c->tab[tb], pin[tb]);
-    select_smallest(v, n, want);
-    if (want) qsort(v, want, sizeof *v, cmp_victim);
-    for (size_t i = 0; i < want && used > c->budget; i++) {
-        emb_table *e = c->tab[v[i].tb];
-        int64_t r = emb_table_find(e, v[i].key);
-        CHECK(r >= 0);
-        emb_table_remove(e, (uint32_t)r);
-        used -= c->row_bytes[v[i].tb] + ROW_INDEX_BYTES;
-        st->evicted++;
-    }
-    free(v);
+    /* the rows not kept go: those changed since their copy in the tier are written first */
     for (int tb = 0; tb < c->n_tables; tb++) {
-        free(pin[tb]);
+        if (wb) write_back(c, wb, tb, keep[tb], st);
+        st->evicted += emb_table_keep_rows(c->tab[tb], keep[tb]);
         emb_table_trim(c->tab[tb]);
     }
-    free(pin);
-    malloc_trim(0);   /* the freed pass buffers of every thread's arena go back too */
     return over;
 }
 
 /* ---- the rows a commit writes ---- */
 
-/* The row of keys[i] when it is in memory and pass `pass` changed it, else NULL. */
-static emb_row_head *dirty_row(const emb_cache *c, int tb, uint64_t key, uint32_t pass)
-{
-    int64_t r = emb_table_find(c->tab[tb], key);
-    if (r < 0) return NULL;
-    emb_row_head *h = emb_table_head(c->tab[tb], (uint32_t)r);
-    return h->last_pass == pass ? h : NULL;
-}
-
-size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, size_t *nonfinite)
+size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite)
 {
     size_t dirty = 0, bad = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
+        size_t rows = emb_table_rows(e);
         #pragma omp parallel for schedule(static, 4096) reduction(+ : dirty, bad)
-        for (size_t i = 0; i < keys[tb].n; i++) {   /* the table is only read */
-            const emb_row_head *h = dirty_row(c, tb, keys[tb].k[i], pass);
-            if (!h) continue;
+        for (size_t r = 0; r < rows; r++) {
+            const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (emb_row_clean(h)) continue;
             dirty++;
             bad += !emb_row_finite(e, h);
         }
@@ -394,16 +433,17 @@ size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, s
     return dirty;
 }
 
-size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes)
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes)
 {
     size_t n = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
-        size_t nk = keys[tb].n, m = 0;
-        emb_row_head **rows = xmalloc((nk ? nk : 1) * sizeof *rows);
-        #pragma omp parallel for schedule(static, 4096)
-        for (size_t i = 0; i < nk; i++) rows[i] = dirty_row(c, tb, keys[tb].k[i], pass);   /* the table is only read */
-        for (size_t i = 0; i < nk; i++)   /* in the keys' order */
-            if (rows[i]) rows[m++] = rows[i];
+        emb_table *e = c->tab[tb];
+        size_t rows = emb_table_rows(e), m = 0;
+        emb_row_head **v = xmalloc((rows ? rows : 1) * sizeof *v);
+        for (size_t r = 0; r < rows; r++) {
+            emb_row_head *h = emb_table_head(e, (uint32_t)r);
+            if (!emb_row_clean(h)) v[m++] = h;
+        }
         /* hot rows first, cold ones after (buckets of show by its power of two, stable): the
          * slots a commit writes in one run are then freed together when those keys come again,
          * and whole runs of free slots are written again, instead of holes between cold rows */
@@ -411,19 +451,19 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys,
         size_t cnt[HOT + 1] = { 0 };
         uint8_t *bk = xmalloc(m ? m : 1);
         for (size_t i = 0; i < m; i++) {
-            int e = 0;
-            frexpf(rows[i]->show + 1.0f, &e);
-            bk[i] = (uint8_t)(HOT - (e < 1 ? 1 : e > HOT ? HOT : e));
+            int x = 0;
+            frexpf(v[i]->show + 1.0f, &x);
+            bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
             cnt[bk[i] + 1]++;
         }
         for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
         emb_row_head **ord = xmalloc((m ? m : 1) * sizeof *ord);
-        for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = rows[i];
+        for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = v[i];
         free(bk);
         *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m);
         free(ord);
+        free(v);
         n += m;
-        free(rows);
     }
     return n;
 }
@@ -432,5 +472,7 @@ void emb_cache_moved(void *ctx, int tb, uint64_t key, uint64_t slot1)
 {
     emb_cache *c = ctx;
     int64_t r = emb_table_find(c->tab[tb], key);
-    if (r >= 0) emb_table_head(c->tab[tb], (uint32_t)r)->aux = slot1;
+    if (r < 0) return;
+    emb_row_head *h = emb_table_head(c->tab[tb], (uint32_t)r);
+    h->aux = slot1 | (h->aux & EMB_ROW_CLEAN);   /* the same bytes, elsewhere */
 }

@@ -5,10 +5,12 @@
  * Where a row lives: a pass's keys are listed first (emb_cache_keys); those not in memory are
  * read from the tier into a fetch (emb_cache_missing, then emb_fetch_run, on another thread:
  * it reads only the tier), whose rows are installed at the pass boundary (emb_cache_install),
- * before the rows the budget cannot keep are dropped (emb_cache_evict). A dropped row is never
- * lost: every row the last pass changed is in the commit the tier made of that pass, and a row
- * changed by no pass since is as the tier holds it. So eviction only drops, and happens only at
- * boundaries, with the pass's own rows pinned (the cache's pins, not the rows' headers).
+ * before the rows the budget cannot keep leave memory (emb_cache_evict). A row leaving memory is
+ * never lost: one changed since its copy in the tier (not EMB_ROW_CLEAN) is first written into the
+ * tier's open batch, where fetches find it before the commit makes it durable; a clean one is as
+ * the tier holds it. Eviction happens only at boundaries, with the part's own rows and the next
+ * part's pinned (the cache's pins, not the rows' headers). A commit writes the rows in memory that
+ * are not clean (emb_cache_put_dirty).
  * Eviction order: least frequently shown first (show decayed to the pass; ties: older last pass)
  * or least recently used (older last pass); ties broken by a hash of the key, so the same data
  * evicts the same rows.
@@ -35,6 +37,8 @@ typedef struct {
     uint64_t ssd_hits;    /* read from the tier */
     uint64_t new_keys;    /* in neither: new rows */
     uint64_t evicted;     /* rows dropped */
+    uint64_t written, written_bytes;   /* of those, written to the tier first (changed since their copy there) */
+    uint64_t nonfinite;   /* of those, holding NaN or inf */
 } emb_cache_stats;
 
 /* Rows missing from memory, and what the tier holds of them. */
@@ -46,12 +50,15 @@ typedef struct {
 } emb_fetch;
 
 /* What a row in memory costs the budget besides its bytes: its slots in its table's key index
- * (16-byte slots at a load of 1/4 to 1/2; emb_table_trim keeps it there). */
+ * (16-byte slots, grown at a load of 1/2 to 1/4: four a row. The index does not shrink when a
+ * boundary evicts (emb_table_trim): it stays at most four slots for each row of the most the
+ * budget held). */
 #define EMB_CACHE_INDEX_BYTES_PER_ROW 64u
 
-/* --cache-mb's bytes split between the rows (*rows) and the tier's index (*index: a quarter, within
- * 1 to 256 MB: its slot map and RocksDB's block cache). */
-void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index);
+/* --cache-mb's bytes split between the rows (*rows), the tier's index (*index: a quarter, within
+ * 1 to 256 MB: its slot map and RocksDB's block cache) and the open batch of rows written back
+ * since the last commit (*window: a quarter of the rest). */
+void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index, uint64_t *window);
 
 /* tabs (n_tables, borrowed); field_table (n_fields): each field's table, -1 for numeric fields;
  * budget: bytes of rows; lfu: 1 frequency-aware eviction, 0 LRU. */
@@ -96,19 +103,19 @@ int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *er
 
 /* Drop unpinned rows until the rows in memory with their key index slots (64 bytes a row at most)
  * and `coming` bytes (rows about to come, as emb_cache_coming counts them) fit the budget; the rows of
- * `pinned` and of `pinned2` (per table; pinned2 may be NULL) stay. `pass` ages the counters.
- * Returns the bytes the pinned rows and coming take beyond the budget (0 when they fit): memory
- * then exceeds the budget by that much. */
+ * `pinned` and of `pinned2` (per table; pinned2 may be NULL) stay. `pass` ages the counters. A
+ * dropped row that is not clean is first put into wb (the tier's open batch; NULL without a tier:
+ * nothing is dropped there). Returns the bytes the pinned rows and coming take beyond the budget (0
+ * when they fit): memory then exceeds the budget by that much. */
 uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
-                         emb_cache_stats *st);
+                         emb_tier_batch *wb, emb_cache_stats *st);
 
-/* The rows of `keys` (per table: a part's) in memory that pass `pass` changed (last seen in it):
- * their count, and how many hold NaN or inf. Parts of one pass share its number: each commits
- * the rows of its own keys. */
-size_t emb_cache_dirty(const emb_cache *c, const key_vec *keys, uint32_t pass, size_t *nonfinite);
-/* Put them into a commit; returns their count, and adds the bytes the tier writes for them to
- * *bytes (each record with its checksum, in its slot). */
-size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, const key_vec *keys, uint32_t pass, uint64_t *bytes);
+/* The rows in memory that are not clean (changed since their copy in the tier, or never written):
+ * their count, and how many hold NaN or inf. */
+size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite);
+/* Put them into a commit (hot rows first); returns their count, and adds the bytes the tier
+ * writes for them to *bytes (each record with its checksum, in its slot). They are clean after. */
+size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes);
 
 /* emb_tier_repack's callback (ctx: the cache): a row the tier moved takes its new slot, when it is
  * in memory. */

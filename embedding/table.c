@@ -344,6 +344,7 @@ void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, floa
     h->show += shows;
     h->click += clicks;
     h->last_pass = pass;
+    h->aux &= ~EMB_ROW_CLEAN;
 }
 
 void emb_row_counters_at(const emb_table_config *c, const emb_row_head *h, uint32_t pass, float *show, float *click)
@@ -726,18 +727,22 @@ int emb_table_load_pending(emb_table *t, void *file, char *err, size_t errlen)
 
 void emb_table_trim(emb_table *t)
 {
-    /* keep a quarter of headroom; release whole pages past it (they read back as zeros if the
-     * slab grows into them again, and every row is initialised before use) */
-    size_t keep = (t->rows + t->rows / 4 + 1024) * t->row_bytes, page = 4096;
+    /* Rows leave at each pass boundary and come back while the next pass trains: the slab and the
+     * index keep their size unless the rows fell far below it, so that a boundary does not release
+     * pages and shrink the index only to fault them in and rehash it again (a tenth of the trainer's
+     * time in the end-to-end tier bench). What they keep is at most what the most rows took, which
+     * the cache's budget bounded (4 index slots a row at growth).
+     * The slab: pages past twice the rows go (they read back as zeros if the slab grows into them
+     * again, and every row is initialised before use). */
+    size_t keep = (t->rows * 2 + 1024) * t->row_bytes, page = 4096;
     size_t cap = t->cap_rows * t->row_bytes;
     uintptr_t from = ((uintptr_t)t->slab + keep + page - 1) & ~(uintptr_t)(page - 1);
     uintptr_t to = ((uintptr_t)t->slab + cap) & ~(uintptr_t)(page - 1);
     if (t->slab && to > from + (1u << 20)) madvise((void *)from, to - from, MADV_DONTNEED);
-    /* the key index follows the rows down (the cache's budget counts 4 slots a row): to the
-     * smallest size at a load of 1/2 at most, as growth leaves it */
+    /* the key index: down to a load of 1/4 once it fell under 1/16 */
     size_t want = 1024;
-    while (want < t->rows * 2) want *= 2;
-    if (t->idx.cap > want) key_map_rehash(&t->idx, want);
+    while (want < t->rows * 4) want *= 2;
+    if (t->idx.cap >= want * 4) key_map_rehash(&t->idx, want);
 }
 
 void emb_table_set_lr(emb_table *t, float lr) { t->c.opt.lr = lr; }

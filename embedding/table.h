@@ -42,11 +42,19 @@ typedef struct {
     float show, click;
     uint32_t last_pass;
     uint32_t mark;         /* embedding/batch.c's scratch during a gather or scatter, else 0 (not persisted) */
-    uint64_t aux;          /* the SSD tier's slot + 1 of this row's committed copy, 0 if none (not persisted) */
+    uint64_t aux;          /* the SSD tier's slot + 1 of this row's copy there, 0 if none; with EMB_ROW_CLEAN
+                            * that copy is the row as it is (not persisted) */
 } emb_row_head;
 
+/* aux's flag: the tier's copy holds the row as it is now (it was read from there or written there,
+ * and nothing changed it since: emb_row_count clears it), so the row may leave memory unwritten */
+#define EMB_ROW_CLEAN (1ull << 63)
+static inline uint64_t emb_row_slot1(const emb_row_head *h) { return h->aux & ~EMB_ROW_CLEAN; }
+static inline int emb_row_clean(const emb_row_head *h) { return (h->aux & EMB_ROW_CLEAN) != 0; }
+
 /* Count `shows` and `clicks` into a row at pass `pass`: the counters first decay by
- * decay^(pass - last_pass) (lazily, so rows on any tier decay alike), then add. */
+ * decay^(pass - last_pass) (lazily, so rows on any tier decay alike), then add. Every training
+ * step counts the rows it changes, so this is where a row stops being clean (EMB_ROW_CLEAN). */
 void emb_row_count(const emb_table_config *c, emb_row_head *h, float shows, float clicks, uint32_t pass);
 /* The row's counters as of pass `pass` (decayed), and its CTR-accessor score
  * (show - click) * nonclk + click * clk. */
@@ -115,8 +123,8 @@ void emb_table_remove(emb_table *t, uint32_t row);
 /* Remove every row r with keep[r] == 0 (kept rows keep their order; row numbers change);
  * returns how many went. One pass over the rows and the index: for dropping most of a table. */
 size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep);
-/* Give the memory of the slab's unused tail (rows removed since it grew) back to the system, and
- * shrink the key index when the rows have fallen far below it. */
+/* Give the memory of the slab's unused tail back to the system, and shrink the key index, when
+ * the rows have fallen far below them (to half the slab's pages, a sixteenth of the index's load). */
 void emb_table_trim(emb_table *t);
 /* Keys waiting for admission, as a blob (and back): the SSD tier keeps them with each commit. */
 int emb_table_save_pending(const emb_table *t, void *file);

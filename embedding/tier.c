@@ -75,7 +75,9 @@ typedef struct {
     uint64_t cursor;         /* allocation cursor of the commit being assembled */
     int in_run;              /* the cursor is inside a run of free slots */
     uint64_t free_slots;     /* free slots below hwm */
-    int written;             /* the commit being assembled wrote to this file */
+    uint64_t backed;         /* bytes of the file that were written once (zeros or rows), but for punched pages */
+    uint64_t *punched;       /* 4 KB pages below backed given back to the file system (holes), a bit each */
+    uint64_t punched_words, n_punched;
 } slot_file;
 
 struct emb_tier {
@@ -98,7 +100,19 @@ struct emb_tier {
     struct io_uring ring;    /* fetch reads (one fetch at a time: fetch_mu) */
     pthread_mutex_t fetch_mu;   /* the ring and its read buffers: the trainer's evaluation and the
                                  * prefetch thread may fetch at once */
-    struct io_uring wring;   /* commit writes (another thread may fetch meanwhile) */
+    struct io_uring wring;   /* commit writes (another thread may fetch meanwhile); only the open batch writes */
+    uint8_t *wbuf[2];        /* the open batch's write buffers */
+    uint8_t *zeros;          /* WRITE_BUF of zeros, to back a file's new space before rows go there */
+    /* Fetches search the sealed segments of the open batch, then of the batch being committed,
+     * before the index (atomic pointers). A batch committed or dropped is retired: freed only when
+     * no fetch can be reading it (emb_tier_settle). */
+    emb_tier_batch *open, *committing;
+    pthread_mutex_t rec_mu;  /* what durable commits free, until the thread that puts takes it (emb_tier_reclaim) */
+    uint64_t *rec;           /* freed entries (see freed_make) */
+    size_t n_rec, cap_rec;
+    int rec_release;         /* a commit deleted or moved rows: free space goes back to the file system */
+    emb_tier_batch *retired;
+    int fetching;            /* fetches and lookups under way (atomic; see batch_retire) */
     uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring */
     size_t rbuf_slot;        /* bytes of one */
     int fixed;               /* rbuf and the slot files are registered with ring */
@@ -118,23 +132,42 @@ typedef struct {
     size_t off;              /* their images in the batch buffer */
 } run;
 
+/* An index change of a batch; its RocksDB key is idx_key(tb, key). Batches sort them by (tb, key). */
 typedef struct {
-    uint8_t k[10];           /* index key */
+    uint64_t key;
+    uint8_t tb;
     uint8_t del;
     idx_val v;
 } __attribute__((packed)) ientry;
 
-typedef struct {
-    uint64_t slot1;          /* slot + 1 to free once durable */
-    int tb;
-} freed;
+/* A sealed segment of a batch: its index changes sorted by (table, key), in the batch's spill
+ * file, never changed after (fetches read it while the batch puts on, and while it is committed). */
+typedef struct seg {
+    struct seg *older;       /* the segment sealed before it, or NULL */
+    size_t n;                /* entries */
+    uint64_t off;            /* their place in the spill file */
+    size_t tb_at[];          /* (tables + 1) where each table's entries begin */
+} seg;
+
+#define SEG_CHUNK 2048       /* the entries a segment reader holds (60 KB) */
+#define SEAL_CHUNK 65536     /* puts a batch holds unsealed at most (2 MB of index changes) */
+
+/* A slot to free once the commit is durable: its table in the top 16 bits, slot + 1 below. */
+typedef uint64_t freed;
+static inline freed freed_make(int tb, uint64_t slot1) { return (uint64_t)tb << 48 | slot1; }
+static inline int freed_tb(freed f) { return (int)(f >> 48); }
+static inline uint64_t freed_slot1(freed f) { return f & ((1ull << 48) - 1); }
 
 /* Slot images go to one of two write buffers; a full buffer's writes are submitted and the other
- * one fills while they complete (it waits only for the writes it submitted two flushes ago). */
+ * one fills while they complete (it waits only for the writes it submitted two flushes ago).
+ * A batch may stay open while a pass's parts train: its puts (rows leaving memory) are written as
+ * they come, to free slots only, and sealed at each part's boundary (emb_tier_seal): their index
+ * changes then form a segment sorted by key, which fetches search (newest segment first) before
+ * the committed index. The commit merges the segments (a key's newest entry stands). */
 struct emb_tier_batch {
     emb_tier *t;
     int cur;                 /* the buffer being filled */
-    uint8_t *buf[2];         /* slot images waiting to be written, or being written */
+    uint8_t *buf[2];         /* slot images waiting to be written, or being written (the tier's wbuf) */
     size_t buf_used[2];
     run *runs[2];            /* their runs of consecutive slots */
     size_t n_runs[2], cap_runs[2];
@@ -146,12 +179,23 @@ struct emb_tier_batch {
     int repack_done;         /* a repack ended in this batch: the index is compacted after it */
     void *drec;              /* the deletion record to commit with it ("d"), or NULL: the committed one stays */
     size_t drec_len;
-    ientry *ie;              /* index changes, sorted by key before they go into the batch */
+    ientry *ie;              /* index changes not yet sealed */
     size_t n_ie, cap_ie;
+    struct seg *newest;      /* the sealed segments, newest first (atomic: fetches walk them) */
+    size_t n_segs, seg_bytes;
+    int spill_fd;            /* their entries (-1: none yet) */
+    uint64_t spill_end;
+    emb_tier_batch *next_retired;
+    uint8_t *written;        /* (tables) the batch wrote to the slot file */
     int64_t *row_delta;      /* per table */
     int err;                 /* first write error (-errno) */
     char errmsg[512];
 };
+
+static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, uint8_t *found, char *err,
+                       size_t errlen);
+static int spill_open(emb_tier_batch *b, char *err, size_t errlen);
+static void release_free(slot_file *s);
 
 static void idx_key(uint8_t out[10], int tb, uint64_t key)
 {
@@ -293,8 +337,9 @@ static uint64_t alloc_slot(slot_file *s)
 /* ---- the key filter: which keys the tier may hold ----
  * A register-blocked Bloom filter (4 bits in one 64-bit word per key) over every key of every
  * table, built from the index at open and fed by commits, so a fetch skips the index lookups of
- * keys never stored (most of a pass's keys on long-tailed data). Sized at open for twice the
- * keys held (16 bits a key, 16 MB to 128 MB); past that its false positives only cost lookups.
+ * keys never stored (most of a pass's keys on long-tailed data). It takes a quarter of the index's
+ * memory (a power of two bytes, 64 KB at least: inside --cache-mb); past 16 bits a key its false
+ * positives grow, and cost lookups only (at 8 bits a key, 2.4% of the keys never stored).
  * Bits are set and read with relaxed atomics: a commit adds keys while another thread fetches. */
 
 static uint64_t filter_hash(int tb, uint64_t key) { return mix64(key ^ (0x9e3779b97f4a7c15ull * (uint64_t)(tb + 1))); }
@@ -416,6 +461,45 @@ static int open_slot_file(emb_tier *t, int tb, char *err, size_t errlen)
     }
     free(h);
     return ret;
+}
+
+static int page_punched(const slot_file *s, uint64_t page)
+{
+    return (page >> 6) < s->punched_words && (s->punched[page >> 6] >> (page & 63) & 1);
+}
+
+static void mark_punched(slot_file *s, uint64_t page0, uint64_t page1)
+{
+    if (page1 > s->punched_words * 64) {
+        uint64_t w = s->punched_words ? s->punched_words : 64;
+        while (w * 64 < page1) w *= 2;
+        s->punched = xrealloc(s->punched, w * 8);
+        memset(s->punched + s->punched_words, 0, (w - s->punched_words) * 8);
+        s->punched_words = w;
+    }
+    for (uint64_t p = page0; p < page1; p++)
+        if (!page_punched(s, p)) {
+            s->punched[p >> 6] |= 1ull << (p & 63);
+            s->n_punched++;
+        }
+}
+
+/* The pages of a slot file that are holes (punched by an earlier run's repack), so that rows are
+ * written there only after zeros (back_space); the file's end is where new space begins. */
+static int find_holes(emb_tier *t, slot_file *s, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(s->fd, &st) < 0) return fail(err, errlen, -errno, "%s: %s", t->dir, strerror(errno));
+    s->backed = round_up((uint64_t)st.st_size, BLOCK_BYTES);   /* writes cover whole blocks */
+    for (off_t at = HEADER_BYTES; at < (off_t)s->backed;) {
+        off_t hole = lseek(s->fd, at, SEEK_HOLE);
+        if (hole < 0 || hole >= (off_t)s->backed) break;   /* no SEEK_HOLE: holes are only slower to fill */
+        off_t data = lseek(s->fd, hole, SEEK_DATA);
+        if (data < 0 || data > (off_t)s->backed) data = (off_t)s->backed;
+        mark_punched(s, round_up((uint64_t)hole, 4096) / 4096, (uint64_t)data / 4096);
+        at = data;
+    }
+    return 0;
 }
 
 static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
@@ -639,10 +723,15 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->smap_mu, NULL);
     pthread_mutex_init(&t->fetch_mu, NULL);
-    /* the index's memory: three quarters slot map, a quarter (at least 1 MB) RocksDB block cache */
-    t->smap_sets = index_cache / 4 * 3 / (SMAP_WAYS * 8);
+    pthread_mutex_init(&t->rec_mu, NULL);
+    /* the index's memory: a quarter the key filter, three quarters of the rest the slot map, what
+     * is left (at least 1 MB) RocksDB's block cache, which holds its index and filter blocks too */
+    t->filt_words = 8192;
+    while (t->filt_words * 16 <= index_cache / 4) t->filt_words *= 2;
+    size_t rest = index_cache > t->filt_words * 8 ? index_cache - t->filt_words * 8 : 0;
+    t->smap_sets = rest / 4 * 3 / (SMAP_WAYS * 8);
     if (t->smap_sets) t->smap = xcalloc((size_t)t->smap_sets * SMAP_WAYS, 8);
-    size_t block_cache = index_cache - (size_t)t->smap_sets * SMAP_WAYS * 8;
+    size_t block_cache = rest - (size_t)t->smap_sets * SMAP_WAYS * 8;
     int ret = 0;
     size_t *rb_found = NULL;
     char path[4096];
@@ -681,6 +770,16 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
      * about log(runs) times. Its compaction thread took 15% of the end-to-end bench's CPU, and the
      * trainer's share of two cores grew by 8% with it (docs/performance.md). */
     rocksdb_options_set_compaction_style(t->opt, rocksdb_universal_compaction);
+    /* Runs merge only when 24 have gathered (the default, 4, merged after every fourth commit),
+     * of any sizes (size ratio 1%), and the whole index is rewritten only past 5x amplification:
+     * the compaction thread's CPU in the end-to-end bench went from 59 to about 12 core-seconds,
+     * and lookups stay one read a key (each newer run has its Bloom filter, docs/performance.md) */
+    rocksdb_options_set_level0_file_num_compaction_trigger(t->opt, 24);
+    rocksdb_universal_compaction_options_t *uco = rocksdb_universal_compaction_options_create();
+    rocksdb_universal_compaction_options_set_size_ratio(uco, 1);
+    rocksdb_universal_compaction_options_set_max_size_amplification_percent(uco, 400);
+    rocksdb_options_set_universal_compaction_options(t->opt, uco);
+    rocksdb_universal_compaction_options_destroy(uco);
     /* no compression in the newer sorted runs: index blocks missing from the block cache are read
      * from the page cache without a decompression (snappy took a third of a fetch's CPU). The last
      * run, which holds most entries and is written by the full compactions after a repack, is LZ4:
@@ -697,6 +796,16 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     t->cache = rocksdb_cache_create_lru(block_cache > (1u << 20) ? block_cache : (1u << 20));
     rocksdb_block_based_options_set_block_cache(t->bopt, t->cache);
     rocksdb_block_based_options_set_filter_policy(t->bopt, rocksdb_filterpolicy_create_bloom_full(10));
+    /* Index and filter blocks live in the block cache, inside --cache-mb: held by each file's table
+     * reader instead, they grew with the index (the newer runs' filters alone are 10 bits a key
+     * they hold). Both are partitioned (4 KB pieces under a small top level, which stays), so a
+     * lookup reads the pieces it needs, not a whole run's filter. */
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks(t->bopt, 1);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks_with_high_priority(t->bopt, 1);
+    rocksdb_block_based_options_set_pin_top_level_index_and_filter(t->bopt, 1);
+    rocksdb_block_based_options_set_index_type(t->bopt, rocksdb_block_based_table_index_type_two_level_index_search);
+    rocksdb_block_based_options_set_partition_filters(t->bopt, 1);
+    rocksdb_block_based_options_set_metadata_block_size(t->bopt, 4096);
     rocksdb_options_set_block_based_table_factory(t->opt, t->bopt);
     t->ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(t->ro, 1);
@@ -780,14 +889,14 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     }
     free(rb_found);
     rb_found = NULL;
-    if (ret == 0) {   /* the key filter, sized for twice the keys the index holds */
-        uint64_t est = 0;
-        if (rocksdb_property_int(t->db, "rocksdb.estimate-num-keys", &est) != 0) est = 0;
-        uint64_t want = (est * 2 < (1u << 20) ? (1u << 20) : est * 2) / 4, words = 1u << 21;
-        while (words < want && words < (1u << 24)) words *= 2;
-        t->filt_words = words;
-        t->filt = xaligned_alloc(64, words * 8);
-        memset(t->filt, 0, words * 8);
+    for (int i = 0; ret == 0 && !readonly && i < t->n; i++) ret = find_holes(t, &t->sf[i], err, errlen);
+    if (ret == 0 && !readonly) {
+        t->zeros = xaligned_alloc(4096, WRITE_BUF);
+        memset(t->zeros, 0, WRITE_BUF);
+    }
+    if (ret == 0) {   /* the key filter, filled from the index */
+        t->filt = xaligned_alloc(64, t->filt_words * 8);
+        memset(t->filt, 0, t->filt_words * 8);
         ret = rebuild_bitmap(t, err, errlen);
     }
     if (ret == 0) {
@@ -826,6 +935,17 @@ out:
 void emb_tier_close(emb_tier *t)
 {
     if (!t) return;
+    if (!t->readonly && t->sf && t->db) {
+        emb_tier_batch *o = __atomic_load_n(&t->open, __ATOMIC_SEQ_CST);
+        if (o) emb_tier_abort(o);   /* left open: dropped */
+        emb_tier_settle(t);
+        /* the zeros written ahead of the last slot in use go: the file ends at its last block */
+        for (int i = 0; i < t->n; i++) {
+            slot_file *s = &t->sf[i];
+            uint64_t end = HEADER_BYTES + round_up(s->hwm, s->blk) * s->slot_bytes;
+            if (s->fd >= 0 && s->backed > end && ftruncate(s->fd, (off_t)end) == 0) s->backed = end;
+        }
+    }
     if (t->rbuf_slot) {
         io_uring_queue_exit(&t->ring);
         io_uring_queue_exit(&t->wring);
@@ -834,7 +954,12 @@ void emb_tier_close(emb_tier *t)
     for (int i = 0; t->sf && i < t->n; i++) {
         if (t->sf[i].fd >= 0) close(t->sf[i].fd);
         free(t->sf[i].bits);
+        free(t->sf[i].punched);
     }
+    free(t->wbuf[0]), free(t->wbuf[1]);
+    free(t->zeros);
+    free(t->rec);
+    pthread_mutex_destroy(&t->rec_mu);
     free(t->sf);
     free(t->filt);
     if (t->cf) rocksdb_column_family_handle_destroy(t->cf);
@@ -857,7 +982,7 @@ void emb_tier_close(emb_tier *t)
 const char *emb_tier_dir(const emb_tier *t) { return t->dir; }
 uint64_t emb_tier_id(const emb_tier *t) { return t->id; }
 uint64_t emb_tier_commits(const emb_tier *t) { return t->gen; }
-uint64_t emb_tier_rows(emb_tier *t, int tb) { return t->sf[tb].rows; }
+uint64_t emb_tier_rows(emb_tier *t, int tb) { return __atomic_load_n(&t->sf[tb].rows, __ATOMIC_RELAXED); }
 
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
@@ -866,6 +991,21 @@ emb_tier_mem emb_tier_memory(emb_tier *t)
     if (rocksdb_property_int(t->db, "rocksdb.estimate-table-readers-mem", &m.table_readers) != 0) m.table_readers = 0;
     if (rocksdb_property_int(t->db, "rocksdb.cur-size-all-mem-tables", &m.memtables) != 0) m.memtables = 0;
     return m;
+}
+
+double emb_tier_free_share(emb_tier *t)
+{
+    uint64_t *pend = xcalloc((size_t)t->n, sizeof *pend);
+    pthread_mutex_lock(&t->rec_mu);
+    for (size_t i = 0; i < t->n_rec; i++) pend[freed_tb(t->rec[i])]++;
+    pthread_mutex_unlock(&t->rec_mu);
+    double worst = 0;
+    for (int i = 0; i < t->n; i++) {
+        double r = (double)(t->sf[i].free_slots + pend[i]) / (double)(t->sf[i].rows ? t->sf[i].rows : 1);
+        if (r > worst) worst = r;
+    }
+    free(pend);
+    return worst;
 }
 
 uint64_t emb_tier_disk_bytes(emb_tier *t)
@@ -916,9 +1056,9 @@ emb_tier_stats emb_tier_get_stats(emb_tier *t)
 
 /* aux[i] = slot + 1 of keys[i] (c <= GET_CHUNK), or 0: keys the filter rules out are not looked up;
  * with via_map, keys the slot map holds are taken from it (via_map[i] = 1: a guess, see the map);
- * the others by one batched MultiGet */
-static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uint64_t *aux, uint8_t *via_map, char *err,
-                        size_t errlen)
+ * the others by one batched MultiGet. Keys with known[i] (known may be NULL) keep their aux. */
+static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uint64_t *aux, uint8_t *via_map,
+                        const uint8_t *known, char *err, size_t errlen)
 {
     uint8_t kb[GET_CHUNK][10];
     const char *kp[GET_CHUNK];
@@ -928,8 +1068,9 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
     int ret = 0;
     if (via_map) pthread_mutex_lock(&t->smap_mu);
     for (size_t j = 0; j < c; j++) {
-        aux[j] = 0;
         if (via_map) via_map[j] = 0;
+        if (known && known[j]) continue;   /* the open batch's answer (aux set) */
+        aux[j] = 0;
         if (!filter_may_hold(t, tb, keys[j])) continue;
         if (via_map && (aux[j] = smap_get(t, tb, keys[j]))) {
             via_map[j] = 1;
@@ -1190,12 +1331,15 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
 {
     int ret = 0;
     size_t m = 0, n_retry = 0;
-    uint8_t *via_map = xmalloc(n ? n : 1);
+    uint8_t *via_map = xmalloc(n ? n : 1), *known = xmalloc(n ? n : 1);
+    __atomic_add_fetch(&t->fetching, 1, __ATOMIC_SEQ_CST);
+    ret = open_lookup(t, tb, keys, n, aux, known, err, errlen);   /* rows put since the last commit, newest first */
     for (size_t next = 0; next < n && ret == 0; next += GET_CHUNK) {
         size_t c = n - next < GET_CHUNK ? n - next : GET_CHUNK;
-        ret = lookup_chunk(t, tb, keys + next, c, aux + next, via_map + next, err, errlen);
+        ret = lookup_chunk(t, tb, keys + next, c, aux + next, via_map + next, known + next, err, errlen);
         for (size_t j = 0; j < c; j++) m += aux[next + j] != 0;
     }
+    free(known);
     uint64_t *req = xmalloc((m ? m : 1) * sizeof *req);
     size_t *retry = xmalloc((m ? m : 1) * sizeof *retry);
     pthread_mutex_lock(&t->fetch_mu);
@@ -1208,7 +1352,7 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
         for (size_t r = 0; r < n_retry; r++) rk[r] = keys[retry[r]];
         for (size_t next = 0; next < n_retry && ret == 0; next += GET_CHUNK)
             ret = lookup_chunk(t, tb, rk + next, n_retry - next < GET_CHUNK ? n_retry - next : GET_CHUNK, ra + next, NULL,
-                               err, errlen);
+                               NULL, err, errlen);
         size_t m2 = 0;
         for (size_t r = 0; ret == 0 && r < n_retry; r++) {
             aux[retry[r]] = ra[r];
@@ -1229,6 +1373,7 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
     t->st.map_hits += hits;
     t->st.map_wrong += n_retry;
     pthread_mutex_unlock(&t->mu);
+    __atomic_sub_fetch(&t->fetching, 1, __ATOMIC_SEQ_CST);
     free(req);
     free(retry);
     free(via_map);
@@ -1238,8 +1383,14 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
 int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
 {
     int ret = 0;
+    uint8_t *known = xmalloc(n ? n : 1);
+    __atomic_add_fetch(&t->fetching, 1, __ATOMIC_SEQ_CST);
+    ret = open_lookup(t, tb, keys, n, aux, known, err, errlen);
     for (size_t next = 0; next < n && ret == 0; next += GET_CHUNK)
-        ret = lookup_chunk(t, tb, keys + next, n - next < GET_CHUNK ? n - next : GET_CHUNK, aux + next, NULL, err, errlen);
+        ret = lookup_chunk(t, tb, keys + next, n - next < GET_CHUNK ? n - next : GET_CHUNK, aux + next, NULL, known + next,
+                           err, errlen);
+    __atomic_sub_fetch(&t->fetching, 1, __ATOMIC_SEQ_CST);
+    free(known);
     return ret;
 }
 
@@ -1310,17 +1461,63 @@ const char *emb_tier_layout(const emb_tier *t) { return t->layout; }
 emb_tier_batch *emb_tier_begin(emb_tier *t)
 {
     CHECK(!t->readonly);
+    CHECK(!__atomic_load_n(&t->open, __ATOMIC_ACQUIRE));   /* one batch puts at a time */
+    emb_tier_settle(t);
     emb_tier_batch *b = xcalloc(1, sizeof *b);
     b->t = t;
-    b->buf[0] = xaligned_alloc(4096, WRITE_BUF);
-    b->buf[1] = xaligned_alloc(4096, WRITE_BUF);
+    if (!t->wbuf[0]) {
+        t->wbuf[0] = xaligned_alloc(4096, WRITE_BUF);
+        t->wbuf[1] = xaligned_alloc(4096, WRITE_BUF);
+    }
+    b->buf[0] = t->wbuf[0];
+    b->buf[1] = t->wbuf[1];
     b->row_delta = xcalloc((size_t)t->n, sizeof *b->row_delta);
+    b->written = xcalloc((size_t)t->n, 1);
+    b->spill_fd = -1;
     for (int i = 0; i < t->n; i++) {
         t->sf[i].cursor = 0;
         t->sf[i].in_run = 0;
-        t->sf[i].written = 0;
     }
+    __atomic_store_n(&t->open, b, __ATOMIC_RELEASE);
     return b;
+}
+
+void emb_tier_reclaim(emb_tier *t)
+{
+    pthread_mutex_lock(&t->rec_mu);
+    for (size_t i = 0; i < t->n_rec; i++) clear_bit(&t->sf[freed_tb(t->rec[i])], freed_slot1(t->rec[i]) - 1);
+    t->n_rec = 0;
+    pthread_mutex_unlock(&t->rec_mu);
+}
+
+static void batch_free(emb_tier_batch *b);
+
+/* Free the retired batches if no fetch is under way: a fetch that began before a batch was retired
+ * may still read its segments, one that began after cannot find it (the pointers are cleared
+ * before `fetching` is read, and a fetch counts itself before it reads them: seq_cst on both). */
+static void free_retired(emb_tier *t)
+{
+    if (__atomic_load_n(&t->fetching, __ATOMIC_SEQ_CST)) return;
+    pthread_mutex_lock(&t->rec_mu);
+    emb_tier_batch *r = t->retired;
+    t->retired = NULL;
+    pthread_mutex_unlock(&t->rec_mu);
+    while (r) {
+        emb_tier_batch *next = r->next_retired;
+        batch_free(r);
+        r = next;
+    }
+}
+
+void emb_tier_settle(emb_tier *t)
+{
+    emb_tier_reclaim(t);
+    pthread_mutex_lock(&t->rec_mu);
+    int release = t->rec_release;
+    t->rec_release = 0;
+    pthread_mutex_unlock(&t->rec_mu);
+    for (int i = 0; release && i < t->n; i++) release_free(&t->sf[i]);
+    free_retired(t);
 }
 
 /* Handle the writes that completed (waiting for one first if wait): count them off their
@@ -1376,12 +1573,69 @@ static void pad_run(emb_tier_batch *b, int w)
     if (s->cursor < end) s->cursor = end;   /* the padded slots are not taken again in this commit */
 }
 
+/* Bytes [off, off + len) of slot file s become written zeros (direct I/O: whole blocks), so that
+ * a later write of rows there overwrites blocks the file system has already allocated. A write to
+ * unallocated space (the file's end, or a punched hole) changes the file's extents: on ext4 such a
+ * direct write waits for the journal, which a concurrent fdatasync holds, and io_uring hands it to
+ * a worker thread; the commits' writes went at about a tenth of the disk's speed
+ * (docs/performance.md). 0 or -errno. */
+static int zero_fill(emb_tier *t, slot_file *s, uint64_t off, uint64_t len)
+{
+    for (uint64_t done = 0; done < len;) {
+        size_t n = len - done < WRITE_BUF ? (size_t)(len - done) : WRITE_BUF;
+        ssize_t r = pwrite(s->fd, t->zeros, n, (off_t)(off + done));
+        if (r <= 0) return r < 0 ? -errno : -EIO;
+        done += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* The space of bytes [off0, off1) of s is written once before rows go there: punched pages in it
+ * (1 MB around) and the file's new end (with room ahead, a quarter of the file up to 64 MB) are
+ * filled with zeros first. Only the batch that puts calls this, before it submits the run's write. */
+static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
+{
+    if (!s->direct) return 0;
+    int ret = 0;
+    if (s->n_punched) {
+        uint64_t g0 = off0 / (1u << 20) * (1u << 20) / 4096, g1 = round_up(off1, 1u << 20) / 4096;
+        for (uint64_t p = g0; p < g1 && ret == 0; p++) {
+            if (!page_punched(s, p)) continue;
+            uint64_t q = p;
+            while (q < g1 && page_punched(s, q)) {
+                s->punched[q >> 6] &= ~(1ull << (q & 63));
+                s->n_punched--;
+                q++;
+            }
+            ret = zero_fill(t, s, p * 4096, (q - p) * 4096);
+            p = q;
+        }
+    }
+    if (ret == 0 && off1 > s->backed) {
+        uint64_t ahead = s->backed / 4;
+        ahead = ahead < (1u << 20) ? (1u << 20) : ahead > (64u << 20) ? (64u << 20) : round_up(ahead, 1u << 20);
+        /* from the end of what was written (whole blocks: slots there may be in use), to a page past it */
+        uint64_t to = round_up(off1, 4096) + ahead;
+        ret = zero_fill(t, s, s->backed, to - s->backed);
+        if (ret == 0) s->backed = to;
+    }
+    return ret;
+}
+
 /* Submit the writes of buffer w (at most FETCH_DEPTH in flight in all). */
 static void submit_buf(emb_tier_batch *b, int w)
 {
     emb_tier *t = b->t;
     pad_run(b, w);
     for (size_t i = 0; i < b->n_runs[w] && b->err == 0; i++) {
+        run *rn = &b->runs[w][i];
+        slot_file *sf = &t->sf[rn->tb];
+        int zr = back_space(t, sf, HEADER_BYTES + rn->first * sf->slot_bytes, HEADER_BYTES + (rn->first + rn->n) * sf->slot_bytes);
+        if (zr < 0) {
+            b->err = zr;
+            snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: cannot extend the file: %s", t->dir, rn->tb, strerror(-zr));
+            break;
+        }
         while (b->inflight[0] + b->inflight[1] >= FETCH_DEPTH && b->err == 0) {
             io_uring_submit(&t->wring);
             reap(b, 1);
@@ -1394,7 +1648,7 @@ static void submit_buf(emb_tier_batch *b, int w)
         io_uring_prep_write(sqe, s->fd, b->buf[w] + r->off, (unsigned)(r->n * s->slot_bytes),
                             HEADER_BYTES + r->first * s->slot_bytes);
         io_uring_sqe_set_data64(sqe, (uint64_t)w << 32 | i);
-        s->written = 1;
+        b->written[r->tb] = 1;
         b->inflight[w]++;
     }
     io_uring_submit(&t->wring);
@@ -1408,49 +1662,78 @@ static void drain(emb_tier_batch *b, int w)
     b->buf_used[w] = 0;
 }
 
+/* A batch's lists grow by a quarter (at least 64K entries): they count in --cache-mb while a
+ * window of passes is open, so they keep little slack. */
+static size_t grow(size_t cap, size_t need)
+{
+    size_t c = cap + cap / 4 + 65536;
+    return c < need ? need : c;
+}
+
 void emb_tier_reserve(emb_tier_batch *b, size_t puts)
 {
-    if (b->cap_ie < b->n_ie + puts) b->ie = xrealloc(b->ie, (b->cap_ie = b->n_ie + puts) * sizeof *b->ie);
+    if (b->cap_ie < b->n_ie + puts) b->ie = xrealloc(b->ie, (b->cap_ie = grow(b->cap_ie, b->n_ie + puts)) * sizeof *b->ie);
+    if (b->cap_fr < b->n_fr + puts) b->fr = xrealloc(b->fr, (b->cap_fr = grow(b->cap_fr, b->n_fr + puts)) * sizeof *b->fr);
+}
+
+size_t emb_tier_batch_bytes(const emb_tier_batch *b)
+{
+    return b ? b->cap_ie * sizeof *b->ie + b->cap_fr * sizeof *b->fr + b->seg_bytes : 0;
+}
+
+size_t emb_tier_batch_growth(const emb_tier_batch *b, size_t puts)
+{
+    size_t tail = b ? b->n_ie : 0, cap = b ? b->cap_ie : 0, need = tail + puts < SEAL_CHUNK ? tail + puts : SEAL_CHUNK;
+    size_t segs = puts / SEAL_CHUNK + 1;
+    return puts * sizeof(freed) + (need > cap ? need - cap : 0) * sizeof(ientry) +
+           segs * (sizeof(seg) + 8 * ((size_t)(b ? b->t->n : 1) + 1));
 }
 
 static void add_freed(emb_tier_batch *b, int tb, uint64_t slot1)
 {
     if (!slot1) return;
-    if (b->n_fr == b->cap_fr) {
-        b->cap_fr = b->cap_fr ? b->cap_fr * 2 : 1024;
-        b->fr = xrealloc(b->fr, b->cap_fr * sizeof *b->fr);
-    }
-    b->fr[b->n_fr++] = (freed){ slot1, tb };
+    if (b->n_fr == b->cap_fr) b->fr = xrealloc(b->fr, (b->cap_fr = grow(b->cap_fr, b->n_fr + 1)) * sizeof *b->fr);
+    b->fr[b->n_fr++] = freed_make(tb, slot1);
 }
 
 static ientry *add_ientry(emb_tier_batch *b)
 {
-    if (b->n_ie == b->cap_ie) b->ie = xrealloc(b->ie, (b->cap_ie = b->cap_ie * 2 + 1024) * sizeof *b->ie);
+    if (b->n_ie == b->cap_ie) b->ie = xrealloc(b->ie, (b->cap_ie = grow(b->cap_ie, b->n_ie + 1)) * sizeof *b->ie);
     return &b->ie[b->n_ie++];
 }
 
-/* Index entries in key order, in place: an MSD radix sort on the key's bytes (American flag
- * sort), insertion sort for small buckets. A batch's keys are distinct but for repeated
- * deletions of one key, whose order does not matter. */
+/* byte i of an entry's sort key (table, then the key from its most significant byte) */
+static inline unsigned ie_byte(const ientry *e, int i) { return i == 0 ? e->tb : (unsigned)(e->key >> (64 - 8 * i)) & 0xff; }
+
+static inline int ie_cmp(const ientry *a, const ientry *b)
+{
+    if (a->tb != b->tb) return a->tb < b->tb ? -1 : 1;
+    return (a->key > b->key) - (a->key < b->key);
+}
+
+/* Index entries in (table, key) order, in place: an MSD radix sort on the sort key's bytes
+ * (American flag sort), insertion sort for small buckets. A segment's keys are distinct but for
+ * repeated deletions of one key, or a put and then its deletion (shrink), whose order does not
+ * matter: a deletion wins (segr_run). */
 static void sort_ientries(ientry *v, size_t n, int byte)
 {
-    if (n < 24 || byte >= 10) {
+    if (n < 24 || byte >= 9) {
         for (size_t i = 1; i < n; i++) {
             ientry x = v[i];
             size_t j = i;
-            for (; j > 0 && memcmp(v[j - 1].k + byte, x.k + byte, (size_t)(10 - byte)) > 0; j--) v[j] = v[j - 1];
+            for (; j > 0 && ie_cmp(&v[j - 1], &x) > 0; j--) v[j] = v[j - 1];
             v[j] = x;
         }
         return;
     }
     size_t count[256] = { 0 }, start[257], next[256];
-    for (size_t i = 0; i < n; i++) count[v[i].k[byte]]++;
+    for (size_t i = 0; i < n; i++) count[ie_byte(&v[i], byte)]++;
     start[0] = 0;
     for (int d = 0; d < 256; d++) start[d + 1] = start[d] + count[d];
     memcpy(next, start, sizeof next);
     for (int d = 0; d < 256; d++)
         while (next[d] < start[d + 1]) {   /* place v[next[d]] in its bucket, until one of d's lands here */
-            int c = v[next[d]].k[byte];
+            int c = (int)ie_byte(&v[next[d]], byte);
             if (c == d) {
                 next[d]++;
             } else {
@@ -1510,12 +1793,8 @@ static placed place_put(emb_tier_batch *b, int tb, emb_row_head *h, void (*flush
     placed p = { h, b->buf[w] + b->buf_used[w], slot, b->n_ie };
     b->buf_used[w] += s->slot_bytes;
     add_ientry(b);
-    if (h->aux) {
-        add_freed(b, tb, h->aux);
-    } else {
-        b->row_delta[tb]++;
-        filter_add(t, tb, h->key);   /* before it is durable: a false positive at worst */
-    }
+    if (emb_row_slot1(h)) add_freed(b, tb, emb_row_slot1(h));
+    else b->row_delta[tb]++;   /* a new key: put_image adds it to the key filter */
     return p;
 }
 
@@ -1530,17 +1809,31 @@ static void put_image(emb_tier_batch *b, int tb, const placed *p)
     memset(p->img + s->row_bytes, 0, s->slot_bytes - s->row_bytes);
     ((emb_row_head *)p->img)->mark = 0;
     ((emb_row_head *)p->img)->aux = 0;
+    if (!emb_row_slot1(h)) filter_add(b->t, tb, h->key);   /* before it is durable: a false positive at worst */
     uint64_t sum = XXH64(p->img, s->row_bytes, p->slot);
     memcpy(p->img + s->slot_bytes - 8, &sum, 8);
     ientry *e = &b->ie[p->ie];
-    idx_key(e->k, tb, h->key);
+    e->key = h->key;
+    e->tb = (uint8_t)tb;
     e->del = 0;
     e->v = (idx_val){ p->slot, h->show, h->click, h->last_pass };
-    h->aux = p->slot + 1;
+    h->aux = (p->slot + 1) | EMB_ROW_CLEAN;   /* the slot holds the row as it is */
+}
+
+/* Seal once SEAL_CHUNK puts wait: a batch's index changes in memory stay within 2 MB, the rest in
+ * its spill file. A failure is kept in b->err (the next seal or the commit says it). */
+static void seal_full(emb_tier_batch *b, size_t more)
+{
+    char err[512];
+    if (b->n_ie && b->n_ie + more > SEAL_CHUNK && emb_tier_seal(b, err, sizeof err) < 0 && !b->err) {
+        b->err = -EIO;
+        snprintf(b->errmsg, sizeof b->errmsg, "%s", err);
+    }
 }
 
 size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec)
 {
+    seal_full(b, 1);
     placed p = place_put(b, tb, rec, NULL, NULL);
     put_image(b, tb, &p);
     return b->t->sf[tb].slot_bytes;
@@ -1564,23 +1857,31 @@ static void store_pending(void *ctx)
 
 size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n)
 {
-    emb_tier_reserve(b, n);   /* index entries are written in place by the threads */
     size_t chunk = WRITE_BUF / b->t->sf[tb].slot_bytes + 1;   /* a buffer's puts at most */
     pending_puts q = { b, tb, xmalloc((chunk < n ? chunk : n ? n : 1) * sizeof *q.v), 0 };
-    for (size_t i = 0; i < n; i++) {
-        placed p = place_put(b, tb, recs[i], store_pending, &q);   /* a full buffer stores q's puts first */
-        q.v[q.n++] = p;
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < SEAL_CHUNK ? n - i : SEAL_CHUNK;
+        seal_full(b, k);
+        emb_tier_reserve(b, k);   /* index entries are written in place by the threads */
+        for (size_t end = i + k; i < end; i++) {
+            placed p = place_put(b, tb, recs[i], store_pending, &q);   /* a full buffer stores q's puts first */
+            q.v[q.n++] = p;
+        }
+        store_pending(&q);
     }
-    store_pending(&q);
     free(q.v);
     return n * b->t->sf[tb].slot_bytes;
 }
 
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
 {
+    seal_full(b, 1);
+    aux &= ~EMB_ROW_CLEAN;
     ientry *e = add_ientry(b);
-    idx_key(e->k, tb, key);
+    e->key = key;
+    e->tb = (uint8_t)tb;
     e->del = 1;
+    memset(&e->v, 0, sizeof e->v);
     if (aux) {
         add_freed(b, tb, aux);
         b->row_delta[tb]--;
@@ -1600,13 +1901,14 @@ static void release_free(slot_file *s)
         s->free_slots -= s->hwm - h;
         s->hwm = h;
         if (ftruncate(s->fd, (off_t)(HEADER_BYTES + h * sb)) < 0) return;   /* the space stays: nothing is lost */
+        s->backed = HEADER_BYTES + h * sb;
     }
     for (uint64_t i = next_free(s, 0); i < s->hwm; i = next_free(s, i)) {
         uint64_t j = i;
         while (j < s->hwm && slot_free(s, j)) j++;
         uint64_t off0 = round_up(HEADER_BYTES + i * sb, 4096), off1 = (HEADER_BYTES + j * sb) / 4096 * 4096;
-        if (off1 > off0)
-            (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off0, (off_t)(off1 - off0));
+        if (off1 > off0 && fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off0, (off_t)(off1 - off0)) == 0)
+            mark_punched(s, off0 / 4096, off1 / 4096);
         i = j;
     }
 }
@@ -1614,6 +1916,15 @@ static void release_free(slot_file *s)
 /* Rows in use in slots [p0, p0 + page) below hwm, those in `gone` (freed by the batch) not counted. */
 static uint64_t page_live(const slot_file *s, const uint8_t *gone, uint64_t p0, uint64_t page, uint64_t hwm)
 {
+    /* a page of 8 to 64 slots, aligned, below hwm: its bits in the bitmap's word, a popcount (the
+     * pass's repack looks at every page of the file at each pass's end) */
+    if (page >= 8 && page <= 64 && !(page & (page - 1)) && !(p0 & (page - 1)) && p0 + page <= hwm) {
+        uint64_t m = page == 64 ? ~0ull : ((1ull << page) - 1) << (p0 & 63);
+        uint64_t used = ((p0 >> 6) < s->words ? s->bits[p0 >> 6] : 0) & m, g = 0;
+        memcpy(&g, gone + p0 / 8, page / 8);   /* little-endian: slot p0 + i is bit i */
+        g = page == 64 ? g : g << (p0 & 63);
+        return (uint64_t)__builtin_popcountll(used & ~g);
+    }
     uint64_t live = 0;
     for (uint64_t j = p0; j < p0 + page && j < hwm; j++) live += !slot_free(s, j) && !(gone[j / 8] >> (j % 8) & 1);
     return live;
@@ -1632,8 +1943,8 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
         /* the slots this batch frees (shrink's deletions) count as free: their rows are gone */
         uint8_t *gone = xcalloc((size_t)(hwm / 8 + 1), 1);
         for (size_t i = 0; i < b->n_fr; i++)
-            if (b->fr[i].tb == tb && b->fr[i].slot1 - 1 < hwm)
-                gone[(b->fr[i].slot1 - 1) / 8] |= (uint8_t)(1u << ((b->fr[i].slot1 - 1) % 8));
+            if (freed_tb(b->fr[i]) == tb && freed_slot1(b->fr[i]) - 1 < hwm)
+                gone[(freed_slot1(b->fr[i]) - 1) / 8] |= (uint8_t)(1u << ((freed_slot1(b->fr[i]) - 1) % 8));
         uint64_t max_live = s->repack_live;   /* a repack cut short goes on with its own pages */
         if (!s->repack_at) {
             /* the pages by their live rows: the waste is the free slots of pages still in use
@@ -1725,40 +2036,310 @@ static void batch_free(emb_tier_batch *b)
 {
     drain(b, 0);   /* the buffers may still be read by writes in flight */
     drain(b, 1);
-    free(b->buf[0]), free(b->buf[1]);
     free(b->runs[0]), free(b->runs[1]);
     free(b->ie);
+    for (seg *g = b->newest; g;) {
+        seg *older = g->older;
+        free(g);
+        g = older;
+    }
+    if (b->spill_fd >= 0) close(b->spill_fd);
+    free(b->written);
     free(b->drec);
     free(b->fr);
     free(b->row_delta);
     free(b);
 }
 
+/* The batch is done with (committed or dropped): fetches stop finding it, and it is freed once no
+ * fetch can be reading it (emb_tier_settle). */
+static void batch_retire(emb_tier_batch *b)
+{
+    emb_tier *t = b->t;
+    emb_tier_batch *want = b;
+    __atomic_compare_exchange_n(&t->open, &want, NULL, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    want = b;
+    __atomic_compare_exchange_n(&t->committing, &want, NULL, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    drain(b, 0);
+    drain(b, 1);
+    pthread_mutex_lock(&t->rec_mu);
+    b->next_retired = t->retired;
+    t->retired = b;
+    pthread_mutex_unlock(&t->rec_mu);
+    free_retired(t);
+}
+
 void emb_tier_abort(emb_tier_batch *b)
 {
-    if (b->n_ie || b->n_fr) b->t->failed = 1;   /* its slots stay marked used until the folder is opened again */
-    batch_free(b);
+    if (b->n_ie || b->n_fr || b->newest) b->t->failed = 1;   /* its slots stay marked used until the folder is opened again */
+    batch_retire(b);
 }
 
-/* The entries of one key, sorted, from ie[i]: the end of their run, and in *put the entry that
- * stands (the last put), or NULL if the run holds a deletion (shrink after the pass's put: a
- * deletion wins). The index and the slot map take a commit's entries alike. */
-static size_t key_run(const ientry *ie, size_t n, size_t i, const ientry **put)
+int emb_tier_seal(emb_tier_batch *b, char *err, size_t errlen)
 {
-    size_t j = i;
-    int del = 0;
-    for (; j < n && memcmp(ie[j].k, ie[i].k, 10) == 0; j++) del |= ie[j].del;
-    *put = del ? NULL : &ie[j - 1];
-    return j;
+    submit_buf(b, b->cur);
+    drain(b, 0);
+    drain(b, 1);
+    if (b->err) {
+        snprintf(err, errlen, "%s", b->errmsg);
+        return b->err;
+    }
+    if (!b->n_ie) return 0;
+    int ret = spill_open(b, err, errlen);
+    if (ret < 0) return ret;
+    sort_ientries(b->ie, b->n_ie, 0);
+    size_t bytes = b->n_ie * sizeof *b->ie;
+    for (size_t done = 0; done < bytes;) {
+        ssize_t w = pwrite(b->spill_fd, (char *)b->ie + done, bytes - done, (off_t)(b->spill_end + done));
+        if (w <= 0) {
+            b->err = w < 0 ? -errno : -ENOSPC;
+            return fail(err, errlen, b->err, "%s: cannot write a temporary file: %s", b->t->dir, strerror(-b->err));
+        }
+        done += (size_t)w;
+    }
+    emb_tier *t = b->t;
+    seg *g = xmalloc(sizeof *g + ((size_t)t->n + 1) * sizeof *g->tb_at);
+    g->n = b->n_ie;
+    g->off = b->spill_end;
+    for (int tb = 0, i = 0; tb <= t->n; tb++) {   /* each table's first entry */
+        while ((size_t)i < b->n_ie && b->ie[i].tb < tb) i++;
+        g->tb_at[tb] = (size_t)i;
+    }
+    g->tb_at[t->n] = b->n_ie;
+    g->older = b->newest;
+    __atomic_store_n(&b->newest, g, __ATOMIC_RELEASE);   /* whole before a fetch can see it */
+    b->spill_end += bytes;
+    b->n_segs++;
+    b->seg_bytes += sizeof *g + ((size_t)t->n + 1) * sizeof *g->tb_at;
+    b->n_ie = 0;
+    return 0;
 }
 
-/* The index changes (sorted) and the catalog go into one SST file, which RocksDB ingests as a
+int emb_tier_finish(emb_tier_batch *b, char *err, size_t errlen)
+{
+    int ret = emb_tier_seal(b, err, errlen);
+    if (ret < 0) return ret;
+    emb_tier *t = b->t;
+    /* the batch being committed is searched by fetches until its commit returns */
+    __atomic_store_n(&t->committing, b, __ATOMIC_RELEASE);
+    emb_tier_batch *want = b;
+    __atomic_compare_exchange_n(&t->open, &want, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return 0;
+}
+
+/* ---- the open batch's segments, spilled ---- */
+
+/* Where a batch's sealed segments live: a file of its own (O_TMPFILE in the folder, gone with the
+ * process), read through the page cache. 0 or <0 with err. */
+static int spill_open(emb_tier_batch *b, char *err, size_t errlen)
+{
+    if (b->spill_fd >= 0) return 0;
+    int fd = open(b->t->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {   /* no O_TMPFILE here: a file unlinked at once */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/spill.XXXXXX", b->t->dir);
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0) unlink(path);
+    }
+    if (fd < 0) return fail(err, errlen, -errno, "%s: cannot create a temporary file: %s", b->t->dir, strerror(errno));
+    b->spill_fd = fd;
+    return 0;
+}
+
+/* A reader of a segment's entries, SEG_CHUNK at a time. */
+typedef struct {
+    int fd, err;
+    uint64_t off;            /* the file offset of the next entry to read in */
+    size_t left;             /* entries not read in yet */
+    size_t at, have;         /* the head's place in buf; entries in buf */
+    ientry buf[SEG_CHUNK];
+} seg_reader;
+
+static void segr_init(seg_reader *r, int fd, uint64_t off, size_t n)
+{
+    r->fd = fd;
+    r->err = 0;
+    r->off = off;
+    r->left = n;
+    r->at = r->have = 0;
+}
+
+/* The entry at the reader's head, or NULL at its end (r->err: a read failed). */
+static const ientry *segr_peek(seg_reader *r)
+{
+    if (r->at < r->have) return &r->buf[r->at];
+    if (!r->left || r->err) return NULL;
+    size_t k = r->left < SEG_CHUNK ? r->left : SEG_CHUNK, bytes = k * sizeof *r->buf, got = 0;
+    while (got < bytes) {
+        ssize_t n = pread(r->fd, (char *)r->buf + got, bytes - got, (off_t)(r->off + got));
+        if (n <= 0) {
+            r->err = n < 0 ? -errno : -EIO;
+            return NULL;
+        }
+        got += (size_t)n;
+    }
+    r->off += bytes;
+    r->left -= k;
+    r->at = 0;
+    r->have = k;
+    return r->buf;
+}
+
+/* Consume the entries of the key at the head: *out is the one that stands (the last put, or a
+ * deletion: a deletion wins: shrink after the put). */
+static void segr_run(seg_reader *r, ientry *out)
+{
+    const ientry *h = segr_peek(r);
+    uint64_t key = h->key;
+    uint8_t tb = h->tb;
+    int del = 0;
+    for (; h && h->key == key && h->tb == tb; r->at++, h = segr_peek(r)) {
+        if (!del || h->del) *out = *h;
+        del |= h->del;
+    }
+}
+
+/* The entries of table tb in segment g: a reader over them. */
+static void segr_table(seg_reader *r, const emb_tier_batch *b, const seg *g, int tb)
+{
+    segr_init(r, b->spill_fd, g->off + g->tb_at[tb] * sizeof(ientry), g->tb_at[tb + 1] - g->tb_at[tb]);
+}
+
+static int key_order_cmp(const void *x, const void *y, void *keys)
+{
+    uint64_t a = ((const uint64_t *)keys)[*(const size_t *)x], b = ((const uint64_t *)keys)[*(const size_t *)y];
+    return (a > b) - (a < b);
+}
+
+/* The answer of the batches not yet in the index for the keys of table tb (a fetch's): the open
+ * batch's sealed segments, newest first, then those of the batch being committed. found[i] = 1 and
+ * aux[i] = slot + 1 where the newest segment holding keys[i] put it, found[i] = 2 (aux[i] = 0)
+ * where it deleted it, found[i] = 0 where none has it. Each segment's entries of the table are
+ * merged with the keys in order. Segments are never changed once sealed, and batches are freed
+ * only when no fetch reads them (free_retired). 0, or <0 with err (a spill file's read failed). */
+static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, uint8_t *found, char *err,
+                       size_t errlen)
+{
+    memset(found, 0, n);
+    emb_tier_batch *bs[2] = { __atomic_load_n(&t->open, __ATOMIC_SEQ_CST), __atomic_load_n(&t->committing, __ATOMIC_SEQ_CST) };
+    if (!n || ((!bs[0] || !__atomic_load_n(&bs[0]->newest, __ATOMIC_ACQUIRE)) &&
+               (!bs[1] || !__atomic_load_n(&bs[1]->newest, __ATOMIC_ACQUIRE))))
+        return 0;
+    size_t *ord = xmalloc(n * sizeof *ord);   /* the keys in ascending order */
+    int sorted = 1;
+    for (size_t i = 0; i < n; i++) {
+        ord[i] = i;
+        if (i && keys[i - 1] >= keys[i]) sorted = 0;
+    }
+    if (!sorted) qsort_r(ord, n, sizeof *ord, key_order_cmp, (void *)keys);
+    seg_reader *r = xmalloc(sizeof *r);
+    int ret = 0;
+    for (int k = 0; k < 2 && ret == 0; k++) {
+        if (!bs[k] || (k == 1 && bs[1] == bs[0])) continue;
+        for (const seg *g = __atomic_load_n(&bs[k]->newest, __ATOMIC_ACQUIRE); g && ret == 0; g = g->older) {
+            segr_table(r, bs[k], g, tb);
+            const ientry *h = segr_peek(r);
+            for (size_t j = 0; j < n && h; j++) {
+                size_t i = ord[j];
+                while (h && h->key < keys[i]) {
+                    r->at++;
+                    h = segr_peek(r);
+                }
+                if (!h || h->key != keys[i]) continue;
+                ientry e;
+                segr_run(r, &e);
+                for (; ; j++) {   /* the key, and its copies after it */
+                    i = ord[j];
+                    if (!found[i]) {
+                        found[i] = e.del ? 2 : 1;
+                        aux[i] = e.del ? 0 : e.v.slot + 1;
+                    }
+                    if (j + 1 == n || keys[ord[j + 1]] != e.key) break;
+                }
+                h = segr_peek(r);
+            }
+            if (r->err) ret = fail(err, errlen, r->err, "%s: cannot read a temporary file: %s", t->dir, strerror(-r->err));
+        }
+    }
+    free(r);
+    free(ord);
+    return ret;
+}
+
+/* The batch's sealed segments merged in (table, key) order: fn(ctx, e) for each key's newest
+ * segment's entry (segr_run's). 0, or <0 (a read failed, or fn's). */
+static int merge_segments(const emb_tier_batch *b, int (*fn)(void *ctx, const ientry *e), void *ctx)
+{
+    size_t S = b->n_segs;
+    seg_reader *rd = xmalloc((S ? S : 1) * sizeof *rd);
+    size_t k = S;
+    for (const seg *g = b->newest; g; g = g->older) {   /* rd[0] the oldest */
+        k--;
+        segr_init(&rd[k], b->spill_fd, g->off, g->n);
+    }
+    size_t *heap = xmalloc((S ? S : 1) * sizeof *heap), hn = 0;   /* segments by their head (key, then newest first) */
+    #define HEAD_LT(x, y) (ie_cmp(&rd[x].buf[rd[x].at], &rd[y].buf[rd[y].at]) < 0 || \
+                           (ie_cmp(&rd[x].buf[rd[x].at], &rd[y].buf[rd[y].at]) == 0 && (x) > (y)))
+    for (size_t g = 0; g < S; g++) {
+        if (!segr_peek(&rd[g])) continue;
+        size_t c = hn++;   /* sift up */
+        heap[c] = g;
+        while (c && HEAD_LT(heap[c], heap[(c - 1) / 2])) {
+            size_t p = (c - 1) / 2, tmp = heap[c];
+            heap[c] = heap[p], heap[p] = tmp, c = p;
+        }
+    }
+    int ret = 0;
+    while (hn && ret == 0) {
+        ientry e, unused, key = rd[heap[0]].buf[rd[heap[0]].at];
+        segr_run(&rd[heap[0]], &e);
+        ret = fn(ctx, &e);
+        /* every segment past this key (the newest's run is consumed already) */
+        for (int first = 1; hn && (first || ie_cmp(&rd[heap[0]].buf[rd[heap[0]].at], &key) == 0); first = 0) {
+            size_t top = heap[0];
+            if (!first) segr_run(&rd[top], &unused);
+            if (!segr_peek(&rd[top])) heap[0] = heap[--hn];
+            size_t c = 0;   /* sift down */
+            for (;;) {
+                size_t l = 2 * c + 1, r = l + 1, m = c;
+                if (l < hn && HEAD_LT(heap[l], heap[m])) m = l;
+                if (r < hn && HEAD_LT(heap[r], heap[m])) m = r;
+                if (m == c) break;
+                size_t tmp = heap[c];
+                heap[c] = heap[m], heap[m] = tmp, c = m;
+            }
+        }
+    }
+    #undef HEAD_LT
+    for (size_t g = 0; g < S && ret == 0; g++)
+        if (rd[g].err) ret = rd[g].err;
+    free(rd);
+    free(heap);
+    return ret;
+}
+
+/* The index changes (merged) and the catalog go into one SST file, which RocksDB ingests as a
  * whole: it syncs the file, links it into the index folder and records it in its manifest, so a
  * commit is all there or not at all. This skips the WAL and the memtable, whose skip list was most
- * of a commit's CPU and made every index lookup search it too (docs/performance.md). Equal keys
- * are one key's deletions, or its put and then its deletion by shrink: a deletion wins. */
-static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, size_t len, const void *drec,
-                  size_t drec_len, char *err, size_t errlen)
+ * of a commit's CPU and made every index lookup search it too (docs/performance.md). */
+static int sst_entry(void *ctx, const ientry *e)
+{
+    rocksdb_sstfilewriter_t *w = ((void **)ctx)[0];
+    char **errp = ((void **)ctx)[1];
+    uint8_t k[10];
+    idx_key(k, e->tb, e->key);
+    if (e->del) rocksdb_sstfilewriter_delete(w, (const char *)k, 10, errp);
+    else rocksdb_sstfilewriter_put(w, (const char *)k, 10, (const char *)&e->v, sizeof e->v, errp);
+    return *errp ? -EIO : 0;
+}
+
+static int smap_entry(void *ctx, const ientry *e)
+{
+    smap_set(ctx, e->tb, e->key, e->del ? 0 : e->v.slot + 1);
+    return 0;
+}
+
+static int ingest(emb_tier *t, const emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
 {
     char path[4096];
     uint8_t g[16];   /* the commit record, one commit further */
@@ -1770,13 +2351,16 @@ static int ingest(emb_tier *t, const ientry *ie, size_t n, const void *catalog, 
     char *e = NULL;
     rocksdb_sstfilewriter_open(w, path, &e);
     if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" < "d" < "g" < 'k' keys */
-    if (!e && drec) rocksdb_sstfilewriter_put(w, "d", 1, drec, drec_len, &e);
+    if (!e && b->drec) rocksdb_sstfilewriter_put(w, "d", 1, b->drec, b->drec_len, &e);
     if (!e) rocksdb_sstfilewriter_put(w, "g", 1, (const char *)g, sizeof g, &e);
-    for (size_t i = 0, j; !e && i < n; i = j) {
-        const ientry *put;
-        j = key_run(ie, n, i, &put);
-        if (!put) rocksdb_sstfilewriter_delete(w, (const char *)ie[i].k, 10, &e);
-        else rocksdb_sstfilewriter_put(w, (const char *)put->k, 10, (const char *)&put->v, sizeof put->v, &e);
+    void *ctx[2] = { w, &e };
+    int mr = e ? 0 : merge_segments(b, sst_entry, ctx);
+    if (mr < 0 && !e) {
+        snprintf(err, errlen, "%s: cannot read a temporary file: %s", t->dir, strerror(-mr));
+        rocksdb_sstfilewriter_destroy(w);
+        rocksdb_envoptions_destroy(eo);
+        unlink(path);
+        return mr;
     }
     if (!e) rocksdb_sstfilewriter_finish(w, &e);
     rocksdb_sstfilewriter_destroy(w);
@@ -1806,26 +2390,17 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         else snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
         ret = -EIO;
     }
-    if (ret == 0) {
-        submit_buf(b, b->cur);
-        drain(b, 0);
-        drain(b, 1);
-    }
-    if (ret == 0 && b->err) {
-        snprintf(err, errlen, "%s", b->errmsg);
-        ret = b->err;
-    }
+    /* a batch committed on the thread that put into it is finished here; one handed to another
+     * thread was before (no write of it is in flight, and the other thread puts no more) */
+    if (ret == 0 && __atomic_load_n(&t->committing, __ATOMIC_ACQUIRE) != b) ret = emb_tier_finish(b, err, errlen);
     for (int i = 0; ret == 0 && i < t->n; i++) {
-        if (t->sf[i].written && fdatasync(t->sf[i].fd) < 0) {
+        if (b->written[i] && fdatasync(t->sf[i].fd) < 0) {
             ret = -errno;
             snprintf(err, errlen, "%s/table%d.slots: fdatasync failed: %s", t->dir, i, strerror(errno));
         }
     }
-    int empty = b->n_ie == 0 && !catalog;   /* nothing changes: no commit */
-    if (ret == 0 && !empty) {
-        sort_ientries(b->ie, b->n_ie, 0);
-        ret = ingest(t, b->ie, b->n_ie, catalog, len, b->drec, b->drec_len, err, errlen);
-    }
+    int empty = !b->n_segs && !catalog;   /* nothing changes: no commit */
+    if (ret == 0 && !empty) ret = ingest(t, b, catalog, len, err, errlen);
     if (ret == 0 && !empty) {
         /* durable: the record follows. Should it fail, the folder (the record one behind) is still
          * good, and opening it writes the record again; later commits are refused meanwhile. */
@@ -1840,19 +2415,27 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }
     if (ret == 0) {
-        pthread_mutex_lock(&t->smap_mu);   /* the map follows the index: one key's deletion wins */
-        for (size_t i = 0, j; i < b->n_ie; i = j) {
-            const ientry *put;
-            j = key_run(b->ie, b->n_ie, i, &put);
-            smap_set(t, b->ie[i].k[1], key_of_idx(b->ie[i].k), put ? put->v.slot + 1 : 0);
-        }
+        pthread_mutex_lock(&t->smap_mu);   /* the map follows the index */
+        int mr = merge_segments(b, smap_entry, t);
         pthread_mutex_unlock(&t->smap_mu);
-        for (size_t i = 0; i < b->n_fr; i++) clear_bit(&t->sf[b->fr[i].tb], b->fr[i].slot1 - 1);
-        for (int i = 0; (b->n_deleted || b->n_moved) && i < t->n; i++) release_free(&t->sf[i]);
-        for (int i = 0; i < t->n; i++) t->sf[i].rows = (uint64_t)((int64_t)t->sf[i].rows + b->row_delta[i]);
+        if (mr < 0) {   /* the index is right, the map may not be: nothing is looked up in it from now */
+            pthread_mutex_lock(&t->smap_mu);
+            memset(t->smap, 0, t->smap_sets * SMAP_WAYS * 8);
+            pthread_mutex_unlock(&t->smap_mu);
+        }
+        /* the slots the commit freed, for the thread that puts (it allocates from the bitmap) */
+        pthread_mutex_lock(&t->rec_mu);
+        if (t->n_rec + b->n_fr > t->cap_rec)
+            t->rec = xrealloc(t->rec, (t->cap_rec = t->n_rec + b->n_fr + 1024) * sizeof *t->rec);
+        memcpy(t->rec + t->n_rec, b->fr, b->n_fr * sizeof *b->fr);
+        t->n_rec += b->n_fr;
+        /* the rows the index holds now (read by any thread: whole words) */
+        for (int i = 0; i < t->n; i++) __atomic_add_fetch(&t->sf[i].rows, (uint64_t)b->row_delta[i], __ATOMIC_RELAXED);
+        t->rec_release |= b->n_deleted || b->n_moved;
+        pthread_mutex_unlock(&t->rec_mu);
     } else {
         t->failed = 1;
     }
-    batch_free(b);
+    batch_retire(b);
     return ret;
 }

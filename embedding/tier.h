@@ -41,9 +41,10 @@ typedef struct {
 
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
  * `layout` names the model layout; a folder made for another layout is refused. index_cache:
- * bytes for the index in memory: three quarters hold the slot map (the newest index entries, which
- * spare most fetches a RocksDB lookup), the rest RocksDB's block cache. 0, or <0 with a one-line
- * message in err. */
+ * bytes for the index in memory: a quarter holds the key filter (which keys the tier may hold),
+ * three quarters of the rest the slot map (the newest index entries, which spare most fetches a
+ * RocksDB lookup), the rest RocksDB's block cache (with its index and filter blocks). 0, or <0 with
+ * a one-line message in err. */
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen);
 void emb_tier_close(emb_tier *t);
@@ -102,8 +103,9 @@ int emb_tier_tables(const emb_tier *t);
 const char *emb_tier_layout(const emb_tier *t);
 uint64_t emb_tier_disk_bytes(emb_tier *t);
 
-/* A commit being assembled. put: the record (a table row) is stored in a new slot; its header's
- * aux is set to that slot + 1 (the old slot, from the aux it had, is freed once the commit is
+/* A commit being assembled (one at a time puts: emb_tier_begin refuses a second while one is
+ * open). put: the record (a table row) is stored in a new slot; its header's aux is set to that
+ * slot + 1 with EMB_ROW_CLEAN (the old slot, from the aux it had, is freed once the commit is
  * durable). del: the key is removed (aux: its slot + 1, or 0). */
 typedef struct emb_tier_batch emb_tier_batch;
 emb_tier_batch *emb_tier_begin(emb_tier *t);
@@ -121,6 +123,10 @@ void emb_tier_reserve(emb_tier_batch *b, size_t puts);
  * move: a copy of the row in memory must take the new slot + 1 as its aux. *rows: the rows moved.
  * 0, or <0 with err (a corrupt slot, a read error). */
 typedef void (*emb_tier_moved_fn)(void *ctx, int tb, uint64_t key, uint64_t slot1);
+/* The most free slots below a slot file's end over its rows, of any table (whole free pages
+ * counted, and the slots of commits not yet reclaimed): an upper bound of the waste a repack
+ * measures, known without waiting for the commit in flight (with its slots, a slight underestimate). */
+double emb_tier_free_share(emb_tier *t);
 int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, int compact, uint64_t max_rows,
                     emb_tier_moved_fn moved, void *ctx, uint64_t *rows, int *more, char *err, size_t errlen);
 /* put returns the bytes of the slot written (the row, its checksum and padding). */
@@ -129,9 +135,34 @@ size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
  * threads, the slots and writes are as n puts in that order would take them); returns the bytes. */
 size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
+/* The batch's puts so far are written (their I/O completed) and fetches find them: their index
+ * changes become a sealed segment, sorted by key, searched before the committed index (newest
+ * segment first). A batch may stay open across passes' parts, sealed at each boundary: the rows that
+ * leave memory are written to free slots as they go, and the commit only adds what it must. Only
+ * the thread that puts seals; fetches run beside it only while it neither puts nor seals.
+ * 0, or <0 with err (a write failed: the batch can only be aborted). */
+int emb_tier_seal(emb_tier_batch *b, char *err, size_t errlen);
+/* The batch takes no more puts: it is sealed, and fetches search it as the batch being committed
+ * (after the open one) until its commit returns. It may then be committed on another thread while
+ * a new batch begins. 0 or <0 with err, as emb_tier_seal. */
+int emb_tier_finish(emb_tier_batch *b, char *err, size_t errlen);
+/* Bytes the batch holds in memory while it is open (b may be NULL: 0): the slots it frees once
+ * durable (8 bytes a put) and its index changes not yet sealed (its sealed segments are in a
+ * temporary file); and what `puts` more puts before the next seal would add to them. */
+size_t emb_tier_batch_bytes(const emb_tier_batch *b);
+size_t emb_tier_batch_growth(const emb_tier_batch *b, size_t puts);
 /* Make the batch and the catalog durable, atomically (catalog NULL: the committed one stays).
+ * It finishes the batch first: a batch committed on another thread than its puts' must be
+ * finished before it is handed over. Fetches find its rows meanwhile, and a new batch may begin
+ * and put.
  * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */
 int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
+/* The slots that durable commits freed become free to put into: called by the thread that puts,
+ * at its own pace. emb_tier_settle does it too, gives the file system back the space of deleted or
+ * moved rows, and frees the batches committed since (when no fetch reads them); emb_tier_begin
+ * settles first. */
+void emb_tier_reclaim(emb_tier *t);
+void emb_tier_settle(emb_tier *t);
 
 void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len);
 

@@ -93,7 +93,7 @@ static const char train_help[] =
     "  --pass-rows N          train in passes of N rows, each shuffled as a whole (none: with a table folder\n"
     "                         the shuffle buffer's rows, --shuffle-rows, and the epoch is one pass)\n"
     "  --table-dir DIR        sparse rows in an SSD tier in DIR (RocksDB index + slot files) (none: in memory);\n"
-    "                         a pass is trained and committed in parts whose rows fit --cache-mb (the\n"
+    "                         a pass is trained in parts whose rows fit --cache-mb, and committed (the\n"
     "                         model is the same at any budget)\n"
     "  --init MODEL_DIR       warm start: the model's dense and sparse state (optimizer state and counters\n"
     "                         too) trained on with new --train files; the pass clock goes on; rates, decay,\n"

@@ -4,14 +4,17 @@
  * A pass is --pass-rows rows. Three stages overlap: a reader thread parses pass k+2 and
  * collects its distinct keys per table; a fetch thread reads from the SSD tier the rows pass k+1
  * needs that are not in memory; the main thread trains pass k (the trainer, between passes_next
- * and passes_done), then commits it (passes_done hands the commit to a writer thread). At the
- * boundary before pass k trains (passes_next), the main thread installs k's fetched rows, evicts
- * unpinned rows down to the cache budget (k's rows are pinned), and hands k+1's missing keys to
- * the fetch thread. Eviction happens only at boundaries, so a key of k+1 found in memory there
- * stays there until k+1 trains (it sees k's update); a key missing there is not touched by k, so
- * the tier's copy, from the last commit, is current. Rows go to the SSD only in commits (all rows
- * pass k touched, with the catalog: dense state, pending keys and the position in the data), so
- * evicting is dropping.
+ * and passes_done). At the boundary before pass k trains (passes_next), the main thread installs
+ * k's fetched rows, evicts unpinned rows down to the cache budget (k's rows are pinned), and hands
+ * k+1's missing keys to the fetch thread. Eviction happens only at boundaries, so a key of k+1
+ * found in memory there stays there until k+1 trains (it sees k's update); a key missing there is
+ * not touched by k, so the tier's copy is current. With a table folder, passes are cut into parts
+ * (the unit of fetch and eviction); a row that leaves memory changed is first written into the
+ * tier's open batch (its write-back), which fetches search before the index, and the batch is
+ * committed with the catalog (dense state, pending keys and the position in the data) at the
+ * pass's end, or at a part's end when it holds its share of the budget (the window): the commit
+ * adds the rows in memory that changed, and the writer thread makes it durable while training
+ * goes on. A crash resumes after the last commit.
  *
  * Without a table folder (--pass-rows alone) the same loop runs with every row in memory: the
  * reference the tiered runs must reproduce exactly; without --pass-rows an epoch is one pass the
@@ -309,7 +312,6 @@ static pass_data *reader_pop(reader *r)
 typedef struct {
     emb_tier *tier;
     struct passes *ps;
-    double commit_wait_s;     /* the last job's wait for the commit before it */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -331,12 +333,9 @@ static void *fetcher_main(void *arg)
         emb_fetch *j = f->job;
         pthread_mutex_unlock(&f->mu);
         char err[1024];
-        /* the commit in flight first: rows dropped since may be among this job's keys */
-        double t0 = now_sec();
-        int bad = writer_wait(f->ps) < 0;
-        f->commit_wait_s = now_sec() - t0;
-        if (bad) snprintf(err, sizeof err, "the commit failed (reported above)");
-        else bad = emb_fetch_run(f->tier, j, err, sizeof err) < 0;
+        /* rows written back since the last durable commit are found in the tier's open batch and
+         * in the one being committed (emb_tier_finish) */
+        int bad = emb_fetch_run(f->tier, j, err, sizeof err) < 0;
         pthread_mutex_lock(&f->mu);
         if (bad && !f->err) {
             f->err = 1;
@@ -392,6 +391,11 @@ struct passes {
     uint64_t rows_in_pass;    /* and positions of the next one (its parts committed so far) */
     uint64_t resume_rows;     /* the committed rows_in_pass a resume starts the epoch after */
     uint64_t part_cap;        /* bytes of rows a part's keys may take (UINT64_MAX: in memory) */
+    emb_tier_batch *wb;       /* the open batch: rows written back since the last commit (NULL: none yet) */
+    uint64_t window;          /* the bytes it may hold: a commit comes before it would hold more */
+    char *cat;                /* the last catalog made (the commit in flight's) */
+    size_t cat_cap;
+    uint64_t window_bad;      /* rows it holds with NaN or inf (the commit refuses them) */
     uint64_t repack_rows;     /* rows one commit of a repack moves at most */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
@@ -439,8 +443,6 @@ static int fetch_wait(passes *ps)
     pthread_mutex_lock(&ps->fx.mu);
     while (ps->fx.busy) pthread_cond_wait(&ps->fx.cv, &ps->fx.mu);
     int err = ps->fx.err;
-    ps->commit_wait_s += ps->fx.commit_wait_s;
-    ps->fx.commit_wait_s = 0;
     pthread_mutex_unlock(&ps->fx.mu);
     ps->wait_s += now_sec() - t0;
     if (err) fprintf(stderr, "\nctrbox: %s\n", ps->fx.errmsg);
@@ -525,11 +527,14 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
  * say once when they alone exceed it. */
 static void evict(passes *ps, key_vec *keys, key_vec *next, uint64_t coming)
 {
-    uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, &ps->cs);
+    if (ps->tier && !ps->wb) ps->wb = emb_tier_begin(ps->tier);
+    uint64_t bad = ps->cs.nonfinite;
+    uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, ps->wb, &ps->cs);
+    ps->window_bad += ps->cs.nonfinite - bad;
     if (over && !ps->warned_over) {   /* said once */
-        uint64_t budget;
+        uint64_t budget, window;
         size_t index;
-        emb_cache_split_budget(ps->o->cache_mb, &budget, &index);
+        emb_cache_split_budget(ps->o->cache_mb, &budget, &index, &window);
         fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB in memory (the rows of its part's keys and of the "
                 "next part's, and their key index), over the %.1f MB --cache-mb leaves for them: one batch's keys take "
                 "more than half of it; memory exceeds the budget by the difference (a smaller --batch or a larger "
@@ -551,11 +556,39 @@ typedef struct {
     uint64_t n_digests;        /* the first epoch's passes whose digests follow the head */
 } catalog_head;
 
+static int catalog_write(passes *ps, FILE *f);
+
+/* The catalog into ps->cat (kept from commit to commit: it is megabytes, the dense state with its
+ * moments, and growing a fresh buffer each time took a tenth of a commit's time): *blob points
+ * into it until the next catalog_make. 0 or -1. */
 static int catalog_make(passes *ps, char **blob, size_t *len)
 {
+    for (;;) {
+        if (!ps->cat_cap) ps->cat = xmalloc(ps->cat_cap = 1u << 20);
+        FILE *f = fmemopen(ps->cat, ps->cat_cap - 8, "wb");   /* room for the checksum after */
+        if (!f) return -1;
+        int ok = catalog_write(ps, f) && fflush(f) == 0 && !ferror(f);
+        long at = ftell(f);
+        fclose(f);
+        if (ok && at > 0) {
+            *len = (size_t)at;
+            break;
+        }
+        if (ps->cat_cap >= ((size_t)1 << 40)) return -1;
+        free(ps->cat);   /* too small: twice the size, again */
+        ps->cat = xmalloc(ps->cat_cap *= 2);
+    }
+    uint64_t sum = XXH64(ps->cat, *len, 0);
+    memcpy(ps->cat + *len, &sum, 8);
+    *len += 8;
+    *blob = ps->cat;
+    return 0;
+}
+
+/* The catalog's body into f: 1 if every write went through. */
+static int catalog_write(passes *ps, FILE *f)
+{
     const run_state *rs = ps->rs;
-    FILE *f = open_memstream(blob, len);
-    if (!f) return -1;
     catalog_head h = { rs->pass, (uint32_t)rs->epoch, ps->pass_in_epoch, rs->rows_done, rs->loss_n, ps->epoch_done,
                        rs->bad_epochs, rs->loss_sum, rs->best_auc, rs->train_seconds, model_config_of(ps->m)->dopt.lr,
                        model_config_of(ps->m)->sopt.lr, ps->settings, ps->data, ps->digests.n };
@@ -566,16 +599,7 @@ static int catalog_make(passes *ps, char **blob, size_t *len)
     ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
     ok = ok && model_save_dense(ps->m, f) == 0;
     for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(ps->m, i), f) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        free(*blob);
-        return -1;
-    }
-    uint64_t sum = XXH64(*blob, *len, 0);
-    *blob = xrealloc(*blob, *len + 8);
-    memcpy(*blob + *len, &sum, 8);
-    *len += 8;
-    return 0;
+    return ok;
 }
 
 /* The tables' deletion records, as the tier's "d" record: the emb_table_save_deleted of each
@@ -786,8 +810,7 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         char err[1024];
         double t0 = now_sec();
-        int ret = emb_tier_commit(w->b, w->blob, w->len, err, sizeof err);
-        free(w->blob);
+        int ret = emb_tier_commit(w->b, w->blob, w->len, err, sizeof err);   /* the blob is ps->cat's */
         pthread_mutex_lock(&w->mu);
         w->secs = now_sec() - t0;
         if (ret < 0 && !w->err) {
@@ -827,9 +850,17 @@ static int writer_wait(passes *ps)
     return err ? -1 : 0;
 }
 
-/* Hand batch b, with the catalog, to the writer thread. */
-static void hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
+/* Hand batch b, with the catalog, to the writer thread: it is finished here (its writes done, no
+ * more puts), so that the trainer may begin the next batch while the writer commits. 0, or -1 (said;
+ * b aborted) when its writes failed. */
+static int hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
 {
+    char err[1024];
+    if (emb_tier_finish(b, err, sizeof err) < 0) {
+        fprintf(stderr, "\nctrbox: %s (the table folder keeps pass %u and earlier)\n", err, ps->wr.last_ok);
+        emb_tier_abort(b);
+        return -1;
+    }
     char *blob;
     size_t len;
     if (catalog_make(ps, &blob, &len) < 0) die("cannot serialise the catalog");
@@ -843,40 +874,42 @@ static void hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
     w->busy = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    return 0;
 }
 
-/* Commit: the rows of keys (a part's, per table; NULL: none) the pass changed, with the catalog and
- * (shrunk not NULL) the epoch's shrink and repack; or (pass_end, keys NULL) a pass's repack, when
- * it moves rows: at a boundary, with no fetch in flight (a fetch reads slots by the index of the
- * commit before, and the repack's commit punches out the pages it empties). sync: wait until it is
- * durable. 0 or -1. */
-static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int pass_end, int sync)
+/* Commit the open batch (rows written back since the last commit) with, when rows, every row in
+ * memory not clean, and the catalog; with shrunk, the epoch's shrink and repack; or (pass_end,
+ * rows 0) a pass's repack, when it moves rows: at a boundary, with no fetch in flight (a fetch reads
+ * slots by the index of the commit before, and the repack's commit punches out the pages it
+ * empties) and the batch empty. sync: wait until it is durable. 0 or -1. */
+static int commit(passes *ps, int rows, uint64_t *shrunk, int pass_end, int sync)
 {
     uint32_t pass = ps->rs->pass;
     if (shrunk) *shrunk = 0;
     if (!ps->tier) return shrunk ? shrink(ps, NULL, shrunk) : 0;
-    if (writer_wait(ps) < 0) return -1;   /* slots and the index as the last commit left them */
+    double w0 = now_sec();
+    if (writer_wait(ps) < 0) return -1;   /* one commit in flight at a time */
+    ps->commit_wait_s += now_sec() - w0;
     double t0 = now_sec();
-    /* count first: the batch's index entries are sized exactly; and nothing diverged is committed */
-    size_t bad = 0, dirty = keys ? emb_cache_dirty(ps->cache, keys, pass, &bad) : 0;
-    bad += !model_dense_finite(ps->m);
+    /* nothing diverged is committed */
+    size_t bad = 0;
+    if (rows) emb_cache_dirty(ps->cache, &bad);
+    bad += ps->window_bad + !model_dense_finite(ps->m);
     if (bad) {
         fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
                 "committed (the table folder keeps pass %u); lower --lr or --sparse-lr\n",
                 isatty(2) && !ps->o->quiet ? "\n" : "", pass, pass, ps->wr.last_ok);
         return -1;
     }
-    emb_tier_batch *b = emb_tier_begin(ps->tier);
-    if (keys) {
-        emb_tier_reserve(b, dirty);
-        ps->rows_written += emb_cache_put_dirty(ps->cache, b, keys, pass, &ps->bytes_written);
-    }
+    emb_tier_batch *b = ps->wb ? ps->wb : emb_tier_begin(ps->tier);
+    ps->wb = NULL;
+    if (rows) ps->rows_written += emb_cache_put_dirty(ps->cache, b, &ps->bytes_written);
     if (shrunk && shrink(ps, b, shrunk) < 0) {
         emb_tier_abort(b);   /* the tier keeps its last commit */
         return -1;
     }
     /* the deletion records change with shrink alone: they go with the epoch's commit (and the
-     * run's first), not with every part's */
+     * run's first), not with every commit */
     int dead = shrunk || !ps->dead_saved;
     if (dead) {
         char *blob;
@@ -899,11 +932,12 @@ static int commit(passes *ps, const key_vec *keys, uint64_t *shrunk, int pass_en
             return -1;
         }
         moved += n;
-        if (!keys && !epoch && !n && !more && !dead) {   /* a pass's repack that found nothing to move */
+        if (!rows && !epoch && !n && !more && !dead) {   /* a pass's repack that found nothing to move */
             emb_tier_abort(b);
             break;
         }
-        hand_over(ps, b, pass);
+        if (hand_over(ps, b, pass) < 0) return -1;
+        ps->window_bad = 0;
         ps->dead_saved |= dead;   /* a failed commit refuses all later ones */
         if (!more) break;
         if (writer_wait(ps) < 0) return -1;
@@ -934,8 +968,9 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
 {
     const run_state *rs = ps->rs;
     uint64_t rr = ps->rows_read, br = ps->bytes_read;
-    uint64_t rw = ps->rows_written, bw = ps->bytes_written;   /* this pass's commit */
     const emb_cache_stats *cs = &ps->cs;
+    /* the rows written back at its boundary, and its commit's (if it ended with one) */
+    uint64_t rw = ps->rows_written + cs->written, bw = ps->bytes_written + cs->written_bytes;
     double k = cs->keys ? (double)cs->keys : 1;
     uint64_t resident = emb_cache_rows(ps->cache);
     emb_tier_mem tm = { 0 };
@@ -954,7 +989,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"slot_map_bytes\": %llu, \"filter_bytes\": %llu, \"block_cache_bytes\": %llu, \"table_readers_bytes\": %llu, "
-                "\"memtable_bytes\": %llu, "
+                "\"memtable_bytes\": %llu, \"batch_bytes\": %llu, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
@@ -964,6 +999,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)samples, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
                 (unsigned long long)tm.slot_map, (unsigned long long)tm.filter, (unsigned long long)tm.block_cache,
                 (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
+                (unsigned long long)emb_tier_batch_bytes(ps->wb),
                 (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(ps->log);
@@ -1060,10 +1096,10 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     ps->n_fields = schema->n_fields;
     ps->n_dense = schema->n_dense;
     ps->n_tables = model_n_tables(m);
-    /* --cache-mb covers the rows kept in memory and the index's memory */
-    uint64_t budget;
+    /* --cache-mb covers the rows kept in memory, the index's memory and the open batch */
+    uint64_t budget, window;
     size_t index_cache;
-    emb_cache_split_budget(o->cache_mb, &budget, &index_cache);
+    emb_cache_split_budget(o->cache_mb, &budget, &index_cache, &window);
     uint64_t sketch = 0;   /* the admission sketch counts inside the budget too */
     for (int i = 0; i < ps->n_tables; i++) sketch += emb_table_sketch_bytes(model_table(m, i));
     if (table_dir && sketch > budget && !o->quiet)
@@ -1071,6 +1107,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
                 "sketch's %.1f MB: memory exceeds the budget (give a larger --cache-mb or a smaller --admit-mb)\n",
                 o->cache_mb, (double)budget / 1048576.0, (double)sketch / 1048576.0);
     budget = budget > sketch ? budget - sketch : 0;
+    ps->window = window;
     ps->cache = cache_of(m, schema->n_fields, table_dir ? budget : UINT64_MAX, o->cache_lfu);
     /* a part's keys take at most half the rows' budget: the next part's stay pinned beside them */
     ps->part_cap = table_dir ? budget / 2 : UINT64_MAX;
@@ -1229,14 +1266,18 @@ const pass_item *passes_next(passes *ps)
     pass_data *cur = ps->cur = ps->nxt;
     ps->nxt = NULL;
     if (!cur) return NULL;
-    if (cur->first) ps->rs->pass++;
+    if (cur->first) {
+        ps->rs->pass++;
+        malloc_trim(0);   /* the last pass's buffers freed in every thread's arena go back */
+    }
     for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
     uint64_t coming = 0;
     if (ps->tier) {
-        /* Rows can be dropped before the last commit is durable (it holds copies of them); the
-         * fetch for the next part, issued below, waits for that commit in the fetch thread, so
-         * rows dropped here are read back only from the index it writes. */
-        if (fetch_wait(ps) < 0) {
+        /* this part's rows, fetched while the last part trained: rows dropped since the last
+         * durable commit were written back first, and the fetch found them in the open batch or
+         * in the one being committed */
+        int fw = fetch_wait(ps);
+        if (fw < 0) {
             ps->failed = 1;
             return NULL;
         }
@@ -1263,10 +1304,13 @@ const pass_item *passes_next(passes *ps)
          * A key it lacks now is not in memory after this part's rows are installed, so the
          * tier's copy (or none: a new key this part may create first) is the one to read. */
         double b0 = now_sec();
-        /* the pass's repack, now that no fetch is in flight (the next one waits for its commit) */
+        /* the pass's repack, now that no fetch is in flight, when the slot files' free space may call
+         * for one (it waits for the pass's commit) */
+        if (ps->repack_due && emb_tier_free_share(ps->tier) <= REPACK_PASS_WASTE) ps->repack_due = 0;
         if (ps->repack_due) {
             ps->repack_due = 0;
-            if (commit(ps, NULL, NULL, 1, 0) < 0) {
+            int cr = commit(ps, 0, NULL, 1, 0);
+            if (cr < 0) {
                 ps->failed = 1;
                 return NULL;
             }
@@ -1275,7 +1319,15 @@ const pass_item *passes_next(passes *ps)
             ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
             coming += emb_cache_fetch_bytes(ps->cache, ps->job);
         }
+        emb_tier_settle(ps->tier);   /* the slots and batches of the commits durable since */
         evict(ps, cur->keys, ps->nxt ? ps->nxt->keys : NULL, coming);
+        char err[1024];
+        int sr = ps->wb ? emb_tier_seal(ps->wb, err, sizeof err) : 0;
+        if (sr < 0) {   /* the rows written back, findable */
+            fprintf(stderr, "\nctrbox: %s\n", err);
+            ps->failed = 1;
+            return NULL;
+        }
         if (ps->job) fetch_start(ps, ps->job);
         ps->boundary_s += now_sec() - b0;
     }
@@ -1291,7 +1343,14 @@ int passes_done(passes *ps, double t_train)
     ps->rows_in_pass = cur->last ? 0 : cur->hi;
     if (cur->u->index > ps->digests.n) key_vec_push(&ps->digests, cur->u->digest);   /* the first epoch */
     ps->epoch_done = 0;
-    int ret = commit(ps, cur->keys, NULL, 0, 0);
+    int ret = 0;
+    if (ps->tier) {
+        /* the rows this part changed may all be written back at the next boundary: commit before the
+         * open batch would pass its share of the budget */
+        size_t bad, dirty = emb_cache_dirty(ps->cache, &bad);
+        if (cur->last || emb_tier_batch_bytes(ps->wb) + emb_tier_batch_growth(ps->wb, dirty) > ps->window)
+            ret = commit(ps, 1, NULL, 0, 0);
+    }
     ps->repack_due |= cur->last;
     if (ret == 0) pass_report(ps, cur, t_train);
     else ps->failed = 1;
@@ -1302,6 +1361,10 @@ int passes_done(passes *ps, double t_train)
 int passes_end_epoch(passes *ps)
 {
     int ret = ps->failed ? -1 : 0;
+    if (ps->wb && ret < 0) {   /* a failed epoch's written-back rows are not committed */
+        emb_tier_abort(ps->wb);
+        ps->wb = NULL;
+    }
     if (!ps->reading) return ret;
     if (ps->job) {   /* stopped with a fetch in flight */
         fetch_wait(ps);
@@ -1359,7 +1422,13 @@ int passes_restart(passes *ps)
 int passes_commit_epoch(passes *ps, uint64_t *shrunk)
 {
     ps->epoch_done = 1;
-    return commit(ps, NULL, shrunk, 0, 1);
+    return commit(ps, 1, shrunk, 0, 1);
+}
+
+int passes_flush(passes *ps)
+{
+    if (!ps->tier || !ps->wb) return 0;
+    return commit(ps, 1, NULL, 0, 1);
 }
 
 int passes_stamp(passes *ps, uint64_t *id, uint64_t *commits)
@@ -1376,6 +1445,10 @@ int passes_close(passes *ps)
     if (!ps) return 0;
     int ret = 0;
     if (ps->reading) passes_end_epoch(ps);
+    if (ps->wb) {   /* a run that stopped with rows written back since its last commit: they go */
+        emb_tier_abort(ps->wb);
+        ps->wb = NULL;
+    }
     if (ps->wr.th) {
         if (writer_wait(ps) < 0) ret = -1;
         pthread_mutex_lock(&ps->wr.mu);
@@ -1397,6 +1470,7 @@ int passes_close(passes *ps)
         pthread_cond_destroy(&ps->fx.cv);
     }
     if (ps->tier) emb_tier_close(ps->tier);
+    free(ps->cat);
     emb_cache_destroy(ps->cache);
     key_vec_free(&ps->digests);
     free(ps);

@@ -80,8 +80,13 @@ void passes_begin_epoch(passes *p, uint64_t skip);
 /* The next pass, its rows in memory and the cache within its budget; NULL at the epoch's end or
  * after an error (passes_end_epoch says which). The item is valid until passes_done. */
 const pass_item *passes_next(passes *p);
-/* The item is trained (t_train seconds): commit it (with a table folder) and report it. 0 or -1. */
+/* The item is trained (t_train seconds): report it; with a table folder commit it at its pass's end
+ * (or earlier, see passes_flush). 0 or -1. */
 int passes_done(passes *p, double t_train);
+/* Commit now what was trained since the last commit (with a table folder; passes commit at a
+ * pass's end, or at a part's end when the rows written back since fill their share of the budget):
+ * a run asked to stop goes on from here. 0 or -1 (said). */
+int passes_flush(passes *p);
 /* End the epoch (also after a failed pass): 0, or -1 if reading or fetching failed (said). */
 int passes_end_epoch(passes *p);
 /* The epoch's end is decided (evaluation, learning rate): shrink by the accessor's rules and

@@ -501,7 +501,8 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             ret = p->rows ? train_rows(t, p->rows, p->order, p->lo, p->hi) : train_stream(t);
             if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
             if (ret == 0) progress(t, 0);
-            if (ret == 0 && stop_asked && t->o->follow && passes_tiered(t->ps)) {   /* the pass is committed */
+            if (ret == 0 && stop_asked && t->o->follow && passes_tiered(t->ps)) {   /* committed where it stands */
+                ret = passes_flush(t->ps);
                 t->stopped = 1;
                 break;
             }

@@ -271,7 +271,7 @@ static double log_max_sum(const char *dir, const char *const *fields, int n_fiel
     return max;
 }
 
-/* With a table folder a pass is trained and committed in parts whose rows fit the budget: the rows
+/* With a table folder a pass is trained in parts whose rows fit the budget: the rows
  * in memory and their key index stay within it at every pass line, and the model is the one
  * trained in memory. */
 Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
