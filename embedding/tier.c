@@ -19,9 +19,11 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <rocksdb/c.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -85,6 +87,7 @@ struct emb_tier {
     int n, readonly, lockfd, failed;
     char failmsg[700];       /* why further commits are refused (failed) */
     uint64_t id, gen;        /* the folder's id and its commits so far (the "g" record) */
+    uint64_t side_gen[2];    /* the commit whose file holds the catalog, the deletion record (0: in the index) */
     slot_file *sf;
     char *layout;            /* the layout line's model part */
     uint64_t *filt, filt_words;   /* the key filter (power of two words) */
@@ -418,6 +421,161 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, const char 
     return code;
 }
 
+/* fail, with any arguments */
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void put_u64s(uint8_t *out, uint64_t a, uint64_t b)
+{
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+}
+
+/* ---- the catalog and the deletion record, in files of their own ----
+ * They are megabytes (the dense state and its moments, the admission sketch; every key shrink
+ * ever deleted). Stored as values in a commit's SST file, each commit's copy stayed in RocksDB's
+ * block cache, over its capacity, until a compaction dropped the file (217 MB against 1 MB with
+ * --min-show 2). So a commit writes the record durably to DIR/<name>.<commit> first, and its SST
+ * file holds a pointer to it: SIDE_MAGIC, u32 version 1, u32 0, u64 commit, u64 bytes, u64 XXH64
+ * of the bytes. The file: SIDE_FILE_MAGIC, u32 version 1, u32 0, u64 folder id, u64 commit,
+ * u64 bytes, u64 XXH64 of those 40 bytes, then the record. A file no pointer names (a commit that
+ * did not happen, or one superseded) is deleted at open and after the next commit. Values that are
+ * not pointers are records themselves (folders written before). */
+
+#define SIDE_MAGIC "CTRBXSDP"
+#define SIDE_FILE_MAGIC "CTRBXSDF"
+static const char *const side_name[2] = { "catalog", "deletions" };
+static const char side_key[2] = { 'c', 'd' };
+
+static void side_path(const emb_tier *t, int which, uint64_t gen, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.%llu", t->dir, side_name[which], (unsigned long long)gen);
+}
+
+/* The record to DIR/<name>.<gen>, durably, and its pointer into ptr. 0 or -1 (said in err). */
+static int side_write(emb_tier *t, int which, uint64_t gen, const void *blob, size_t len, uint8_t ptr[40],
+                      char *err, size_t errlen)
+{
+    char path[4096];
+    side_path(t, which, gen, path, sizeof path);
+    uint8_t h[48] = { 0 };
+    uint32_t v = 1;
+    memcpy(h, SIDE_FILE_MAGIC, 8);
+    memcpy(h + 8, &v, 4);
+    put_u64s(h + 16, t->id, gen);
+    uint64_t n = len, sum = XXH64(blob, len, 0);
+    memcpy(h + 32, &n, 8);
+    uint64_t hs = XXH64(h, 40, 0);
+    memcpy(h + 40, &hs, 8);
+    memset(ptr, 0, 40);
+    memcpy(ptr, SIDE_MAGIC, 8);
+    memcpy(ptr + 8, &v, 4);
+    put_u64s(ptr + 16, gen, n);
+    memcpy(ptr + 32, &sum, 8);
+    durable_file d;
+    int r = durable_open(&d, path);
+    if (r == 0 && (fwrite(h, 1, sizeof h, d.f) != sizeof h || fwrite(blob, 1, len, d.f) != len)) {
+        r = -(errno ? errno : EIO);
+        durable_abort(&d);
+    } else if (r == 0) {
+        r = durable_commit(&d);
+    }
+    return r < 0 ? fail(err, errlen, r, "%s: cannot write: %s", path, strerror(-r)) : 0;
+}
+
+/* The gen a pointer value names, or 0 when the value is a record itself (or none). */
+static uint64_t side_gen_of(const char *v, size_t vl)
+{
+    uint64_t gen = 0;
+    if (v && vl == 40 && !memcmp(v, SIDE_MAGIC, 8)) memcpy(&gen, v + 16, 8);
+    return gen;
+}
+
+/* The record a pointer value names, read and checked: 0 (*blob malloc'd), or <0 (said in err). */
+static int side_read(emb_tier *t, int which, const char *ptr, void **blob, size_t *len, char *err, size_t errlen)
+{
+    uint64_t gen, n, sum;
+    uint32_t v;
+    memcpy(&v, ptr + 8, 4);
+    memcpy(&gen, ptr + 16, 8);
+    memcpy(&n, ptr + 24, 8);
+    memcpy(&sum, ptr + 32, 8);
+    char path[4096];
+    side_path(t, which, gen, path, sizeof path);
+    if (v != 1) return failf(err, errlen, -EBADMSG, "%s: the index names a %s of version %u (this build reads 1)", path, side_name[which], v);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int en = errno;
+        snprintf(err, errlen, "%s: cannot open the %s the index names: %s", path, side_name[which], strerror(en));
+        return -en;
+    }
+    int ret = 0;
+    char *b = NULL;
+    uint8_t h[48];
+    if (fread(h, 1, sizeof h, f) != sizeof h) {
+        ret = failf(err, errlen, -EBADMSG, "%s: truncated at byte 0 (a header of 48 bytes)", path);
+    } else {
+        uint64_t hs;
+        memcpy(&hs, h + 40, 8);
+        uint64_t id, g, nn;
+        memcpy(&id, h + 16, 8);
+        memcpy(&g, h + 24, 8);
+        memcpy(&nn, h + 32, 8);
+        if (memcmp(h, SIDE_FILE_MAGIC, 8) || XXH64(h, 40, 0) != hs)
+            ret = failf(err, errlen, -EBADMSG, "%s: not a %s file, or its header is damaged (checksum at byte 40)", path, side_name[which]);
+        else if (id != t->id || g != gen || nn != n)
+            ret = failf(err, errlen, -EBADMSG, "%s: of folder %016llx, commit %llu, %llu bytes; the index names folder %016llx, "
+                       "commit %llu, %llu bytes", path, (unsigned long long)id, (unsigned long long)g, (unsigned long long)nn,
+                       (unsigned long long)t->id, (unsigned long long)gen, (unsigned long long)n);
+    }
+    if (ret == 0) {
+        b = xmalloc(n ? n : 1);
+        size_t got = fread(b, 1, n, f);
+        if (got != n)
+            ret = failf(err, errlen, -EBADMSG, "%s: truncated at byte %llu (%llu bytes of %s expected)", path,
+                       (unsigned long long)(48 + got), (unsigned long long)n, side_name[which]);
+        else if (XXH64(b, n, 0) != sum)
+            ret = failf(err, errlen, -EBADMSG, "%s: the %s's checksum does not match (bytes 48 to %llu damaged)", path,
+                       side_name[which], (unsigned long long)(48 + n));
+    }
+    fclose(f);
+    if (ret < 0) {
+        free(b);
+        return ret;
+    }
+    *blob = b;
+    *len = n;
+    return 0;
+}
+
+/* Delete DIR/<name>.<N> files that the index does not name (side_gen). */
+static void side_clean(emb_tier *t)
+{
+    DIR *d = opendir(t->dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        for (int w = 0; w < 2; w++) {
+            size_t nl = strlen(side_name[w]);
+            if (strncmp(de->d_name, side_name[w], nl) || de->d_name[nl] != '.') continue;
+            char *end;
+            unsigned long long g = strtoull(de->d_name + nl + 1, &end, 10);
+            if (*end || end == de->d_name + nl + 1 || g == t->side_gen[w]) continue;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", t->dir, de->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
 static int open_slot_file(emb_tier *t, int tb, char *err, size_t errlen)
 {
     slot_file *s = &t->sf[tb];
@@ -535,12 +693,6 @@ static int rebuild_bitmap(emb_tier *t, char *err, size_t errlen)
 }
 
 /* ---- the commit record ---- */
-
-static void put_u64s(uint8_t *out, uint64_t a, uint64_t b)
-{
-    memcpy(out, &a, 8);
-    memcpy(out + 8, &b, 8);
-}
 
 /* DIR/COMMIT.ctrbox: 1 with (id, gen), 0 if there is none, <0 (err) if it is unreadable or corrupt. */
 static int commit_record_read(const char *dir, uint64_t *id, uint64_t *gen, char *err, size_t errlen)
@@ -843,6 +995,19 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         ret = fresh;
         goto out;
     }
+    for (int w = 0; w < 2; w++) {   /* the catalog's and the deletion record's files */
+        size_t pl;
+        char *p = rocksdb_get(t->db, t->ro, &side_key[w], 1, &pl, &e);
+        if (e) {
+            free(v);
+            ret = fail(err, errlen, -EIO, "%s: cannot read the index: %s", dir, e);
+            free(e);
+            goto out;
+        }
+        t->side_gen[w] = side_gen_of(p, pl);
+        free(p);
+    }
+    if (!readonly) side_clean(t);   /* a commit's that did not happen */
     if (!layout) {   /* whatever the folder holds (the table tools) */
         if (!v) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
@@ -1015,26 +1180,33 @@ uint64_t emb_tier_disk_bytes(emb_tier *t)
     return b;
 }
 
-static int get_record(emb_tier *t, const char *key, const char *what, void **blob, size_t *len, char *err, size_t errlen)
+static int get_record(emb_tier *t, int which, void **blob, size_t *len, char *err, size_t errlen)
 {
     char *e = NULL;
-    *blob = rocksdb_get(t->db, t->ro, key, 1, len, &e);
+    *blob = rocksdb_get(t->db, t->ro, &side_key[which], 1, len, &e);
     if (e) {
-        snprintf(err, errlen, "%s: cannot read the %s: %s", t->dir, what, e);
+        snprintf(err, errlen, "%s: cannot read the %s: %s", t->dir, which ? "deletion record" : "catalog", e);
         free(e);
         return -EIO;
+    }
+    if (side_gen_of(*blob, *len)) {
+        char *ptr = *blob;
+        *blob = NULL;
+        int r = side_read(t, which, ptr, blob, len, err, errlen);
+        free(ptr);
+        return r;
     }
     return 0;
 }
 
 int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
 {
-    return get_record(t, "c", "catalog", blob, len, err, errlen);
+    return get_record(t, 0, blob, len, err, errlen);
 }
 
 int emb_tier_deletions(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
 {
-    return get_record(t, "d", "deletion record", blob, len, err, errlen);
+    return get_record(t, 1, blob, len, err, errlen);
 }
 
 void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len)
@@ -2344,14 +2516,18 @@ static int ingest(emb_tier *t, const emb_tier_batch *b, const void *catalog, siz
     char path[4096];
     uint8_t g[16];   /* the commit record, one commit further */
     put_u64s(g, t->id, t->gen + 1);
+    uint8_t side[2][40];   /* the catalog and the deletion record: their files first */
+    if (catalog && side_write(t, 0, t->gen + 1, catalog, len, side[0], err, errlen) < 0) return -EIO;
+    if (b->drec && side_write(t, 1, t->gen + 1, b->drec, b->drec_len, side[1], err, errlen) < 0) return -EIO;
     snprintf(path, sizeof path, "%s/commit.sst", t->dir);
     unlink(path);   /* a crash's leftover: never ingested, so never part of the index */
     rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, t->opt);
     char *e = NULL;
     rocksdb_sstfilewriter_open(w, path, &e);
-    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, catalog, len, &e);   /* "c" < "d" < "g" < 'k' keys */
-    if (!e && b->drec) rocksdb_sstfilewriter_put(w, "d", 1, b->drec, b->drec_len, &e);
+    /* "c" < "d" < "g" < 'k' keys */
+    if (!e && catalog) rocksdb_sstfilewriter_put(w, "c", 1, (const char *)side[0], 40, &e);
+    if (!e && b->drec) rocksdb_sstfilewriter_put(w, "d", 1, (const char *)side[1], 40, &e);
     if (!e) rocksdb_sstfilewriter_put(w, "g", 1, (const char *)g, sizeof g, &e);
     void *ctx[2] = { w, &e };
     int mr = e ? 0 : merge_segments(b, sst_entry, ctx);
@@ -2405,12 +2581,15 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         /* durable: the record follows. Should it fail, the folder (the record one behind) is still
          * good, and opening it writes the record again; later commits are refused meanwhile. */
         t->gen++;
+        if (catalog) t->side_gen[0] = t->gen;
+        if (b->drec) t->side_gen[1] = t->gen;
         char rerr[600];
         if (commit_record_write(t, rerr, sizeof rerr) < 0) {
             t->failed = 1;
             snprintf(t->failmsg, sizeof t->failmsg, "%s (the commit it records is durable)", rerr);
         }
     }
+    if (catalog || b->drec) side_clean(t);   /* the files no pointer names now (a failed commit's too) */
     if (ret == 0 && b->repack_done) {   /* most keys have a new entry: the old ones go now, not some day */
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }

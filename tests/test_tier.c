@@ -224,6 +224,36 @@ Test(tier, corrupt_slot_is_reported)
     free(o);
 }
 
+/* The catalog and the deletion record live in files of their own, which the index names: one of
+ * each after a run (the commits before replaced theirs), a leftover of a commit that never reached
+ * the index is deleted at open, and a damaged or missing one is reported by name on --resume. */
+Test(tier, catalog_files_are_named_by_the_index_and_checked)
+{
+    make_data();
+    run_ok(RUN " --out a --table-dir tc --cache-mb 0.05 --shrink-threshold 0.4 %s", "");
+    char *o;
+    cr_assert_eq(th_run(&o, "ls tc | grep -c '^catalog\\.'; ls tc | grep -c '^deletions\\.'"), 0, "%s", o);
+    cr_assert_str_eq(o, "1\n1\n", "one catalog and one deletion record file: %s", o);
+    free(o);
+    /* a commit's catalog that never reached the index */
+    cr_assert_eq(th_run(NULL, "cp tc/catalog.* tc/catalog.999999"), 0);
+    run_ok(RUN " --epochs 3 --out a --resume tc --cache-mb 0.05 --shrink-threshold 0.4 %s", "");
+    cr_assert_neq(th_run(NULL, "test -e tc/catalog.999999"), 0, "a catalog no commit names stays");
+    /* damaged: one byte of the record flipped */
+    cr_assert_eq(th_run(&o, "f=$(ls tc/catalog.*); printf 'Z' | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null"), 0, "%s", o);
+    free(o);
+    int rc = th_run(&o, RUN " --epochs 4 --out a --resume tc --cache-mb 0.05 %s", "");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tc/catalog.") && strstr(o, "checksum does not match"), "%s", o);
+    free(o);
+    /* missing */
+    cr_assert_eq(th_run(NULL, "rm tc/catalog.*"), 0);
+    rc = th_run(&o, RUN " --epochs 4 --out a --resume tc --cache-mb 0.05 %s", "");
+    cr_assert_eq(rc, 1, "%s", o);
+    cr_assert(strstr(o, "tc/catalog.") && strstr(o, "cannot open the catalog"), "%s", o);
+    free(o);
+}
+
 /* the largest value of a numeric field over the log's pass lines, and how many lines have it */
 static double log_max(const char *dir, const char *field, int *lines)
 {
