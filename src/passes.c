@@ -1266,10 +1266,7 @@ const pass_item *passes_next(passes *ps)
     pass_data *cur = ps->cur = ps->nxt;
     ps->nxt = NULL;
     if (!cur) return NULL;
-    if (cur->first) {
-        ps->rs->pass++;
-        malloc_trim(0);   /* the last pass's buffers freed in every thread's arena go back */
-    }
+    if (cur->first) malloc_trim(0);   /* the last pass's buffers freed in every thread's arena go back */
     for (int tb = 0; tb < ps->n_tables; tb++) ps->cs.keys += cur->keys[tb].n;
     uint64_t coming = 0;
     if (ps->tier) {
@@ -1298,23 +1295,27 @@ const pass_item *passes_next(passes *ps)
     double w0 = now_sec();
     ps->nxt = reader_pop(&ps->rd);
     ps->read_wait_s += now_sec() - w0;
+    /* the last pass's repack, now that no fetch is in flight, when the slot files' free space may
+     * call for one (it waits for that pass's commit); before the pass clock moves, so that its
+     * commit's catalog is that pass's (a resume from it starts the next pass) */
+    if (ps->repack_due && ps->tier && emb_tier_free_share(ps->tier) <= REPACK_PASS_WASTE) ps->repack_due = 0;
+    if (ps->repack_due && ps->tier) {
+        ps->repack_due = 0;
+        double b0 = now_sec();
+        int cr = commit(ps, 0, NULL, 1, 0);
+        ps->boundary_s += now_sec() - b0;
+        if (cr < 0) {
+            ps->failed = 1;
+            return NULL;
+        }
+    }
+    if (cur->first) ps->rs->pass++;
     if (ps->tier) {
         /* The next part's rows in memory now stay (pinned), and what it reads or creates is
          * counted before it comes: the rows in memory stay within the budget until it trains.
          * A key it lacks now is not in memory after this part's rows are installed, so the
          * tier's copy (or none: a new key this part may create first) is the one to read. */
         double b0 = now_sec();
-        /* the pass's repack, now that no fetch is in flight, when the slot files' free space may call
-         * for one (it waits for the pass's commit) */
-        if (ps->repack_due && emb_tier_free_share(ps->tier) <= REPACK_PASS_WASTE) ps->repack_due = 0;
-        if (ps->repack_due) {
-            ps->repack_due = 0;
-            int cr = commit(ps, 0, NULL, 1, 0);
-            if (cr < 0) {
-                ps->failed = 1;
-                return NULL;
-            }
-        }
         if (ps->nxt) {
             ps->job = emb_cache_missing(ps->cache, ps->nxt->keys);
             coming += emb_cache_fetch_bytes(ps->cache, ps->job);
