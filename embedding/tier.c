@@ -2606,7 +2606,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         pthread_mutex_lock(&t->rec_mu);
         if (t->n_rec + b->n_fr > t->cap_rec)
             t->rec = xrealloc(t->rec, (t->cap_rec = t->n_rec + b->n_fr + 1024) * sizeof *t->rec);
-        memcpy(t->rec + t->n_rec, b->fr, b->n_fr * sizeof *b->fr);
+        if (b->n_fr) memcpy(t->rec + t->n_rec, b->fr, b->n_fr * sizeof *b->fr);
         t->n_rec += b->n_fr;
         /* the rows the index holds now (read by any thread: whole words) */
         for (int i = 0; i < t->n; i++) __atomic_add_fetch(&t->sf[i].rows, (uint64_t)b->row_delta[i], __ATOMIC_RELAXED);
