@@ -69,6 +69,9 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
 int passes_close(passes *p);
 /* Whether the rows live in a table folder (the model kept is the last committed pass's). */
 int passes_tiered(const passes *p);
+/* Whether the run resumes inside a pass (its last commit was made after a part, not at a pass's
+ * end): until the first pass begins. */
+int passes_resumes_mid_pass(const passes *p);
 
 /* The run goes on with other training files (--follow's next entry; o's files changed), as a warm
  * start from the last commit (the model kept now) would: a new run on its own data. The caller

@@ -995,9 +995,12 @@ int train_run(const train_opts *o0)
     model_meta init = { .table_dir = init_dir, .table_id = init_id, .table_commits = init_commits };
     if (passes_open(&t.ps, o, t.m, &t.meta.schema, abs, init_dir ? &init : NULL, t.log, &t.rs, &start_epoch, &skip) < 0)
         ret = 1;
-    if (ret == 0 && o->follow && o->export_dir && follow_ledger_count(fr.ledger) && start_epoch == 1 && skip == 0) {
+    if (ret == 0 && o->follow && o->export_dir && follow_ledger_count(fr.ledger) && start_epoch == 1 && skip == 0 &&
+        !passes_resumes_mid_pass(t.ps)) {
         /* killed between the model and its export: the model is the one kept, export it if due (a
-         * run resumed in the middle of an entry has moved on: its next export covers these passes) */
+         * run resumed in the middle of an entry, even in its first pass, has moved on: its next
+         * export covers these passes; exported now, the delta would hold half a pass under the
+         * pass's number, and the pass's end would find it done) */
         char *wrote;
         t.meta.passes = t.rs.pass;
         if (follow_export(t.ps, &t.meta, o->export_dir, t.rs.pass, o->export_every, &wrote, err, sizeof err) < 0) {

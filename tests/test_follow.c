@@ -317,3 +317,31 @@ Test(follow, base_and_deltas_give_the_full_bundle)
         free(o);
     }
 }
+
+/* A run killed inside an entry's first pass, after a part's commit, resumes there: its export
+ * comes at the entry's end, not at the resume (a delta made then held half a pass under the
+ * pass's number, and the entry's end found that pass exported). Base and deltas give the full
+ * bundle. The kill waits for the pass's second part to be logged (its first part committed at
+ * this budget); a run that ends before it tests nothing more than an uninterrupted one. */
+Test(follow, kill_inside_an_entry_s_first_pass_exports_at_its_end)
+{
+    make_days();
+#define EX SLOW " --epochs 1 --pass-rows 4000 --table-dir t --cache-mb 0.05 --export-dir ex --export-every 2 --follow-done " \
+           "--follow in --out k"
+    char *o;
+    int rc = th_run(&o, "mkdir -p in && for i in 1 2; do cp d$i.tsv in/ && touch in/d$i.tsv.done; done && "
+                        EX " --follow-idle 0 && cp d3.tsv in/ && touch in/d3.tsv.done && "
+                        "{ " EX " & p=$!; for i in $(seq 3000); do "
+                        "grep -q '\"pass\": 3, \"epoch\": 1, \"pass_in_epoch\": 1, \"from\": [1-9]' k/log.jsonl && break; "
+                        "sleep 0.01; done; kill -9 $p; wait $p; true; } && "
+                        EX " --follow-idle 0 && "
+                        "$B/ctrbox export-serving --model k --out full.bdl && "
+                        "$B/ctrbox predict --bundle full.bdl --data va.tsv --out pf.txt && "
+                        "ds=$(grep -o '\"delta-[^\"]*\"' ex/manifest.json | tr -d '\"' | sed 's|^|--delta ex/|' | tr '\\n' ' ') && "
+                        "base=$(grep -o '\"base-[^\"]*\"' ex/manifest.json | tr -d '\"') && "
+                        "$B/ctrbox predict --bundle ex/$base $ds --data va.tsv --out pd.txt");
+#undef EX
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+    th_same_file("pf.txt", "pd.txt");
+}
