@@ -426,10 +426,10 @@ size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite)
             const emb_row_head *h = emb_table_head(e, (uint32_t)r);
             if (emb_row_clean(h)) continue;
             dirty++;
-            bad += !emb_row_finite(e, h);
+            if (nonfinite) bad += !emb_row_finite(e, h);
         }
     }
-    *nonfinite = bad;
+    if (nonfinite) *nonfinite = bad;
     return dirty;
 }
 

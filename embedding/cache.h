@@ -111,7 +111,7 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
                          emb_tier_batch *wb, emb_cache_stats *st);
 
 /* The rows in memory that are not clean (changed since their copy in the tier, or never written):
- * their count, and how many hold NaN or inf. */
+ * their count, and how many hold NaN or inf (when nonfinite is not NULL: that reads every value). */
 size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite);
 /* Put them into a commit (hot rows first); returns their count, and adds the bytes the tier
  * writes for them to *bytes (each record with its checksum, in its slot). They are clean after. */

@@ -120,8 +120,9 @@ float emb_decay_factor(float decay, uint32_t last_pass, uint32_t pass);
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
-/* Remove every row r with keep[r] == 0 (kept rows keep their order; row numbers change);
- * returns how many went. One pass over the rows and the index: for dropping most of a table. */
+/* Remove every row r with keep[r] == 0; returns how many went. Row numbers change: when a quarter
+ * or less go, the last kept rows move into the places of those that went, their keys leave the
+ * index one by one; when more go, the kept rows keep their order and the index is built again. */
 size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep);
 /* Give the memory of the slab's unused tail back to the system, and shrink the key index, when
  * the rows have fallen far below them (to half the slab's pages, a sixteenth of the index's load). */

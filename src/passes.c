@@ -1349,8 +1349,8 @@ int passes_done(passes *ps, double t_train)
     if (ps->tier) {
         /* the rows this part changed may all be written back at the next boundary: commit before the
          * open batch would pass its share of the budget */
-        size_t bad, dirty = emb_cache_dirty(ps->cache, &bad);
-        if (cur->last || emb_tier_batch_bytes(ps->wb) + emb_tier_batch_growth(ps->wb, dirty) > ps->window)
+        if (cur->last ||
+            emb_tier_batch_bytes(ps->wb) + emb_tier_batch_growth(ps->wb, emb_cache_dirty(ps->cache, NULL)) > ps->window)
             ret = commit(ps, 1, NULL, 0, 0);
     }
     ps->repack_due |= cur->last;

@@ -347,3 +347,41 @@ Test(table, admission_sketch_against_exact_counts)
     emb_table *all[] = { e, s, t, l, x, y, z };
     for (int i = 0; i < 7; i++) emb_table_destroy(all[i]);
 }
+
+/* Dropping rows: a few (holes filled from the end, keys deleted one by one) or most (the kept rows
+ * packed in order, the index built again); either way every kept key finds its own row, values
+ * included, and no dropped key is found. */
+Test(table, keep_rows_drops_exactly_the_rows_not_kept)
+{
+    emb_table_config c = cfg(SOPT_ADAGRAD, 0);
+    const int n = 4000;
+    for (int share = 0; share < 3; share++) {   /* about 1/10, 1/4 and 3/4 of the rows go */
+        emb_table *t = emb_table_create(&c);
+        for (uint64_t k = 1; k <= (uint64_t)n; k++) emb_table_get(t, k * 7919);
+        uint8_t *keep = malloc((size_t)n);
+        size_t kept = 0;
+        for (int r = 0; r < n; r++) {
+            uint64_t key = emb_table_head(t, (uint32_t)r)->key;
+            uint64_t h = key * 0x9E3779B97F4A7C15ull >> 56;   /* 0..255 */
+            keep[r] = share == 0 ? h >= 26 : share == 1 ? h >= 64 : h >= 192;
+            if (r >= n - 5) keep[r] = share != 0;   /* a run of dropped (or kept) rows at the end */
+            emb_table_vals(t, (uint32_t)r)[1] = (float)key;   /* a value that names its key */
+            kept += keep[r];
+        }
+        uint8_t *was_kept = calloc((size_t)n + 1, 1);
+        for (int r = 0; r < n; r++) was_kept[emb_table_head(t, (uint32_t)r)->key / 7919] = keep[r];
+        cr_assert_eq(emb_table_keep_rows(t, keep), (size_t)n - kept);
+        cr_assert_eq(emb_table_rows(t), kept);
+        for (uint64_t k = 1; k <= (uint64_t)n; k++) {
+            int64_t r = emb_table_find(t, k * 7919);
+            cr_assert_eq(r >= 0, was_kept[k] != 0, "share %d key %llu", share, (unsigned long long)k);
+            if (r < 0) continue;
+            cr_assert_lt((size_t)r, kept, "share %d key %llu: a row past the table's end", share, (unsigned long long)k);
+            cr_assert_eq(emb_table_head(t, (uint32_t)r)->key, k * 7919);
+            cr_assert_eq(emb_table_vals(t, (uint32_t)r)[1], (float)(k * 7919));
+        }
+        free(keep);
+        free(was_kept);
+        emb_table_destroy(t);
+    }
+}
