@@ -13,6 +13,13 @@
 #include "../io/mix.h"
 #include "../io/util.h"
 
+/* The boundary's loops over keys and rows share chunks out as threads come (schedule dynamic):
+ * with the fetch, writer and reader threads on the same cores, a static share left the trainer's
+ * thread waiting at a loop's end for a thread that had lost its core. */
+
+/* rows a thread lists as eviction candidates at a time */
+#define VICTIM_CHUNK 16384
+
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
 #define ROW_INDEX_BYTES EMB_CACHE_INDEX_BYTES_PER_ROW
 _Static_assert(EMB_CACHE_INDEX_BYTES_PER_ROW == 4 * sizeof(key_slot), "four index slots a row");
@@ -29,8 +36,8 @@ struct emb_cache {
     /* eviction's scratch, kept from boundary to boundary (fresh pages each time were a tenth of its cost) */
     uint8_t **keep;          /* (n_tables) a byte per row */
     size_t *keep_cap;
-    void *vic, *ptr;         /* victims; row pointers to write back */
-    size_t vic_cap, ptr_cap;
+    void *vic, *ptr, *at;    /* victims; row pointers to write back; the victims' chunks' first places */
+    size_t vic_cap, ptr_cap, at_cap;
 };
 
 /* *p with room for `bytes` (its contents are not kept when it grows) */
@@ -81,7 +88,7 @@ void emb_cache_destroy(emb_cache *c)
 {
     if (!c) return;
     for (int i = 0; i < c->n_tables; i++) free(c->keep[i]);
-    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr);
+    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr), free(c->at);
     free(c->row_bytes);
     free(c->ftab);
     free(c);
@@ -182,7 +189,7 @@ emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys)
         const emb_table *e = c->tab[tb];
         size_t nk = keys[tb].n;
         uint8_t *absent = xmalloc(nk ? nk : 1);
-        #pragma omp parallel for schedule(static, 4096)
+        #pragma omp parallel for schedule(dynamic, 4096)
         for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
         for (size_t i = 0; i < nk; i++)
             if (absent[i]) key_vec_push(&f->miss[tb], keys[tb].k[i]);
@@ -233,7 +240,7 @@ uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
     for (int tb = 0; tb < c->n_tables; tb++) {
         const emb_table *e = c->tab[tb];
         uint64_t n_new = 0;
-        #pragma omp parallel for schedule(static, 4096) reduction(+ : n_new)
+        #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : n_new)
         for (size_t i = 0; i < f->miss[tb].n; i++)
             n_new += !f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;   /* the table is only read */
         coming += n_new * (c->row_bytes[tb] + ROW_INDEX_BYTES);
@@ -252,12 +259,21 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f)
 {
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
-        for (size_t i = 0; i < f->miss[tb].n; i++) {
-            if (!f->aux[tb][i]) continue;
-            if (emb_table_find(e, f->miss[tb].k[i]) >= 0) continue;
+        size_t n = f->miss[tb].n;
+        /* rows claimed in key order on this thread (the same rows with any thread count), filled on
+         * all: the keys are distinct, and nothing looks a key up until the loop ends */
+        uint32_t *row = xmalloc((n ? n : 1) * sizeof *row);
+        #pragma omp parallel for schedule(dynamic, 4096)
+        for (size_t i = 0; i < n; i++) row[i] = f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;
+        for (size_t i = 0; i < n; i++) row[i] = row[i] ? emb_table_claim(e) + 1 : 0;
+        #pragma omp parallel for schedule(dynamic, 4096)
+        for (size_t i = 0; i < n; i++) {
+            if (!row[i]) continue;
             /* the slot read holds the row as it is: it may leave memory unwritten */
-            emb_table_insert_record(e, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]), f->aux[tb][i] | EMB_ROW_CLEAN);
+            emb_table_fill_record(e, row[i] - 1, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]),
+                                  f->aux[tb][i] | EMB_ROW_CLEAN);
         }
+        free(row);
     }
 }
 
@@ -332,7 +348,7 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
         emb_row_head *h = emb_table_head(e, (uint32_t)r);
         if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
     }
-    #pragma omp parallel for schedule(static, 4096) reduction(+ : bad)
+    #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : bad)
     for (size_t i = 0; i < m; i++) bad += !emb_row_finite(e, v[i]);
     st->nonfinite += bad;
     st->written += m;
@@ -356,7 +372,7 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         for (int l = 0; l < 2; l++) {
             const key_vec *pv = l ? (pinned2 ? &pinned2[tb] : NULL) : &pinned[tb];
             if (!pv) continue;
-            #pragma omp parallel for schedule(static, 4096)
+            #pragma omp parallel for schedule(dynamic, 4096)
             for (size_t i = 0; i < pv->n; i++) {
                 int64_t r = emb_table_find(e, pv->k[i]);
                 if (r >= 0) p[r] = 1;
@@ -374,18 +390,34 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         victim *v = scratch(&c->vic, &c->vic_cap, (n ? n : 1) * sizeof *v);
         n = 0;
         for (int tb = 0; tb < c->n_tables; tb++) {
+            /* in row order, in chunks on both threads: each chunk's first place from the counts before it */
             emb_table *e = c->tab[tb];
             const emb_table_config *cfg = emb_table_config_of(e);
-            size_t rows = emb_table_rows(e);
-            for (size_t r = 0; r < rows; r++) {
-                if (keep[tb][r]) continue;
-                const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                float show, click;
-                emb_row_counters_at(cfg, h, pass, &show, &click);
-                double pri = c->lfu ? (double)show : (double)h->last_pass;
-                v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                                   (uint32_t)r, tb };
+            const uint8_t *kp = keep[tb];
+            size_t rows = emb_table_rows(e), n_ch = (rows + VICTIM_CHUNK - 1) / VICTIM_CHUNK;
+            size_t *at = scratch(&c->at, &c->at_cap, (n_ch + 1) * sizeof *at);
+            at[0] = n;
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (size_t ch = 0; ch < n_ch; ch++) {
+                size_t k = 0, end = ch * VICTIM_CHUNK + VICTIM_CHUNK < rows ? ch * VICTIM_CHUNK + VICTIM_CHUNK : rows;
+                for (size_t r = ch * VICTIM_CHUNK; r < end; r++) k += !kp[r];
+                at[ch + 1] = k;
             }
+            for (size_t ch = 0; ch < n_ch; ch++) at[ch + 1] += at[ch];
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (size_t ch = 0; ch < n_ch; ch++) {
+                size_t k = at[ch], end = ch * VICTIM_CHUNK + VICTIM_CHUNK < rows ? ch * VICTIM_CHUNK + VICTIM_CHUNK : rows;
+                for (size_t r = ch * VICTIM_CHUNK; r < end; r++) {
+                    if (kp[r]) continue;
+                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                    float show, click;
+                    emb_row_counters_at(cfg, h, pass, &show, &click);
+                    double pri = c->lfu ? (double)show : (double)h->last_pass;
+                    v[k++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                                       (uint32_t)r, tb };
+                }
+            }
+            n = at[n_ch];
         }
         /* only the rows to drop need choosing: the `want` least shown (average linear time); with
          * rows of one size they all go, with several the least shown of them first */
@@ -421,7 +453,7 @@ size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite)
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
         size_t rows = emb_table_rows(e);
-        #pragma omp parallel for schedule(static, 4096) reduction(+ : dirty, bad)
+        #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : dirty, bad)
         for (size_t r = 0; r < rows; r++) {
             const emb_row_head *h = emb_table_head(e, (uint32_t)r);
             if (emb_row_clean(h)) continue;

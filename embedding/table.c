@@ -365,6 +365,14 @@ uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)
     return row;
 }
 
+void emb_table_fill_record(emb_table *t, uint32_t row, const void *rec, uint64_t aux)
+{
+    key_map_put_shared(&t->idx, ((const emb_row_head *)rec)->key, (uint64_t)row + 1);
+    memcpy(emb_table_head(t, row), rec, t->row_bytes);
+    emb_table_head(t, row)->mark = 0;
+    emb_table_head(t, row)->aux = aux;
+}
+
 void emb_table_remove(emb_table *t, uint32_t row)
 {
     CHECK(row < t->rows);

@@ -118,6 +118,9 @@ float emb_decay_factor(float decay, uint32_t last_pass, uint32_t pass);
 /* Insert a whole record (a row read back from the SSD tier) for a key known to be absent; the
  * record's mark and aux are replaced by 0 and `aux`. */
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
+/* The same into a row emb_table_claim reserved (as emb_table_fill: distinct keys on several
+ * threads at once, no lookup meanwhile). */
+void emb_table_fill_record(emb_table *t, uint32_t row, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
 /* Remove every row r with keep[r] == 0; returns how many went. Row numbers change: when a quarter

@@ -2022,7 +2022,7 @@ typedef struct {
 static void store_pending(void *ctx)
 {
     pending_puts *q = ctx;
-    #pragma omp parallel for schedule(static, 1024)
+    #pragma omp parallel for schedule(dynamic, 1024)   /* chunks as threads come (cache.c) */
     for (size_t i = 0; i < q->n; i++) put_image(q->b, q->tb, &q->v[i]);
     q->n = 0;
 }
