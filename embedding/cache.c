@@ -17,9 +17,6 @@
  * with the fetch, writer and reader threads on the same cores, a static share left the trainer's
  * thread waiting at a loop's end for a thread that had lost its core. */
 
-/* rows a thread lists as eviction candidates at a time */
-#define VICTIM_CHUNK 16384
-
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
 #define ROW_INDEX_BYTES EMB_CACHE_INDEX_BYTES_PER_ROW
 _Static_assert(EMB_CACHE_INDEX_BYTES_PER_ROW == 4 * sizeof(key_slot), "four index slots a row");
@@ -36,8 +33,8 @@ struct emb_cache {
     /* eviction's scratch, kept from boundary to boundary (fresh pages each time were a tenth of its cost) */
     uint8_t **keep;          /* (n_tables) a byte per row */
     size_t *keep_cap;
-    void *vic, *ptr, *at;    /* victims; row pointers to write back; the victims' chunks' first places */
-    size_t vic_cap, ptr_cap, at_cap;
+    void *vic, *ptr;         /* victims; row pointers to write back */
+    size_t vic_cap, ptr_cap;
 };
 
 /* *p with room for `bytes` (its contents are not kept when it grows) */
@@ -88,7 +85,7 @@ void emb_cache_destroy(emb_cache *c)
 {
     if (!c) return;
     for (int i = 0; i < c->n_tables; i++) free(c->keep[i]);
-    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr), free(c->at);
+    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr);
     free(c->row_bytes);
     free(c->ftab);
     free(c);
@@ -390,34 +387,18 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         victim *v = scratch(&c->vic, &c->vic_cap, (n ? n : 1) * sizeof *v);
         n = 0;
         for (int tb = 0; tb < c->n_tables; tb++) {
-            /* in row order, in chunks on both threads: each chunk's first place from the counts before it */
             emb_table *e = c->tab[tb];
             const emb_table_config *cfg = emb_table_config_of(e);
-            const uint8_t *kp = keep[tb];
-            size_t rows = emb_table_rows(e), n_ch = (rows + VICTIM_CHUNK - 1) / VICTIM_CHUNK;
-            size_t *at = scratch(&c->at, &c->at_cap, (n_ch + 1) * sizeof *at);
-            at[0] = n;
-            #pragma omp parallel for schedule(dynamic, 1)
-            for (size_t ch = 0; ch < n_ch; ch++) {
-                size_t k = 0, end = ch * VICTIM_CHUNK + VICTIM_CHUNK < rows ? ch * VICTIM_CHUNK + VICTIM_CHUNK : rows;
-                for (size_t r = ch * VICTIM_CHUNK; r < end; r++) k += !kp[r];
-                at[ch + 1] = k;
+            size_t rows = emb_table_rows(e);
+            for (size_t r = 0; r < rows; r++) {
+                if (keep[tb][r]) continue;
+                const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                float show, click;
+                emb_row_counters_at(cfg, h, pass, &show, &click);
+                double pri = c->lfu ? (double)show : (double)h->last_pass;
+                v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                                   (uint32_t)r, tb };
             }
-            for (size_t ch = 0; ch < n_ch; ch++) at[ch + 1] += at[ch];
-            #pragma omp parallel for schedule(dynamic, 1)
-            for (size_t ch = 0; ch < n_ch; ch++) {
-                size_t k = at[ch], end = ch * VICTIM_CHUNK + VICTIM_CHUNK < rows ? ch * VICTIM_CHUNK + VICTIM_CHUNK : rows;
-                for (size_t r = ch * VICTIM_CHUNK; r < end; r++) {
-                    if (kp[r]) continue;
-                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                    float show, click;
-                    emb_row_counters_at(cfg, h, pass, &show, &click);
-                    double pri = c->lfu ? (double)show : (double)h->last_pass;
-                    v[k++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                                       (uint32_t)r, tb };
-                }
-            }
-            n = at[n_ch];
         }
         /* only the rows to drop need choosing: the `want` least shown (average linear time); with
          * rows of one size they all go, with several the least shown of them first */

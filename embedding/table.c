@@ -356,12 +356,8 @@ void emb_row_counters_at(const emb_table_config *c, const emb_row_head *h, uint3
 
 uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux)
 {
-    const emb_row_head *src = rec;
     uint32_t row = emb_table_claim(t);   /* not initialised: the record overwrites every byte */
-    key_map_put_new(&t->idx, src->key, (uint64_t)row + 1);
-    memcpy(emb_table_head(t, row), rec, t->row_bytes);
-    emb_table_head(t, row)->mark = 0;
-    emb_table_head(t, row)->aux = aux;
+    emb_table_fill_record(t, row, rec, aux);
     return row;
 }
 
