@@ -11,7 +11,11 @@ SAN     ?=
 # AVX-512 machine what an AVX2-only CPU runs (bench/bench_train.sh ISA=avx2)
 SIMD    ?=
 DEFS     = $(if $(filter avx2,$(SIMD)),-DCTRBOX_NO_AVX512)
-LDLIBS   = -fopenmp -lrocksdb -lstdc++ -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
+# MPI (src/dist.c): Open MPI from Debian, or MPICH, found by pkg-config
+MPI_PC     ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || echo mpich)
+MPI_CFLAGS ?= $(shell pkg-config --cflags $(MPI_PC) 2>/dev/null)
+MPI_LIBS   ?= $(shell pkg-config --libs $(MPI_PC) 2>/dev/null)
+LDLIBS   = $(MPI_LIBS) -fopenmp -lrocksdb -lstdc++ -linih -lopenblas -luring -lxxhash -lzstd -lz -ljansson -lm -ldl -pthread
 
 # The CUDA backend: a shared object opened at run time (dense/device.c), built whenever nvcc is
 # found (or CUDA=1); CUDA=0 skips it. The binary never links CUDA, so it runs without a GPU.
@@ -20,7 +24,7 @@ CUDA      ?= $(if $(NVCC),1,0)
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=[sm_80,compute_80]
 CUDA_LIB  = $(if $(filter 1,$(CUDA)),$(BIN)/libctrbox_cuda.so)
 
-LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/score.c src/runlog.c src/info.c src/report.c src/follow.c src/passes.c src/modelfile.c \
+LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/score.c src/runlog.c src/info.c src/report.c src/follow.c src/passes.c src/modelfile.c src/dist.c src/lanes.c embedding/shard.c \
            io/reader.c io/stream.c io/parse.c io/keymap.c \
            io/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c
@@ -47,6 +51,7 @@ $(BUILD)/ctrbox_version.h: FORCE
 	@echo '#define CTRBOX_COMMIT "$(COMMIT)"' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 $(BUILD)/src/cli.o: $(BUILD)/ctrbox_version.h
+$(BUILD)/src/dist.o: CFLAGS += $(MPI_CFLAGS)
 FORCE:
 
 $(BIN)/libctrbox_cuda.so: dense/cuda/backend_cuda.cu dense/backend.h dense/optim.h embedding/optim.h

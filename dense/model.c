@@ -1094,6 +1094,15 @@ static void dense_step(model *m)
     }
 }
 
+const emb_batch *model_batch_rows(const model *m) { return m->rows; }
+
+uint64_t model_dense_apply(model *m)
+{
+    m->step++;
+    dense_step(m);
+    return m->step;
+}
+
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
 {
     emb_batch_gather(m->rows, b, r0, r1, pass, EMB_GATHER_TRAIN);

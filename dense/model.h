@@ -97,6 +97,11 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
  * gradient block (of model_dense, also for placed layers) and per-row gradients, without any
  * update and without counting shows. */
 double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1);
+/* After model_loss_and_grads: the batch's rows and their gradients (embedding/batch.h's views). */
+const emb_batch *model_batch_rows(const model *m);
+/* The dense optimizer step with the gradients in the block model_dense hands out (set by the
+ * caller: a sum over processes); counts the step, which it returns (the sparse rows' step). */
+uint64_t model_dense_apply(model *m);
 /* Dense parameters and their gradients (n floats each), brought up to date from layers placed on
  * a device; edits made through them reach those layers at the next step or prediction. */
 void model_dense(model *m, float **params, float **grads, size_t *n);

@@ -88,6 +88,14 @@ const float *emb_batch_w(const emb_batch *eb) { return eb->Uw; }
 const float *emb_batch_e(const emb_batch *eb) { return eb->Ue; }
 float *emb_batch_dw(emb_batch *eb) { return eb->dUw; }
 float *emb_batch_de(emb_batch *eb) { return eb->dUe; }
+const float *emb_batch_dw_const(const emb_batch *eb) { return eb->dUw; }
+const float *emb_batch_de_const(const emb_batch *eb) { return eb->dUe; }
+
+void emb_batch_unique_row(const emb_batch *eb, size_t u, int *table, uint32_t *row)
+{
+    *table = eb->utab[u];
+    *row = eb->urow[u];
+}
 
 /* ---- gather: entries -> unique rows ---- */
 static void ensure_unique(emb_batch *eb, size_t nnz)

@@ -45,6 +45,10 @@ const size_t *emb_batch_uoff(const emb_batch *eb);
 const float *emb_batch_w(const emb_batch *eb);
 const float *emb_batch_e(const emb_batch *eb);
 float *emb_batch_dw(emb_batch *eb);
+/* Unique row u's table and row (row UINT32_MAX: inference's zero row for unknown keys). */
+void emb_batch_unique_row(const emb_batch *eb, size_t u, int *table, uint32_t *row);
+const float *emb_batch_dw_const(const emb_batch *eb);
+const float *emb_batch_de_const(const emb_batch *eb);
 float *emb_batch_de(emb_batch *eb);
 
 /* The optimizer inside each gathered row with its gradient (dUw, dUe), at step `step`. With

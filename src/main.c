@@ -25,6 +25,7 @@
 #include "../io/stream.h"
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
@@ -72,6 +73,9 @@ static const char train_help[] =
     "  --seed S               (1)\n"
     "  --threads N            (2)\n"
     "  --shuffle-rows N       rows shuffled together (1000000; 0: file order)\n"
+    "  --lanes G              train as G lanes whose gradients are summed exactly, as under mpirun: the\n"
+    "                         model is the same for any number of processes (12 under mpirun; none: one\n"
+    "                         process trains batch by batch)\n"
     "  --lr X                 dense learning rate (0.001)\n"
     "  --dense-opt NAME       adam|adagrad|sgd (adam)\n"
     "  --dense-l2 X           dense L2 (0)\n"
@@ -416,7 +420,7 @@ enum {
     T_BATCH, T_SEED, T_THREADS, T_SHUFFLE, T_LR, T_DOPT, T_DL2, T_SLR, T_SOPT, T_L2, T_EMBL2, T_INIT, T_MINSHOW, T_ADMITMB,
     T_PATIENCE, T_DECAY, T_EVERY, T_QUIET, T_CONFIG, T_INTER, T_TPF, T_FDIM, T_PASSROWS, T_TABLEDIR, T_RESUME,
     T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT, T_INITFROM,
-    T_FOLLOW, T_FIDLE, T_FDONE, T_NOPROG, T_EXPEVERY, T_EXPDIR,
+    T_FOLLOW, T_FIDLE, T_FDONE, T_NOPROG, T_EXPEVERY, T_EXPDIR, T_LANES,
     /* plan only */
     T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM,
 };
@@ -429,6 +433,7 @@ static const struct option train_extra[] = {
     { "pool", required_argument, 0, T_POOL }, { "epochs", required_argument, 0, T_EPOCHS },
     { "batch", required_argument, 0, T_BATCH }, { "seed", required_argument, 0, T_SEED },
     { "threads", required_argument, 0, T_THREADS }, { "shuffle-rows", required_argument, 0, T_SHUFFLE },
+    { "lanes", required_argument, 0, T_LANES },
     { "lr", required_argument, 0, T_LR }, { "dense-opt", required_argument, 0, T_DOPT },
     { "dense-l2", required_argument, 0, T_DL2 }, { "sparse-lr", required_argument, 0, T_SLR },
     { "sparse-opt", required_argument, 0, T_SOPT }, { "l2", required_argument, 0, T_L2 },
@@ -655,6 +660,7 @@ static int cmd_train(int argc, char **argv, int plan)
         case T_BATCH: o.mc.batch = (int)num_arg("batch", optarg, 1, 1 << 20); break;
         case T_SEED: o.mc.seed = (uint64_t)num_arg("seed", optarg, 0, 1e15); break;
         case T_THREADS: o.threads = (int)num_arg("threads", optarg, 1, 256); break;
+        case T_LANES: o.lanes = (int)num_arg("lanes", optarg, 1, 65536); break;
         case T_SHUFFLE: o.shuffle_rows = (size_t)num_arg("shuffle-rows", optarg, 0, 1e10); break;
         case T_LR: o.mc.dopt.lr = (float)num_arg("lr", optarg, 0, 100); break;
         case T_DOPT: {
@@ -822,10 +828,20 @@ static int cmd_export_serving(int argc, char **argv)
     return 0;
 }
 
+static int run_command(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     util_set_prog("ctrbox");
-    blas_select_core(argv);
+    blas_select_core(argv);   /* may execute the program again: before MPI starts */
+    dist_init(&argc, &argv);
+    int rc = run_command(argc, argv);
+    dist_finalize();
+    return rc;
+}
+
+static int run_command(int argc, char **argv)
+{
     process_setup();
     signal(SIGXFSZ, SIG_IGN);   /* a file-size limit fails the write (EFBIG) instead of killing us */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -839,6 +855,12 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     argv[1] = argv[0];
     argc--, argv++;
+    if (dist_size() > 1 && strcmp(cmd, "train")) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "ctrbox %s: under mpirun only `train` runs on several processes; run %s as one process "
+                    "(without mpirun)\n", cmd, cmd);
+        return 2;
+    }
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv, 0);
     if (!strcmp(cmd, "predict")) return cmd_eval(argc, argv, 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv, 0);

@@ -1077,7 +1077,7 @@ static int data_fingerprint(const train_opts *o, uint64_t *out, char *err, size_
 
 /* ---- the run: open, the epochs' passes, close ---- */
 
-int passes_tiered(const passes *ps) { return ps->tier != NULL; }
+int passes_tiered(const passes *ps) { return ps && ps->tier != NULL; }
 int passes_resumes_mid_pass(const passes *ps) { return ps->resume_rows != 0; }
 
 int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,

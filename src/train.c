@@ -27,7 +27,9 @@
 #include "../dense/backend.h"
 #include "../dense/device.h"
 #include "../dense/plan.h"
+#include "dist.h"
 #include "follow.h"
+#include "lanes.h"
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
@@ -125,10 +127,9 @@ static double group_auc(const sample_block *b, const double *prob, int field)
     return den > 0 ? num / den : NAN;
 }
 
-void train_evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r)
+/* The metrics of predictions p (b->rows) of b's rows. */
+static void eval_metrics(const sample_block *b, const double *p, int group_field, eval_result *r)
 {
-    double *p = prob ? prob : xmalloc((b->rows ? b->rows : 1) * sizeof *p);
-    model_predict_batch(m, b, 0, b->rows, p);
     memset(r, 0, sizeof *r);
     r->rows = b->rows;
     double sum = 0;
@@ -140,6 +141,13 @@ void train_evaluate_block(model *m, const sample_block *b, double *prob, int gro
     r->logloss = metrics_logloss(b->label, p, b->rows);
     r->calibration = r->positives ? (sum / (double)b->rows) / ((double)r->positives / (double)b->rows) : NAN;
     r->gauc = group_field >= 0 ? group_auc(b, p, group_field) : NAN;
+}
+
+void train_evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r)
+{
+    double *p = prob ? prob : xmalloc((b->rows ? b->rows : 1) * sizeof *p);
+    model_predict_batch(m, b, 0, b->rows, p);
+    eval_metrics(b, p, group_field, r);
     if (!prob) free(p);
 }
 
@@ -855,6 +863,132 @@ static void resolve_admit(train_opts *oc)
     free(dir);
 }
 
+/* Open the output folder's lock and logs (the lead rank of a job, or the only process): 0, or -1 (said). */
+static int open_outputs(trainer *t, int *lock)
+{
+    const train_opts *o = t->o;
+    if (mkdir(o->out, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->out, strerror(errno));
+        return -1;
+    }
+    /* one trainer per model folder: two would both exit 0 with one model lost */
+    *lock = folder_lock(o->out, MODEL_LOCK, 0);
+    if (*lock < 0) {
+        fprintf(stderr, "ctrbox: %s: %s\n", o->out,
+                *lock == -EBUSY ? "another trainer (or ctrbox-table) is writing this model folder" : strerror(-*lock));
+        return -1;
+    }
+    char logpath[4096];
+    snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
+    t->log = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* a warm start run again after a kill goes on */
+    if (!t->log) {
+        fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
+        close(*lock);
+        return -1;
+    }
+    snprintf(logpath, sizeof logpath, "%s/curve.jsonl", o->out);
+    t->curve = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* informational: a run goes on without it */
+    return 0;
+}
+
+/* Training in lanes (src/lanes.h), by every rank of an MPI job or by one process with --lanes:
+ * epochs, the validation AUC over all ranks' predictions, early stop and learning-rate drops as
+ * train_epochs decides them (every rank computes the same metrics, so all decide alike); the
+ * model file (every owner's rows gathered) is written by rank 0. Returns the exit status. */
+static int train_lanes(trainer *t)
+{
+    const train_opts *o = t->o;
+    char err[1024];
+    int N = dist_size(), lead = dist_rank() == 0, G = o->lanes ? o->lanes : 12, lock = -1, ret = 0;
+    if (G < N) {
+        if (lead)
+            fprintf(stderr, "ctrbox: --lanes %d: fewer lanes than the %d processes; give --lanes %d or more (a multiple "
+                    "of %d keeps every process equally busy)\n", G, N, N, N);
+        return 1;
+    }
+    if (!dist_all(!lead || open_outputs(t, &lock) == 0)) return 1;
+    lanes *L = lanes_create(o, t->m, G);
+    t->t_start = t->iv_t0 = now_sec();
+    if (lead && !o->quiet)
+        fprintf(stderr, "training in %d lanes (global batch %d) on %d process%s\n", G, o->mc.batch, N, N > 1 ? "es" : "");
+    double *prob = t->have_valid ? xmalloc(t->valid.rows * sizeof *prob) : NULL;
+    for (t->rs.epoch = 1; t->rs.epoch <= o->epochs && ret == 0; t->rs.epoch++) {
+        t->rs.pass++;
+        lanes_stats st;
+        double t0 = now_sec();
+        int r = lanes_epoch(L, t->rs.epoch, t->rs.pass, &st, err, sizeof err);
+        if (r < 0) {
+            if (N > 1) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);
+            else fprintf(stderr, "ctrbox: %s\n", err);
+            if (r == -2 && N > 1) dist_abort(1);   /* this rank's files alone: the others wait in a collective */
+            ret = 1;
+            break;
+        }
+        double sec = now_sec() - t0;
+        t->rs.train_seconds += sec;
+        t->rs.rows_done += st.rows;
+        t->rs.loss_sum = st.loss_sum;
+        t->rs.loss_n = st.rows;
+        double ex[2] = { st.exchange_s, sec };
+        int64_t sums[2] = { (int64_t)st.bytes_sent, (int64_t)st.keys };
+        dist_max_f64(ex, 2);
+        dist_sum_i64(sums, 2);
+        float *pp, *pg;
+        size_t np;
+        model_dense(t->m, &pp, &pg, &np);
+        if (t->log)
+            fprintf(t->log, "{\"kind\": \"lanes\", \"epoch\": %d, \"ranks\": %d, \"lanes\": %d, \"steps\": %llu, \"rows\": %llu, "
+                    "\"train_loss\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"exchange_s\": %.3f, "
+                    "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu}\n", t->rs.epoch, N, G,
+                    (unsigned long long)st.steps, (unsigned long long)st.rows, st.rows ? st.loss_sum / (double)st.rows : NAN,
+                    ex[1], ex[1] > 0 ? (double)st.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np);
+        if (lead && !o->quiet)
+            fprintf(stderr, "epoch %d: %llu rows in %llu steps, train loss %.6f, %.0f samples/s (%.1f s exchanging)\n",
+                    t->rs.epoch, (unsigned long long)st.rows, (unsigned long long)st.steps,
+                    st.rows ? st.loss_sum / (double)st.rows : NAN, ex[1] > 0 ? (double)st.rows / ex[1] : 0.0, ex[0]);
+        if (!t->have_valid) continue;
+        eval_result er;
+        lanes_predict(L, &t->valid, prob);
+        eval_metrics(&t->valid, prob, -1, &er);
+        log_eval(t, "epoch", &er, now_sec() - t->t_start);
+        int better = !(er.auc <= t->rs.best_auc);
+        if (lead && !o->quiet)
+            fprintf(stderr, "[epoch] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", t->rs.epoch,
+                    (unsigned long long)model_step(t->m), er.auc, er.logloss, better ? " (best)" : "");
+        if (better) {
+            t->rs.best_auc = er.auc;
+            t->best_epoch = t->rs.epoch;
+            t->rs.bad_epochs = 0;
+            lanes_collect(L);
+            if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
+            continue;
+        }
+        if (++t->rs.bad_epochs >= o->patience) {
+            if (lead) early_stop(t);
+            break;
+        }
+        if (o->lr_decay > 0 && o->lr_decay < 1) {
+            if (lead) lr_drop(t);
+            else model_scale_lr(t->m, o->lr_decay);
+            lanes_set_sparse_lr(L, model_config_of(t->m)->sopt.lr);
+        }
+    }
+    if (ret == 0 && !t->have_valid) {
+        lanes_collect(L);
+        if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
+    }
+    if (ret == 0 && lead)
+        fprintf(stderr, "done in %.1f s%s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t->t_start,
+                t->stopped_early ? " (early stop)" : "", t->have_valid ? "best validation AUC" : "last training loss",
+                t->have_valid ? t->rs.best_auc : (t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN), o->out);
+    free(prob);
+    lanes_destroy(L);
+    if (t->log) fclose(t->log);
+    if (t->curve) fclose(t->curve);
+    if (lock >= 0) close(lock);
+    return ret;
+}
+
 int train_run(const train_opts *o0)
 {
     train_opts oc = *o0;   /* --follow sets the training files to each entry in turn */
@@ -862,6 +996,11 @@ int train_run(const train_opts *o0)
     trainer t = { .o = o, .rs = { .best_auc = -INFINITY }, .unit_auc = NAN };
     follow_run fr = { 0 };
     char err[1024];
+    int in_lanes = o->lanes > 0 || dist_launched();
+    if (in_lanes && lanes_check(o, err, sizeof err) < 0) {
+        if (dist_rank() == 0) fprintf(stderr, "ctrbox: %s\n", err);
+        return 1;
+    }
     if (o->threads > 0) {
         dense_cpu_preflight(o->threads);
         omp_set_num_threads(o->threads);
@@ -935,26 +1074,15 @@ int train_run(const train_opts *o0)
         if (t.have_valid) block_free(&t.valid);
         return 1;
     }
-    if (mkdir(o->out, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "ctrbox: %s: cannot create folder: %s\n", o->out, strerror(errno));
-        return 1;
+    if (in_lanes) {
+        int r = train_lanes(&t);
+        model_destroy(t.m);
+        schema_free(&t.meta.schema);
+        if (t.have_valid) block_free(&t.valid);
+        return r;
     }
-    /* one trainer per model folder: two would both exit 0 with one model lost */
-    int lock = folder_lock(o->out, MODEL_LOCK, 0);
-    if (lock < 0) {
-        fprintf(stderr, "ctrbox: %s: %s\n", o->out,
-                lock == -EBUSY ? "another trainer (or ctrbox-table) is writing this model folder" : strerror(-lock));
-        return 1;
-    }
-    char logpath[4096];
-    snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
-    t.log = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* a warm start run again after a kill goes on */
-    if (!t.log) {
-        fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
-        return 1;
-    }
-    snprintf(logpath, sizeof logpath, "%s/curve.jsonl", o->out);
-    t.curve = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* informational: a run goes on without it */
+    int lock;
+    if (open_outputs(&t, &lock) < 0) return 1;
     t.t_start = t.iv_t0 = fr.saved_at = now_sec();
     int ret = 0, tiered = 0;
     char *init_dir = NULL, *abs = NULL;   /* a tiered --init model's table folder; the folder trained in */

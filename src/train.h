@@ -32,6 +32,7 @@ typedef struct {
     uint64_t eval_every;          /* also evaluate every N steps (0: per epoch only) */
     size_t shuffle_rows;          /* buffered shuffle of this many rows (0: keep file order) */
     int threads;
+    int lanes;                    /* train in this many lanes (src/lanes.h; 0: batch by batch, or 12 under mpirun) */
     int quiet;
     /* passes and the SSD tier (issue 4) */
     uint64_t pass_rows;           /* rows per pass (0: no passes unless a table folder is given) */

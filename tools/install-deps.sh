@@ -6,7 +6,8 @@
 set -euo pipefail
 
 pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libjansson-dev
-      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev python3-numpy chromium)
+      libcriterion-dev libopenblas-dev libinih-dev librocksdb-dev python3-numpy chromium
+      libopenmpi-dev openmpi-bin)
 for group in "$@"; do
     case "$group" in
         fuzz) pkgs+=(clang libclang-rt-dev) ;;

@@ -1,0 +1,526 @@
+/*
+ * lanes.c: the lane-parallel training step and epoch (lanes.h).
+ *
+ * A step on one rank: the distinct keys of its lanes' rows (first seen order) go to their owners,
+ * grouped by owner, then table (a header of per-table counts, then the keys); the owners answer with
+ * the rows' values in the same order; those rows fill this rank's model tables (emptied first), on
+ * which each lane's rows are one batch of model_loss_and_grads. The lanes' gradients wait (dense:
+ * P floats a lane; sparse: the values of each row a lane touched) until every rank knows the
+ * step's largest, then go out as fixed point: dense summed over ranks, sparse to the owners in the
+ * order the keys went, each key's record [shows, clicks, values].
+ * The model's tables own nothing between steps; the rows live in the shard (embedding/shard.h).
+ */
+#include "lanes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../datasets/source.h"
+#include "../embedding/shard.h"
+#include "../io/keymap.h"
+#include "../io/util.h"
+#include "dist.h"
+#include "passes.h"
+
+struct lanes {
+    const train_opts *o;
+    model *m;
+    int G, rank, N, T;            /* lanes, this rank, ranks, tables */
+    emb_shard *shard;
+    /* the step's distinct keys */
+    key_map kidx;                 /* key -> index + 1 */
+    size_t nk, cap_k;
+    uint64_t *ukey;
+    uint8_t *utb;
+    uint32_t *ushow, *uclick;
+    size_t *sorder;               /* send position -> key index */
+    size_t *cnt;                  /* (N * T) keys sent to each owner, per table */
+    float *vals;                  /* the owners' answer, in send order */
+    uint32_t **rmap;              /* (T) row of the model's table -> key index */
+    size_t *rmap_cap;
+    /* what each sender asked this rank (as owner): its first request's number and count */
+    size_t *req_first, *req_n;
+    double exchange_s;
+    uint64_t bytes_sent;
+};
+
+static int mine(const lanes *L, int lane) { return lane % L->N == L->rank; }
+
+int lanes_check(const train_opts *o, char *err, size_t errlen)
+{
+    const model_config *c = &o->mc;
+    const char *why = o->table_dir ? "--table-dir (a table folder per rank is not built yet)"
+                      : c->min_show > 1 ? "--min-show (admission)"
+                      : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
+                      : c->dropout > 0 ? "--dropout (its masks are drawn per batch position)"
+                      : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
+                      : o->pass_rows ? "--pass-rows"
+                      : o->follow ? "--follow"
+                      : o->init ? "--init"
+                      : o->resume ? "--resume (no table folder)"
+                      : o->shrink_threshold >= 0 || o->shrink_unseen ? "shrink"
+                      : o->eval_every ? "--eval-every"
+                      : NULL;
+    if (why) {
+        snprintf(err, errlen, "training on several processes (mpirun, or --lanes) does not support %s yet", why);
+        return -1;
+    }
+    return 0;
+}
+
+lanes *lanes_create(const train_opts *o, model *m, int n_lanes)
+{
+    lanes *L = xcalloc(1, sizeof *L);
+    L->o = o;
+    L->m = m;
+    L->G = n_lanes;
+    L->rank = dist_rank();
+    L->N = dist_size();
+    L->T = model_n_tables(m);
+    CHECK(L->T <= 255);   /* a key's table is a byte */
+    L->shard = emb_shard_create(model_tables(m), L->T);
+    key_map_init(&L->kidx, 1024);
+    L->cnt = xcalloc((size_t)L->N * (size_t)L->T, sizeof *L->cnt);
+    L->rmap = xcalloc((size_t)L->T, sizeof *L->rmap);
+    L->rmap_cap = xcalloc((size_t)L->T, sizeof *L->rmap_cap);
+    L->req_first = xcalloc((size_t)L->N, sizeof *L->req_first);
+    L->req_n = xcalloc((size_t)L->N, sizeof *L->req_n);
+    return L;
+}
+
+void lanes_destroy(lanes *L)
+{
+    if (!L) return;
+    emb_shard_destroy(L->shard);
+    key_map_free(&L->kidx);
+    free(L->ukey), free(L->utb), free(L->ushow), free(L->uclick), free(L->sorder), free(L->cnt), free(L->vals);
+    for (int tb = 0; tb < L->T; tb++) free(L->rmap[tb]);
+    free(L->rmap), free(L->rmap_cap), free(L->req_first), free(L->req_n);
+    free(L);
+}
+
+static size_t exchange(lanes *L, const void *send, const size_t *send_bytes, void **recv, size_t *recv_bytes)
+{
+    double t0 = now_sec();
+    size_t got = dist_alltoallv(send, send_bytes, recv, recv_bytes);
+    for (int r = 0; r < L->N; r++)
+        if (r != L->rank) L->bytes_sent += send_bytes[r];
+    L->exchange_s += now_sec() - t0;
+    return got;
+}
+
+/* Empty the model's tables (they hold one step's rows). */
+static void clear_tables(lanes *L)
+{
+    for (int tb = 0; tb < L->T; tb++) {
+        emb_table *t = model_table(L->m, tb);
+        size_t rows = emb_table_rows(t);
+        if (!rows) continue;
+        uint8_t *keep = xcalloc(rows, 1);
+        emb_table_keep_rows(t, keep);
+        free(keep);
+    }
+}
+
+/* The distinct keys of b's rows [r0, r1) from their owners into the model's tables (emptied
+ * first); create: rows missing at the owner are made (training), else they read as zeros.
+ * Collective: every rank calls it, with an empty range when it has no rows. */
+static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int create)
+{
+    model *m = L->m;
+    int N = L->N, T = L->T;
+    key_map_clear(&L->kidx);
+    size_t nnz = r1 > r0 ? (size_t)(b->row_ptr[r1] - b->row_ptr[r0]) : 0;
+    key_map_reserve(&L->kidx, nnz);
+    if (nnz > L->cap_k) {
+        L->cap_k = nnz;
+        L->ukey = xrealloc(L->ukey, nnz * sizeof *L->ukey);
+        L->utb = xrealloc(L->utb, nnz);
+        L->ushow = xrealloc(L->ushow, nnz * sizeof *L->ushow);
+        L->uclick = xrealloc(L->uclick, nnz * sizeof *L->uclick);
+        L->sorder = xrealloc(L->sorder, nnz * sizeof *L->sorder);
+    }
+    size_t nk = 0;
+    for (size_t r = r0; r < r1; r++) {
+        uint32_t click = b->label[r] > 0.5f;
+        for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
+            key_slot *s = key_map_slot(&L->kidx, b->key[k]);
+            if (!s->val) {
+                s->key = b->key[k];
+                s->val = ++nk;
+                L->ukey[nk - 1] = b->key[k];
+                L->utb[nk - 1] = (uint8_t)model_field_table(m, b->field[k]);
+                L->ushow[nk - 1] = L->uclick[nk - 1] = 0;
+            }
+            L->ushow[s->val - 1]++;
+            L->uclick[s->val - 1] += click;
+        }
+    }
+    L->nk = nk;
+    /* send order: by owner, then table, then first sight */
+    size_t *cnt = L->cnt;
+    memset(cnt, 0, (size_t)N * (size_t)T * sizeof *cnt);
+    int *own = xmalloc((nk ? nk : 1) * sizeof *own);
+    for (size_t j = 0; j < nk; j++) {
+        own[j] = emb_shard_owner(L->ukey[j], N);
+        cnt[(size_t)own[j] * (size_t)T + L->utb[j]]++;
+    }
+    size_t *pos = xmalloc((size_t)N * (size_t)T * sizeof *pos), p = 0;
+    for (size_t i = 0; i < (size_t)N * (size_t)T; i++) pos[i] = p, p += cnt[i];
+    for (size_t j = 0; j < nk; j++) L->sorder[pos[(size_t)own[j] * (size_t)T + L->utb[j]]++] = j;
+    /* the requests: per owner, T counts then the keys */
+    size_t *sb = xmalloc((size_t)N * sizeof *sb), *rb = xmalloc((size_t)N * sizeof *rb);
+    uint64_t *req = xmalloc(((size_t)N * (size_t)T + nk + 1) * sizeof *req), *w = req;
+    p = 0;
+    for (int r = 0; r < N; r++) {
+        size_t n = 0;
+        for (int tb = 0; tb < T; tb++) *w++ = cnt[(size_t)r * (size_t)T + (size_t)tb], n += cnt[(size_t)r * (size_t)T + (size_t)tb];
+        for (size_t i = 0; i < n; i++) *w++ = L->ukey[L->sorder[p++]];
+        sb[r] = ((size_t)T + n) * sizeof *req;
+    }
+    void *in;
+    exchange(L, req, sb, &in, rb);
+    /* as owner: serve each sender's keys, in order */
+    emb_shard_begin(L->shard);
+    size_t reply_floats = 0, served = 0;
+    const uint64_t *q = in;
+    for (int r = 0; r < N; r++) {
+        const uint64_t *h = q;
+        for (int tb = 0; tb < T; tb++) reply_floats += h[tb] * (size_t)emb_table_values(model_table(m, tb));
+        q += rb[r] / sizeof *q;
+    }
+    float *reply = xmalloc((reply_floats ? reply_floats : 1) * sizeof *reply), *o = reply;
+    q = in;
+    for (int r = 0; r < N; r++) {
+        const uint64_t *h = q, *keys = q + T;
+        L->req_first[r] = served;
+        float *o0 = o;
+        for (int tb = 0; tb < T; tb++) {
+            emb_shard_serve(L->shard, tb, keys, h[tb], create, o);
+            o += h[tb] * (size_t)emb_table_values(model_table(m, tb));
+            keys += h[tb];
+            served += h[tb];
+        }
+        L->req_n[r] = served - L->req_first[r];
+        sb[r] = (size_t)(o - o0) * sizeof *o;
+        q += rb[r] / sizeof *q;
+    }
+    free(in);
+    free(L->vals);
+    exchange(L, reply, sb, (void **)&L->vals, rb);
+    free(reply);
+    /* the rows into the model's tables, in send order */
+    clear_tables(L);
+    size_t rec_cap = 0;
+    for (int tb = 0; tb < T; tb++)
+        if (emb_table_row_bytes(model_table(m, tb)) > rec_cap) rec_cap = emb_table_row_bytes(model_table(m, tb));
+    uint8_t *rec = xmalloc(rec_cap);
+    const float *v = L->vals;
+    for (size_t i = 0; i < nk; i++) {
+        size_t j = L->sorder[i];
+        emb_table *t = model_table(m, L->utb[j]);
+        size_t V = (size_t)emb_table_values(t);
+        memset(rec, 0, emb_table_row_bytes(t));
+        ((emb_row_head *)rec)->key = L->ukey[j];
+        memcpy(rec + sizeof(emb_row_head), v, V * sizeof *v);
+        v += V;
+        uint32_t row = emb_table_insert_record(t, rec, 0);
+        if (row >= L->rmap_cap[L->utb[j]]) {
+            L->rmap_cap[L->utb[j]] = (size_t)row * 2 + 1024;
+            L->rmap[L->utb[j]] = xrealloc(L->rmap[L->utb[j]], L->rmap_cap[L->utb[j]] * sizeof **L->rmap);
+        }
+        L->rmap[L->utb[j]][row] = (uint32_t)j;
+    }
+    free(rec), free(own), free(pos), free(sb), free(rb), free(req);
+}
+
+/* The exponent e that makes terms values of magnitude up to maxabs, scaled by 2^e and rounded,
+ * sum within 2^62. */
+static int fixed_exp(double maxabs, int terms)
+{
+    if (!(maxabs > 0)) return 0;
+    int x, t = 0;
+    frexp(maxabs, &x);   /* maxabs < 2^x */
+    while ((1 << t) < terms) t++;
+    return 62 - x - t;
+}
+
+/* One step: the rows of lane grp_lane[k] are sb's [grp[k], grp[k + 1]) for this rank's k < n_grp;
+ * size[l]: every lane's rows this step (all ranks know them). Returns the step's summed loss
+ * (lane by lane), or NaN when it diverged. */
+static double step(lanes *L, const sample_block *sb, const size_t *grp, const int *grp_lane, int n_grp, const size_t *size,
+                   uint32_t pass)
+{
+    model *m = L->m;
+    int T = L->T, N = L->N;
+    size_t B = 0;
+    for (int l = 0; l < L->G; l++) B += size[l];
+    fetch_rows(L, sb, 0, sb->rows, 1);
+    float *params, *grads;
+    size_t P;
+    model_dense(m, &params, &grads, &P);
+    /* the lanes' gradients, waiting for the scale */
+    float *dstash = xmalloc(((size_t)n_grp * P + 1) * sizeof *dstash);
+    size_t *voff = xmalloc((L->nk + 1) * sizeof *voff);   /* key j's values in a lane's sparse gradient */
+    voff[0] = 0;
+    for (size_t j = 0; j < L->nk; j++) voff[j + 1] = voff[j] + (size_t)emb_table_values(model_table(m, L->utb[j]));
+    size_t sp_cap = 0, sp_n = 0, sp_gcap = 0;
+    uint32_t *sp_j = NULL;   /* (lane k, key j) entries: the key, its gradient (values) */
+    float *sp_g = NULL;
+    size_t *sp_first = xmalloc(((size_t)n_grp + 1) * sizeof *sp_first), sp_used = 0;
+    double *loss = xcalloc((size_t)L->G, sizeof *loss), maxabs[2] = { 0, 0 };
+    for (int k = 0; k < n_grp; k++) {
+        size_t nb = grp[k + 1] - grp[k];
+        loss[grp_lane[k]] = model_loss_and_grads(m, sb, grp[k], grp[k + 1]) * (double)nb;
+        model_dense(m, &params, &grads, &P);
+        memcpy(dstash + (size_t)k * P, grads, P * sizeof *grads);
+        for (size_t i = 0; i < P; i++) maxabs[0] = fmax(maxabs[0], fabs((double)grads[i]));
+        const emb_batch *eb = model_batch_rows(m);
+        size_t U = emb_batch_unique(eb);
+        const float *dw = emb_batch_dw_const(eb), *de = emb_batch_de_const(eb);
+        const size_t *uoff = emb_batch_uoff(eb);
+        sp_first[k] = sp_n;
+        for (size_t u = 0; u < U; u++) {
+            int tb;
+            uint32_t row;
+            emb_batch_unique_row(eb, u, &tb, &row);
+            size_t j = L->rmap[tb][row], V = voff[j + 1] - voff[j];
+            if (sp_n == sp_cap) {
+                sp_cap = sp_cap * 2 + 1024;
+                sp_j = xrealloc(sp_j, sp_cap * sizeof *sp_j);
+            }
+            if (sp_used + V > sp_gcap) {
+                sp_gcap = (sp_used + V) * 2 + 4096;
+                sp_g = xrealloc(sp_g, sp_gcap * sizeof *sp_g);
+            }
+            int has_w = emb_table_config_of(model_table(m, tb))->has_w;
+            if (has_w) sp_g[sp_used] = dw[u];
+            memcpy(sp_g + sp_used + has_w, de + uoff[u], (V - (size_t)has_w) * sizeof *sp_g);
+            for (size_t i = 0; i < V; i++) maxabs[1] = fmax(maxabs[1], fabs((double)sp_g[sp_used + i]));
+            sp_j[sp_n++] = (uint32_t)j;
+            sp_used += V;
+        }
+    }
+    sp_first[n_grp] = sp_n;
+    double t0 = now_sec();
+    dist_max_f64(maxabs, 2);
+    dist_sum_f64_ordered(loss, (size_t)L->G);
+    L->exchange_s += now_sec() - t0;
+    double total = 0;
+    for (int l = 0; l < L->G; l++) total += loss[l];
+    if (!isfinite(maxabs[0]) || !isfinite(maxabs[1]) || !isfinite(total)) {
+        free(dstash), free(voff), free(sp_j), free(sp_g), free(sp_first), free(loss);
+        return NAN;
+    }
+    /* dense: the lanes' sum, exact, over every rank */
+    int ed = fixed_exp(maxabs[0], L->G), es = fixed_exp(maxabs[1], L->G);
+    int64_t *acc = xcalloc(P ? P : 1, sizeof *acc);
+    for (int k = 0; k < n_grp; k++) {
+        double wk = (double)(grp[k + 1] - grp[k]) / (double)B;
+        const float *g = dstash + (size_t)k * P;
+        for (size_t i = 0; i < P; i++) acc[i] += llrint(ldexp((double)g[i] * wk, ed));
+    }
+    t0 = now_sec();
+    dist_sum_i64(acc, P);
+    L->exchange_s += now_sec() - t0;
+    L->bytes_sent += N > 1 ? P * sizeof *acc : 0;
+    for (size_t i = 0; i < P; i++) grads[i] = (float)ldexp((double)acc[i], -ed);
+    free(acc);
+    uint64_t st = model_dense_apply(m);
+    /* sparse: per key [shows, clicks, values] in send order, to the owners */
+    size_t words = 0;
+    for (size_t j = 0; j < L->nk; j++) words += 2 + voff[j + 1] - voff[j];
+    int64_t *kq = xcalloc(words ? words : 1, sizeof *kq);
+    size_t *koff = xmalloc((L->nk + 1) * sizeof *koff);   /* key j's record, in send order */
+    size_t off = 0;
+    for (size_t i = 0; i < L->nk; i++) {
+        size_t j = L->sorder[i];
+        koff[j] = off;
+        kq[off] = L->ushow[j];
+        kq[off + 1] = L->uclick[j];
+        off += 2 + voff[j + 1] - voff[j];
+    }
+    const float *g = sp_g;
+    for (int k = 0; k < n_grp; k++) {
+        double wk = (double)(grp[k + 1] - grp[k]) / (double)B;
+        for (size_t e = sp_first[k]; e < sp_first[k + 1]; e++) {
+            size_t j = sp_j[e], V = voff[j + 1] - voff[j];
+            int64_t *a = kq + koff[j] + 2;
+            for (size_t i = 0; i < V; i++) a[i] += llrint(ldexp((double)g[i] * wk, es));
+            g += V;
+        }
+    }
+    size_t *sb_ = xcalloc((size_t)N, sizeof *sb_), *rb = xmalloc((size_t)N * sizeof *rb);
+    for (int r = 0; r < N; r++)
+        for (int tb = 0; tb < T; tb++)
+            sb_[r] += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * (2 + (size_t)emb_table_values(model_table(m, tb))) * sizeof *kq;
+    void *in;
+    exchange(L, kq, sb_, &in, rb);
+    const int64_t *q = in;
+    for (int r = 0; r < N; r++) {
+        size_t used = emb_shard_add(L->shard, L->req_first[r], L->req_n[r], q);
+        CHECK(used * sizeof *q == rb[r]);
+        q += used;
+    }
+    free(in);
+    emb_shard_apply(L->shard, es, pass, st, model_config_of(m)->emb_l2_all);
+    free(dstash), free(voff), free(sp_j), free(sp_g), free(sp_first), free(kq), free(koff), free(sb_), free(rb);
+    free(loss);
+    return total;
+}
+
+/* Rows of lane l in a step of a batch of B rows over G lanes. */
+static size_t lane_batch(size_t B, int G, int l) { return B / (size_t)G + ((size_t)l < B % (size_t)G); }
+
+/* Train a shuffle buffer: cnt[l] rows of every lane, lb[l] the rows of this rank's lanes. */
+static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, int epoch, uint64_t chunk, uint32_t pass,
+                       lanes_stats *st, char *err, size_t errlen)
+{
+    int G = L->G;
+    size_t B = (size_t)L->o->mc.batch, steps = 0;
+    size_t **order = xcalloc((size_t)G, sizeof *order);
+    for (int l = 0; l < G; l++) {
+        size_t bl = lane_batch(B, G, l), s = bl ? (cnt[l] + bl - 1) / bl : 0;
+        if (s > steps) steps = s;
+        if (mine(L, l)) order[l] = passes_order(L->o, cnt[l], epoch, chunk * (uint64_t)G + (uint64_t)l);
+    }
+    sample_block sb;
+    block_init(&sb, lb[0].n_dense);
+    size_t *grp = xmalloc(((size_t)G + 1) * sizeof *grp), *size = xmalloc((size_t)G * sizeof *size);
+    int *grp_lane = xmalloc((size_t)G * sizeof *grp_lane), ret = 0;
+    for (size_t s = 0; s < steps && ret == 0; s++) {
+        block_clear(&sb);
+        int n = 0;
+        for (int l = 0; l < G; l++) {
+            size_t bl = lane_batch(B, G, l), a = s * bl < cnt[l] ? s * bl : cnt[l], e = a + bl < cnt[l] ? a + bl : cnt[l];
+            size[l] = e - a;
+            if (!mine(L, l) || a == e) continue;
+            grp[n] = sb.rows;
+            grp_lane[n++] = l;
+            if (order[l])
+                for (size_t p = a; p < e; p++) block_append(&sb, &lb[l], order[l][p], order[l][p] + 1);
+            else
+                block_append(&sb, &lb[l], a, e);
+        }
+        grp[n] = sb.rows;
+        double loss = step(L, &sb, grp, grp_lane, n, size, pass);
+        st->keys += L->nk;
+        if (!isfinite(loss)) {
+            snprintf(err, errlen, "training diverged at epoch %d, step %llu: the loss or a gradient is not finite; lower "
+                     "--lr or --sparse-lr", epoch, (unsigned long long)model_step(L->m) + 1);
+            ret = -1;
+            break;
+        }
+        size_t rows = 0;
+        for (int l = 0; l < G; l++) rows += size[l];
+        st->loss_sum += loss;
+        st->rows += rows;
+        st->steps++;
+    }
+    for (int l = 0; l < G; l++) free(order[l]);
+    free(order), free(grp), free(size), free(grp_lane);
+    block_free(&sb);
+    return ret;
+}
+
+int lanes_epoch(lanes *L, int epoch, uint32_t pass, lanes_stats *st, char *err, size_t errlen)
+{
+    const train_opts *o = L->o;
+    int G = L->G;
+    memset(st, 0, sizeof *st);
+    L->exchange_s = 0;
+    L->bytes_sent = 0;
+    data_source *s;
+    if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -2;
+    uint32_t nd = source_schema(s)->n_dense;
+    sample_block b, *lb = xmalloc((size_t)G * sizeof *lb);
+    block_init(&b, nd);
+    for (int l = 0; l < G; l++) block_init(&lb[l], nd);
+    size_t *cnt = xcalloc((size_t)G, sizeof *cnt);
+    size_t cap = o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16, in_chunk = 0;
+    uint64_t gi = 0, chunk = 0;   /* rows of the files so far; shuffle buffers */
+    int ret, diverged = 0;
+    while ((ret = source_next(s, &b, err, errlen)) > 0) {
+        for (size_t r = 0; r < b.rows && ret > 0;) {
+            int l = (int)((gi / LANES_BLOCK) % (uint64_t)G);
+            /* the run of rows of one lane: to the block's end, the lane block's or the buffer's */
+            size_t e = r + (size_t)(LANES_BLOCK - gi % LANES_BLOCK);
+            if (e > b.rows) e = b.rows;
+            if (e - r > cap - in_chunk) e = r + (cap - in_chunk);
+            if (mine(L, l)) block_append(&lb[l], &b, r, e);
+            cnt[l] += e - r;
+            gi += e - r;
+            in_chunk += e - r;
+            r = e;
+            if (in_chunk == cap) {
+                if (train_chunk(L, lb, cnt, epoch, chunk++, pass, st, err, errlen) < 0) ret = -1, diverged = 1;
+                for (int k = 0; k < G; k++) block_clear(&lb[k]);
+                memset(cnt, 0, (size_t)G * sizeof *cnt);
+                in_chunk = 0;
+            }
+        }
+        if (ret < 0) break;
+    }
+    if (ret == 0 && in_chunk && train_chunk(L, lb, cnt, epoch, chunk, pass, st, err, errlen) < 0) ret = -1, diverged = 1;
+    source_close(s);
+    block_free(&b);
+    for (int l = 0; l < G; l++) block_free(&lb[l]);
+    free(lb), free(cnt);
+    st->exchange_s = L->exchange_s;
+    st->bytes_sent = L->bytes_sent;
+    return ret >= 0 ? 0 : diverged ? -1 : -2;
+}
+
+void lanes_predict(lanes *L, const sample_block *b, double *prob)
+{
+    /* batch k of B rows (the batches one process predicts in, so each prediction is the same
+     * bits) goes to rank k % N */
+    size_t n = b->rows, B = (size_t)L->o->mc.batch, N = (size_t)L->N, nb = (n + B - 1) / B;
+    memset(prob, 0, n * sizeof *prob);
+    for (size_t k0 = 0; k0 < nb; k0 += N) {   /* every rank the same number of exchanges */
+        size_t k = k0 + (size_t)L->rank, a = k < nb ? k * B : n, e = a + B < n ? a + B : n;
+        fetch_rows(L, b, a, e, 0);
+        if (e > a) model_predict_batch(L->m, b, a, e, prob + a);
+    }
+    double t0 = now_sec();
+    dist_sum_f64_ordered(prob, n);   /* the other ranks' predictions are zeros here: exact */
+    L->exchange_s += now_sec() - t0;
+}
+
+void lanes_set_sparse_lr(lanes *L, float lr)
+{
+    for (int tb = 0; tb < L->T; tb++) emb_table_set_lr(emb_shard_table(L->shard, tb), lr);
+}
+
+static int cmp_rec_key(const void *a, const void *b)
+{
+    uint64_t x = ((const emb_row_head *)a)->key, y = ((const emb_row_head *)b)->key;
+    return (x > y) - (x < y);
+}
+
+void lanes_collect(lanes *L)
+{
+    model *m = L->m;
+    clear_tables(L);
+    for (int tb = 0; tb < L->T; tb++) {
+        emb_table *own = emb_shard_table(L->shard, tb), *t = model_table(m, tb);
+        size_t rows = emb_table_rows(own), rbytes = emb_table_row_bytes(own);
+        uint8_t *buf = xmalloc(rows * rbytes + 1);
+        for (size_t r = 0; r < rows; r++) memcpy(buf + r * rbytes, emb_table_head(own, (uint32_t)r), rbytes);
+        void *all;
+        size_t got = dist_gather_bytes(buf, rows * rbytes, &all);
+        free(buf);
+        if (L->rank == 0) {
+            size_t n = got / rbytes;
+            qsort(all, n, rbytes, cmp_rec_key);
+            for (size_t i = 0; i < n; i++) {
+                emb_row_head *h = (emb_row_head *)((uint8_t *)all + i * rbytes);
+                h->mark = 0;
+                h->aux = 0;
+                emb_table_insert_record(t, h, 0);
+            }
+        }
+        free(all);
+    }
+}
