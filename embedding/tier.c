@@ -88,6 +88,8 @@ struct emb_tier {
     char failmsg[700];       /* why further commits are refused (failed) */
     uint64_t id, gen;        /* the folder's id and its commits so far (the "g" record) */
     uint64_t side_gen[2];    /* the commit whose file holds the catalog, the deletion record (0: in the index) */
+    struct emb_tier_batch *prepared;   /* a commit prepared, not yet published (emb_tier_prepare) */
+    int stale;               /* a prepared commit was published at open: the slot state in memory is older */
     slot_file *sf;
     char *layout;            /* the layout line's model part */
     uint64_t *filt, filt_words;   /* the key filter (power of two words) */
@@ -198,6 +200,8 @@ struct emb_tier_batch {
 static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, uint8_t *found, char *err,
                        size_t errlen);
 static int spill_open(emb_tier_batch *b, char *err, size_t errlen);
+static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, const char *path, int keep_side,
+                           char *err, size_t errlen);
 static void release_free(slot_file *s);
 
 static void idx_key(uint8_t out[10], int tb, uint64_t key)
@@ -553,6 +557,18 @@ static int side_read(emb_tier *t, int which, const char *ptr, void **blob, size_
     *blob = b;
     *len = n;
     return 0;
+}
+
+/* 1 if DIR holds a prepared commit's file (emb_tier_prepare): its side files wait with it. */
+static int prepared_exists(const emb_tier *t)
+{
+    DIR *d = opendir(t->dir);
+    if (!d) return 0;
+    struct dirent *de;
+    int found = 0;
+    while (!found && (de = readdir(d))) found = !strncmp(de->d_name, "prepared-", 9);
+    closedir(d);
+    return found;
 }
 
 /* Delete DIR/<name>.<N> files that the index does not name (side_gen). */
@@ -1007,7 +1023,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         t->side_gen[w] = side_gen_of(p, pl);
         free(p);
     }
-    if (!readonly) side_clean(t);   /* a commit's that did not happen */
+    if (!readonly && !prepared_exists(t)) side_clean(t);   /* a commit's that did not happen (a prepared one's wait) */
     if (!layout) {   /* whatever the folder holds (the table tools) */
         if (!v) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
@@ -1100,7 +1116,13 @@ out:
 void emb_tier_close(emb_tier *t)
 {
     if (!t) return;
-    if (!t->readonly && t->sf && t->db) {
+    if (t->prepared) {   /* its file stays: the next open's emb_tier_resolve_prepared decides */
+        char err[64];
+        emb_tier_batch *b = t->prepared;
+        t->prepared = NULL;
+        commit_complete(b, -ECANCELED, 0, 1, "", 1, err, sizeof err);
+    }
+    if (!t->readonly && t->sf && t->db && !t->stale) {
         emb_tier_batch *o = __atomic_load_n(&t->open, __ATOMIC_SEQ_CST);
         if (o) emb_tier_abort(o);   /* left open: dropped */
         emb_tier_settle(t);
@@ -2511,15 +2533,16 @@ static int smap_entry(void *ctx, const ientry *e)
     return 0;
 }
 
-static int ingest(emb_tier *t, const emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
+/* The batch's index changes and the catalog as one SST file at path (finished, so synced), the
+ * side files it names first. 0 or <0 with err (the file is gone then). */
+static int write_sst(emb_tier *t, const emb_tier_batch *b, const void *catalog, size_t len, const char *path, char *err,
+                     size_t errlen)
 {
-    char path[4096];
     uint8_t g[16];   /* the commit record, one commit further */
     put_u64s(g, t->id, t->gen + 1);
     uint8_t side[2][40];   /* the catalog and the deletion record: their files first */
     if (catalog && side_write(t, 0, t->gen + 1, catalog, len, side[0], err, errlen) < 0) return -EIO;
     if (b->drec && side_write(t, 1, t->gen + 1, b->drec, b->drec_len, side[1], err, errlen) < 0) return -EIO;
-    snprintf(path, sizeof path, "%s/commit.sst", t->dir);
     unlink(path);   /* a crash's leftover: never ingested, so never part of the index */
     rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, t->opt);
@@ -2541,13 +2564,6 @@ static int ingest(emb_tier *t, const emb_tier_batch *b, const void *catalog, siz
     if (!e) rocksdb_sstfilewriter_finish(w, &e);
     rocksdb_sstfilewriter_destroy(w);
     rocksdb_envoptions_destroy(eo);
-    if (!e) {
-        const char *files[1] = { path };
-        rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
-        rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
-        rocksdb_ingest_external_file_cf(t->db, t->cf, files, 1, io, &e);
-        rocksdb_ingestexternalfileoptions_destroy(io);
-    }
     if (e) {
         snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
         free(e);
@@ -2557,10 +2573,32 @@ static int ingest(emb_tier *t, const emb_tier_batch *b, const void *catalog, siz
     return 0;
 }
 
-int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
+/* Add the SST file at path to the index (moved into RocksDB): the commit is durable. */
+static int ingest_file(emb_tier *t, const char *path, char *err, size_t errlen)
+{
+    char *e = NULL;
+    const char *files[1] = { path };
+    rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+    rocksdb_ingest_external_file_cf(t->db, t->cf, files, 1, io, &e);
+    rocksdb_ingestexternalfileoptions_destroy(io);
+    if (e) {
+        snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
+        free(e);
+        unlink(path);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* The first half of a commit: the batch finished, its slots synced, its index changes and the
+ * catalog written as the SST file at path (*empty: nothing to commit, no file). 0 or <0 with err. */
+static int commit_stage(emb_tier_batch *b, const void *catalog, size_t len, const char *path, int *empty, char *err,
+                        size_t errlen)
 {
     emb_tier *t = b->t;
     int ret = 0;
+    *empty = 0;
     if (t->failed) {
         if (t->failmsg[0]) snprintf(err, errlen, "%s", t->failmsg);
         else snprintf(err, errlen, "%s: an earlier commit failed; the table folder keeps its last committed pass", t->dir);
@@ -2575,8 +2613,20 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             snprintf(err, errlen, "%s/table%d.slots: fdatasync failed: %s", t->dir, i, strerror(errno));
         }
     }
-    int empty = !b->n_segs && !catalog;   /* nothing changes: no commit */
-    if (ret == 0 && !empty) ret = ingest(t, b, catalog, len, err, errlen);
+    *empty = !b->n_segs && !catalog;   /* nothing changes: no commit */
+    if (ret == 0 && !*empty) ret = write_sst(t, b, catalog, len, path, err, errlen);
+    return ret;
+}
+
+/* The second half: the staged file ingested (ret 0, not empty), the record written, the slots the
+ * commit freed handed over; after a failure (ret < 0) the tier refuses further commits. The
+ * batch is freed. keep_side: the side files no committed index names stay (a prepared commit's,
+ * for the next open to publish). Returns ret, or the ingestion's failure. */
+static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, const char *path, int keep_side,
+                           char *err, size_t errlen)
+{
+    emb_tier *t = b->t;
+    if (ret == 0 && !empty) ret = ingest_file(t, path, err, errlen);
     if (ret == 0 && !empty) {
         /* durable: the record follows. Should it fail, the folder (the record one behind) is still
          * good, and opening it writes the record again; later commits are refused meanwhile. */
@@ -2589,7 +2639,7 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
             snprintf(t->failmsg, sizeof t->failmsg, "%s (the commit it records is durable)", rerr);
         }
     }
-    if (catalog || b->drec) side_clean(t);   /* the files no pointer names now (a failed commit's too) */
+    if ((catalog || b->drec) && !keep_side) side_clean(t);   /* the files no pointer names now (a failed commit's too) */
     if (ret == 0 && b->repack_done) {   /* most keys have a new entry: the old ones go now, not some day */
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }
@@ -2616,5 +2666,103 @@ int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *er
         t->failed = 1;
     }
     batch_retire(b);
+    return ret;
+}
+
+int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/commit.sst", b->t->dir);
+    int empty, ret = commit_stage(b, catalog, len, path, &empty, err, errlen);
+    return commit_complete(b, ret, empty, catalog != NULL, path, 0, err, errlen);
+}
+
+/* ---- a commit in two phases (several folders committing one pass together) ---- */
+
+static int fsync_dir(const char *dir, char *err, size_t errlen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int ret = fd < 0 || fsync(fd) < 0 ? -errno : 0;
+    if (fd >= 0) close(fd);
+    if (ret < 0) snprintf(err, errlen, "%s: cannot sync the folder: %s", dir, strerror(-ret));
+    return ret;
+}
+
+static void prepared_path(const emb_tier *t, uint64_t gen, char *path, size_t n)
+{
+    snprintf(path, n, "%s/prepared-%llu.sst", t->dir, (unsigned long long)gen);
+}
+
+int emb_tier_prepare(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen)
+{
+    emb_tier *t = b->t;
+    CHECK(catalog && !t->prepared);
+    char path[4096];
+    prepared_path(t, t->gen + 1, path, sizeof path);
+    int empty, ret = commit_stage(b, catalog, len, path, &empty, err, errlen);
+    if (ret == 0) ret = fsync_dir(t->dir, err, errlen);   /* the file's name is durable too */
+    if (ret < 0) {
+        unlink(path);
+        return commit_complete(b, ret, empty, 1, path, 0, err, errlen);
+    }
+    t->prepared = b;
+    return 0;
+}
+
+int emb_tier_publish(emb_tier *t, char *err, size_t errlen)
+{
+    emb_tier_batch *b = t->prepared;
+    CHECK(b);
+    t->prepared = NULL;
+    char path[4096];
+    prepared_path(t, t->gen + 1, path, sizeof path);
+    return commit_complete(b, 0, 0, 1, path, 0, err, errlen);
+}
+
+void emb_tier_discard(emb_tier *t)
+{
+    emb_tier_batch *b = t->prepared;
+    if (!b) return;
+    t->prepared = NULL;
+    char path[4096], err[64];
+    prepared_path(t, t->gen + 1, path, sizeof path);
+    unlink(path);
+    commit_complete(b, -ECANCELED, 0, 1, path, 0, err, sizeof err);
+    snprintf(t->failmsg, sizeof t->failmsg, "%s: a commit prepared here was called off; the folder keeps its last commit",
+             t->dir);
+}
+
+int emb_tier_resolve_prepared(emb_tier *t, uint64_t want, int *published, char *err, size_t errlen)
+{
+    *published = 0;
+    DIR *d = opendir(t->dir);
+    if (!d) return fail(err, errlen, -errno, "%s: cannot list the folder: %s", t->dir, strerror(errno));
+    int ret = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && ret == 0) {
+        unsigned long long g;
+        char tail[8];
+        if (sscanf(de->d_name, "prepared-%llu.%7s", &g, tail) != 2 || strcmp(tail, "sst")) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", t->dir, de->d_name);
+        if (g == t->gen + 1 && g == want && !t->readonly) {   /* every folder prepared it: its commit stands */
+            ret = ingest_file(t, path, err, errlen);
+            if (ret == 0) {
+                t->gen++;
+                ret = commit_record_write(t, err, errlen);
+                *published = ret == 0;
+                /* the slots it holds are not in this open's bitmap: nothing may be put or cut
+                 * before the folder is opened again */
+                t->stale = 1;
+                t->failed = 1;
+                snprintf(t->failmsg, sizeof t->failmsg, "%s: open the folder again after a prepared commit was published",
+                         t->dir);
+            }
+        } else if (!t->readonly && unlink(path) < 0) {   /* not every folder prepared it: it never happened */
+            ret = fail(err, errlen, -errno, "%s: cannot remove it: %s", path, strerror(errno));
+        }
+    }
+    closedir(d);
+    if (ret == 0 && !*published && !t->readonly) side_clean(t);   /* the dropped commit's catalog */
     return ret;
 }

@@ -157,6 +157,19 @@ size_t emb_tier_batch_growth(const emb_tier_batch *b, size_t puts);
  * and put.
  * 0 or <0 with err; the batch is freed either way. After a failure the tier refuses further commits (the last commit stays intact). */
 int emb_tier_commit(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
+/* A commit in two phases, for several folders (one per process of a job) that commit one pass
+ * together. emb_tier_prepare does all of emb_tier_commit (catalog required) but the last step: the
+ * batch's index changes and the catalog wait, durable, in DIR/prepared-<commit>.sst, outside the
+ * index (fetches find the batch meanwhile). Then emb_tier_publish adds them to the index (the
+ * commit counts), or emb_tier_discard deletes them (the folder keeps its last commit and refuses
+ * further ones). A crash, or emb_tier_close, between the two leaves the file: after the next open,
+ * emb_tier_resolve_prepared publishes it if its commit is `want` (the one every folder prepared,
+ * as the job recorded), else deletes it; *published says which (then close and open the folder
+ * again to read it as committed). 0 or <0 with err. */
+int emb_tier_prepare(emb_tier_batch *b, const void *catalog, size_t len, char *err, size_t errlen);
+int emb_tier_publish(emb_tier *t, char *err, size_t errlen);
+void emb_tier_discard(emb_tier *t);
+int emb_tier_resolve_prepared(emb_tier *t, uint64_t want, int *published, char *err, size_t errlen);
 /* The slots that durable commits freed become free to put into: called by the thread that puts,
  * at its own pace. emb_tier_settle does it too, gives the file system back the space of deleted or
  * moved rows, and frees the batches committed since (when no fetch reads them); emb_tier_begin

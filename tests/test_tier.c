@@ -572,6 +572,86 @@ Test(tier, put_then_delete_in_one_commit_deletes)
     emb_table_destroy(t);
 }
 
+/* The show of every key 1..n in the tier (fetched), all equal to want. */
+static void shows_are(emb_tier *tier, size_t rb, uint64_t n, float want)
+{
+    char err[1024];
+    uint64_t *keys = malloc(n * sizeof *keys), *aux = malloc(n * sizeof *aux);
+    uint8_t *rec = malloc(n * rb);
+    for (uint64_t k = 1; k <= n; k++) keys[k - 1] = k * 104729;
+    cr_assert_eq(emb_tier_fetch(tier, 0, keys, n, rec, aux, err, sizeof err), 0, "%s", err);
+    for (uint64_t i = 0; i < n; i++) {
+        cr_assert_neq(aux[i], 0, "key %llu is missing", (unsigned long long)keys[i]);
+        cr_assert_float_eq(((const emb_row_head *)(rec + i * rb))->show, want, 0, "key %llu", (unsigned long long)keys[i]);
+    }
+    free(keys), free(aux), free(rec);
+}
+
+/* A commit in two phases: prepared, then published, it is committed; prepared and discarded, the
+ * folder keeps its last commit; prepared and left by a crash (close), the next open publishes it
+ * when the job says every folder prepared that commit, and deletes it otherwise. */
+Test(tier, prepared_commit_is_published_or_dropped)
+{
+    emb_table *t;
+    size_t rb;
+    emb_tier *tier = small_tier("twophase", 8u << 20, &t, &rb);
+    char err[1024];
+    enum { N = 2000 };
+    const char *dir = th_path("twophase");
+    /* puts every key with show s into a batch */
+    #define PUT_ALL(s)                                                                        \
+        do {                                                                                  \
+            b = emb_tier_begin(tier);                                                         \
+            for (uint64_t k = 1; k <= N; k++) {                                               \
+                emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));            \
+                h->show = (s);                                                                \
+                emb_tier_put(b, 0, h);                                                        \
+            }                                                                                 \
+        } while (0)
+    emb_tier_batch *b;
+    PUT_ALL(1);
+    cr_assert_eq(emb_tier_prepare(b, "one", 3, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_commits(tier), 0);
+    cr_assert_eq(emb_tier_publish(tier, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_commits(tier), 1);
+    shows_are(tier, rb, N, 1);
+    /* discarded: the folder keeps commit 1 and refuses more */
+    PUT_ALL(2);
+    cr_assert_eq(emb_tier_prepare(b, "two", 3, err, sizeof err), 0, "%s", err);
+    emb_tier_discard(tier);
+    b = emb_tier_begin(tier);
+    cr_assert_lt(emb_tier_commit(b, "x", 1, err, sizeof err), 0);
+    emb_tier_close(tier);
+    cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_commits(tier), 1);
+    shows_are(tier, rb, N, 1);
+    /* left prepared by a crash, twice: the job recorded commit 1 (not every folder prepared 2), then 2 */
+    for (int job = 1; job <= 2; job++) {
+        PUT_ALL(3);
+        cr_assert_eq(emb_tier_prepare(b, "three", 5, err, sizeof err), 0, "%s", err);
+        emb_tier_close(tier);
+        cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
+        int published;
+        cr_assert_eq(emb_tier_resolve_prepared(tier, (uint64_t)job, &published, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(published, job == 2);
+        emb_tier_close(tier);
+        cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(emb_tier_commits(tier), (uint64_t)job);
+        shows_are(tier, rb, N, job == 2 ? 3 : 1);
+        void *blob;
+        size_t len;
+        cr_assert_eq(emb_tier_catalog(tier, &blob, &len, err, sizeof err), 0, "%s", err);
+        cr_assert(len == (job == 2 ? 5u : 3u) && !memcmp(blob, job == 2 ? "three" : "one", len));
+        free(blob);
+        char *o;
+        cr_assert_eq(th_run(&o, "ls %s | grep -c prepared", dir), 1, "a prepared file is left:\n%s", o);   /* grep: none */
+        free(o);
+    }
+    #undef PUT_ALL
+    emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
 /* The slot map (recent index entries, in memory) gives what the index gives: after commits that
  * rewrite, delete, and put-then-delete keys, with a map smaller than the keys, every fetch finds the
  * newest row, and the slots fetched are the index's own. */
