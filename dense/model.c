@@ -844,6 +844,13 @@ void model_scale_lr(model *m, float factor)
     for (int t = 0; t < m->n_tables; t++) emb_table_set_lr(m->tab[t], m->c.sopt.lr);
 }
 
+void model_set_lr(model *m, float dense, float sparse)
+{
+    m->c.dopt.lr = dense;
+    m->c.sopt.lr = sparse;
+    for (int t = 0; t < m->n_tables; t++) emb_table_set_lr(m->tab[t], sparse);
+}
+
 /* ---- forward / backward ---- */
 static void forward(model *m, const sample_block *b, size_t r0, int B, int train)
 {

@@ -131,5 +131,7 @@ int model_all_finite(model *m);
 int model_dense_finite(model *m);
 /* Scale both learning rates (dense and sparse) by factor. */
 void model_scale_lr(model *m, float factor);
+/* Set the dense and sparse learning rates (a resumed run's, as committed). */
+void model_set_lr(model *m, float dense, float sparse);
 
 #endif

@@ -32,6 +32,8 @@ static inline int emb_shard_owner(uint64_t key, int n) { return (int)(mix64(key 
 emb_shard *emb_shard_create(emb_table *const *like, int n_tables);
 void emb_shard_destroy(emb_shard *s);
 emb_table *emb_shard_table(emb_shard *s, int tb);
+/* Its tables (n_tables, owned by the shard, for a cache in front of a tier). */
+emb_table *const *emb_shard_table_array(const emb_shard *s);
 int emb_shard_tables(const emb_shard *s);
 
 /* int64 words of a request's gradient record in table tb. */

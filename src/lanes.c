@@ -16,8 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <sys/stat.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "../datasets/source.h"
+#include "../embedding/cache.h"
 #include "../embedding/shard.h"
+#include "../embedding/tier.h"
 #include "../io/keymap.h"
 #include "../io/util.h"
 #include "dist.h"
@@ -41,6 +48,14 @@ struct lanes {
     size_t *rmap_cap;
     /* what each sender asked this rank (as owner): its first request's number and count */
     size_t *req_first, *req_n;
+    /* with a table folder: this rank's tier, the rows in memory in front of it, the batch of rows
+     * written back since the last commit, the job's commits */
+    char *top;                    /* DIR (SHARDS.ctrbox) */
+    emb_tier *tier;
+    emb_cache *cache;
+    emb_tier_batch *wb;
+    uint64_t commits;
+    uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
     double exchange_s;
     uint64_t bytes_sent;
 };
@@ -50,15 +65,13 @@ static int mine(const lanes *L, int lane) { return lane % L->N == L->rank; }
 int lanes_check(const train_opts *o, char *err, size_t errlen)
 {
     const model_config *c = &o->mc;
-    const char *why = o->table_dir ? "--table-dir (a table folder per rank is not built yet)"
-                      : c->min_show > 1 ? "--min-show (admission)"
+    const char *why = c->min_show > 1 ? "--min-show (admission)"
                       : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
                       : c->dropout > 0 ? "--dropout (its masks are drawn per batch position)"
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->pass_rows ? "--pass-rows"
                       : o->follow ? "--follow"
                       : o->init ? "--init"
-                      : o->resume ? "--resume (no table folder)"
                       : o->shrink_threshold >= 0 || o->shrink_unseen ? "shrink"
                       : o->eval_every ? "--eval-every"
                       : NULL;
@@ -92,6 +105,10 @@ lanes *lanes_create(const train_opts *o, model *m, int n_lanes)
 void lanes_destroy(lanes *L)
 {
     if (!L) return;
+    if (L->wb) emb_tier_abort(L->wb);
+    emb_cache_destroy(L->cache);
+    emb_tier_close(L->tier);
+    free(L->top);
     emb_shard_destroy(L->shard);
     key_map_free(&L->kidx);
     free(L->ukey), free(L->utb), free(L->ushow), free(L->uclick), free(L->sorder), free(L->cnt), free(L->vals);
@@ -123,25 +140,27 @@ static void clear_tables(lanes *L)
     }
 }
 
-/* The distinct keys of b's rows [r0, r1) from their owners into the model's tables (emptied
- * first); create: rows missing at the owner are made (training), else they read as zeros.
- * Collective: every rank calls it, with an empty range when it has no rows. */
-static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int create)
+/* The step's distinct keys: forgotten (distinct_begin), then those of b's rows [r0, r1) added
+ * in first-seen order with their shows and clicks (distinct_add), for any number of blocks. */
+static void distinct_begin(lanes *L)
 {
-    model *m = L->m;
-    int N = L->N, T = L->T;
     key_map_clear(&L->kidx);
+    L->nk = 0;
+}
+
+static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
+{
     size_t nnz = r1 > r0 ? (size_t)(b->row_ptr[r1] - b->row_ptr[r0]) : 0;
-    key_map_reserve(&L->kidx, nnz);
-    if (nnz > L->cap_k) {
-        L->cap_k = nnz;
-        L->ukey = xrealloc(L->ukey, nnz * sizeof *L->ukey);
-        L->utb = xrealloc(L->utb, nnz);
-        L->ushow = xrealloc(L->ushow, nnz * sizeof *L->ushow);
-        L->uclick = xrealloc(L->uclick, nnz * sizeof *L->uclick);
-        L->sorder = xrealloc(L->sorder, nnz * sizeof *L->sorder);
+    key_map_reserve(&L->kidx, L->nk + nnz);
+    if (L->nk + nnz > L->cap_k) {
+        L->cap_k = (L->nk + nnz) * 2;
+        L->ukey = xrealloc(L->ukey, L->cap_k * sizeof *L->ukey);
+        L->utb = xrealloc(L->utb, L->cap_k);
+        L->ushow = xrealloc(L->ushow, L->cap_k * sizeof *L->ushow);
+        L->uclick = xrealloc(L->uclick, L->cap_k * sizeof *L->uclick);
+        L->sorder = xrealloc(L->sorder, L->cap_k * sizeof *L->sorder);
     }
-    size_t nk = 0;
+    size_t nk = L->nk;
     for (size_t r = r0; r < r1; r++) {
         uint32_t click = b->label[r] > 0.5f;
         for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
@@ -150,7 +169,7 @@ static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, in
                 s->key = b->key[k];
                 s->val = ++nk;
                 L->ukey[nk - 1] = b->key[k];
-                L->utb[nk - 1] = (uint8_t)model_field_table(m, b->field[k]);
+                L->utb[nk - 1] = (uint8_t)model_field_table(L->m, b->field[k]);
                 L->ushow[nk - 1] = L->uclick[nk - 1] = 0;
             }
             L->ushow[s->val - 1]++;
@@ -158,8 +177,15 @@ static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, in
         }
     }
     L->nk = nk;
-    /* send order: by owner, then table, then first sight */
-    size_t *cnt = L->cnt;
+}
+
+/* The distinct keys to their owners: the send order (by owner, then table, then first sight:
+ * L->sorder, L->cnt) and the requests each owner gets, per sender T counts then the keys. Returns
+ * what this rank got as owner (caller frees; rb: bytes from each rank). */
+static void *ask_owners(lanes *L, size_t *rb)
+{
+    int N = L->N, T = L->T;
+    size_t nk = L->nk, *cnt = L->cnt;
     memset(cnt, 0, (size_t)N * (size_t)T * sizeof *cnt);
     int *own = xmalloc((nk ? nk : 1) * sizeof *own);
     for (size_t j = 0; j < nk; j++) {
@@ -169,8 +195,7 @@ static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, in
     size_t *pos = xmalloc((size_t)N * (size_t)T * sizeof *pos), p = 0;
     for (size_t i = 0; i < (size_t)N * (size_t)T; i++) pos[i] = p, p += cnt[i];
     for (size_t j = 0; j < nk; j++) L->sorder[pos[(size_t)own[j] * (size_t)T + L->utb[j]]++] = j;
-    /* the requests: per owner, T counts then the keys */
-    size_t *sb = xmalloc((size_t)N * sizeof *sb), *rb = xmalloc((size_t)N * sizeof *rb);
+    size_t *sb = xmalloc((size_t)N * sizeof *sb);
     uint64_t *req = xmalloc(((size_t)N * (size_t)T + nk + 1) * sizeof *req), *w = req;
     p = 0;
     for (int r = 0; r < N; r++) {
@@ -181,6 +206,59 @@ static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, in
     }
     void *in;
     exchange(L, req, sb, &in, rb);
+    free(own), free(pos), free(sb), free(req);
+    return in;
+}
+
+/* As owner, with a table folder: the rows of the keys every rank asked (in, rb as ask_owners
+ * returns them) into memory from the tier, and the rows no asked key needs evicted down to the
+ * budget (those changed since their copy in the tier are written back first, into the batch the
+ * next commit makes durable). Rows of keys the tier does not hold are made when a step serves
+ * them (counted as coming). 0, or -2 with err. */
+static int load_asked(lanes *L, const void *in, const size_t *rb, char *err, size_t errlen)
+{
+    int T = L->T;
+    key_vec *keys = xcalloc((size_t)T, sizeof *keys);
+    key_map seen;
+    key_map_init(&seen, 1024);
+    const uint64_t *q = in;
+    for (int r = 0; r < L->N; r++) {
+        const uint64_t *h = q, *k = q + T;
+        for (int tb = 0; tb < T; tb++)
+            for (uint64_t i = 0; i < h[tb]; i++, k++)
+                if (key_set_add(&seen, *k)) key_vec_push(&keys[tb], *k);
+        q += rb[r] / sizeof *q;
+    }
+    key_map_free(&seen);
+    emb_fetch *f = emb_cache_missing(L->cache, keys);
+    int ret = emb_fetch_run(L->tier, f, err, errlen);
+    if (ret == 0) {
+        uint64_t coming = emb_cache_coming(L->cache, f);
+        emb_cache_install(L->cache, f);
+        if (!L->wb) L->wb = emb_tier_begin(L->tier);
+        emb_cache_stats cs = { 0 };
+        emb_cache_evict(L->cache, keys, NULL, coming, L->pass, L->wb, &cs);
+    }
+    emb_fetch_free(f);
+    for (int tb = 0; tb < T; tb++) key_vec_free(&keys[tb]);
+    free(keys);
+    return ret < 0 ? -2 : 0;
+}
+
+/* The distinct keys of b's rows [r0, r1) from their owners into the model's tables (emptied
+ * first); create: rows missing at the owner are made (training), else they read as zeros (and,
+ * with a table folder, the owner loads the asked rows from its tier first). Collective: every rank
+ * calls it, with an empty range when it has no rows. 0, or -2 with err (this rank's tier). */
+static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int create, char *err, size_t errlen)
+{
+    model *m = L->m;
+    int N = L->N, T = L->T;
+    distinct_begin(L);
+    distinct_add(L, b, r0, r1);
+    size_t nk = L->nk;
+    size_t *sb = xmalloc((size_t)N * sizeof *sb), *rb = xmalloc((size_t)N * sizeof *rb);
+    void *in = ask_owners(L, rb);
+    int ret = L->tier && !create ? load_asked(L, in, rb, err, errlen) : 0;
     /* as owner: serve each sender's keys, in order */
     emb_shard_begin(L->shard);
     size_t reply_floats = 0, served = 0;
@@ -232,7 +310,8 @@ static void fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, in
         }
         L->rmap[L->utb[j]][row] = (uint32_t)j;
     }
-    free(rec), free(own), free(pos), free(sb), free(rb), free(req);
+    free(rec), free(sb), free(rb);
+    return ret;
 }
 
 /* The exponent e that makes terms values of magnitude up to maxabs, scaled by 2^e and rounded,
@@ -256,7 +335,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     int T = L->T, N = L->N;
     size_t B = 0;
     for (int l = 0; l < L->G; l++) B += size[l];
-    fetch_rows(L, sb, 0, sb->rows, 1);
+    fetch_rows(L, sb, 0, sb->rows, 1, NULL, 0);   /* no tier read: the pass's rows are in memory */
     float *params, *grads;
     size_t P;
     model_dense(m, &params, &grads, &P);
@@ -373,22 +452,249 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
 /* Rows of lane l in a step of a batch of B rows over G lanes. */
 static size_t lane_batch(size_t B, int G, int l) { return B / (size_t)G + ((size_t)l < B % (size_t)G); }
 
-/* Train a shuffle buffer: cnt[l] rows of every lane, lb[l] the rows of this rank's lanes. */
-static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, int epoch, uint64_t chunk, uint32_t pass,
-                       lanes_stats *st, char *err, size_t errlen)
+/* ---- commits (with a table folder) ---- */
+
+#define SHARDS_FILE "SHARDS.ctrbox"
+#define SHARDS_MAGIC "CTRBXSHD"
+#define CATALOG_MAGIC "CTRBXLNC"
+
+int lanes_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen)
 {
-    int G = L->G;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" SHARDS_FILE, top);
+    *commits = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t r[40];
+    size_t got = fread(r, 1, sizeof r, f);
+    fclose(f);
+    uint32_t v, n, g;
+    uint64_t c, sum;
+    memcpy(&v, r + 8, 4), memcpy(&n, r + 12, 4), memcpy(&g, r + 16, 4), memcpy(&c, r + 24, 8), memcpy(&sum, r + 32, 8);
+    if (got != sizeof r || memcmp(r, SHARDS_MAGIC, 8) || v != 1 || sum != XXH64(r, 32, 0)) {
+        snprintf(err, errlen, "%s: not a ctrbox shard record, or damaged (its checksum fails)", path);
+        return -1;
+    }
+    *ranks = (int)n, *n_lanes = (int)g, *commits = c;
+    return 0;
+}
+
+static int shards_write(const char *top, int ranks, int n_lanes, uint64_t commits, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" SHARDS_FILE, top);
+    uint8_t r[40] = { 0 };
+    uint32_t v = 1, n = (uint32_t)ranks, g = (uint32_t)n_lanes;
+    memcpy(r, SHARDS_MAGIC, 8), memcpy(r + 8, &v, 4), memcpy(r + 12, &n, 4), memcpy(r + 16, &g, 4);
+    memcpy(r + 24, &commits, 8);
+    uint64_t sum = XXH64(r, 32, 0);
+    memcpy(r + 32, &sum, 8);
+    durable_file d;
+    int ret = durable_open(&d, path);
+    if (ret == 0 && fwrite(r, 1, sizeof r, d.f) != sizeof r) {
+        ret = -(errno ? errno : EIO);
+        durable_abort(&d);
+    } else if (ret == 0) {
+        ret = durable_commit(&d);
+    }
+    if (ret < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(-ret));
+    return ret;
+}
+
+/* The catalog a commit saves on every rank (the same bytes): magic, version 1, ranks, lanes,
+ * lanes_state, the learning rates, the dense state (model_save_dense), XXH64 of all before. */
+static void *catalog_make(lanes *L, const lanes_state *st, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    CHECK(f);
+    uint32_t v = 1, hdr[2] = { (uint32_t)L->N, (uint32_t)L->G };
+    float lr[2] = { model_config_of(L->m)->dopt.lr, model_config_of(L->m)->sopt.lr };
+    int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
+             fwrite(st, sizeof *st, 1, f) == 1 && fwrite(lr, sizeof lr, 1, f) == 1 && model_save_dense(L->m, f) == 0;
+    CHECK(ok && fclose(f) == 0);
+    uint64_t sum = XXH64(buf, n, 0);
+    buf = xrealloc(buf, n + 8);
+    memcpy(buf + n, &sum, 8);
+    *len = n + 8;
+    return buf;
+}
+
+static int catalog_load(lanes *L, const void *blob, size_t len, lanes_state *st, char *err, size_t errlen)
+{
+    const char *p = blob;
+    uint32_t v, hdr[2];
+    uint64_t sum;
+    size_t head = 8 + 4 + sizeof hdr + sizeof *st + 2 * sizeof(float);
+    if (len < head + 8 || memcmp(p, CATALOG_MAGIC, 8) || (memcpy(&sum, p + len - 8, 8), sum != XXH64(p, len - 8, 0))) {
+        snprintf(err, errlen, "%s: the committed catalog is not a run in lanes, or is damaged", L->top);
+        return -1;
+    }
+    memcpy(&v, p + 8, 4), memcpy(hdr, p + 12, sizeof hdr);
+    if (v != 1 || hdr[0] != (uint32_t)L->N || hdr[1] != (uint32_t)L->G) {
+        snprintf(err, errlen, "%s: committed by %u processes in %u lanes, resumed by %d in %d", L->top, hdr[0], hdr[1], L->N,
+                 L->G);
+        return -1;
+    }
+    memcpy(st, p + 12 + sizeof hdr, sizeof *st);
+    float lr[2];
+    memcpy(lr, p + 12 + sizeof hdr + sizeof *st, sizeof lr);
+    model_set_lr(L->m, lr[0], lr[1]);
+    lanes_set_sparse_lr(L, lr[1]);
+    FILE *f = fmemopen((void *)(p + head), len - 8 - head, "rb");
+    CHECK(f);
+    char e[512];
+    int ret = model_load_dense(L->m, f, e, sizeof e);
+    fclose(f);
+    if (ret < 0) snprintf(err, errlen, "%s: %s", L->top, e);
+    return ret < 0 ? -1 : 0;
+}
+
+/* The pass's rows made durable on every rank, as one commit of the job: each prepares, rank 0
+ * records the count once all have, each publishes. 0, or -2 with err (the job keeps its last
+ * commit: a rank whose prepare failed says why, the others that another did). */
+static int commit_pass(lanes *L, const lanes_state *st, char *err, size_t errlen)
+{
+    emb_tier_batch *b = L->wb ? L->wb : emb_tier_begin(L->tier);
+    L->wb = NULL;
+    uint64_t bytes = 0;
+    emb_cache_put_dirty(L->cache, b, &bytes);
+    size_t len;
+    void *cat = catalog_make(L, st, &len);
+    int ret = emb_tier_prepare(b, cat, len, err, errlen);
+    free(cat);
+    double t0 = now_sec();
+    int all = dist_all(ret == 0);
+    if (all && L->rank == 0) ret = shards_write(L->top, L->N, L->G, L->commits + 1, err, errlen);
+    all = all && dist_all(ret == 0);
+    L->exchange_s += now_sec() - t0;
+    if (!all) {
+        if (ret == 0) snprintf(err, errlen, "another process could not commit pass %u: the table folder %s keeps commit %llu",
+                               st->pass, L->top, (unsigned long long)L->commits);
+        if (ret == 0 || L->rank == 0) emb_tier_discard(L->tier);
+        return -2;
+    }
+    if (emb_tier_publish(L->tier, err, errlen) < 0) return -2;   /* the record stands: a resume publishes it */
+    L->commits++;
+    return 0;
+}
+
+int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, char *err, size_t errlen)
+{
+    const train_opts *o = L->o;
+    *resumed = 0;
+    L->top = xstrdup(o->table_dir);
+    int ok = mkdir(L->top, 0755) == 0 || errno == EEXIST, info[3] = { 0, 0, 0 };
+    uint64_t k = 0;
+    if (!ok) snprintf(err, errlen, "%s: cannot create folder: %s", L->top, strerror(errno));
+    if (ok && L->rank == 0) ok = lanes_shards_read(L->top, &info[0], &info[1], &k, err, errlen) == 0;
+    if (!dist_all(ok)) {
+        if (ok) snprintf(err, errlen, "%s: another process could not open it", L->top);
+        return -1;
+    }
+    int64_t kk = L->rank == 0 ? (int64_t)k : 0;
+    dist_sum_i64(&kk, 1);   /* rank 0's, everywhere */
+    k = (uint64_t)kk;
+    int64_t shape[2] = { L->rank == 0 ? info[0] : 0, L->rank == 0 ? info[1] : 0 };
+    dist_sum_i64(shape, 2);
+    if (k && !o->resume) {
+        snprintf(err, errlen, "%s: holds a committed run; add --resume to continue it, or give an empty folder", L->top);
+        return -1;
+    }
+    if (k && (shape[0] != L->N || shape[1] != L->G)) {
+        snprintf(err, errlen, "%s: sharded for %lld processes in %lld lanes; resume it with mpirun -np %lld and --lanes %lld",
+                 L->top, (long long)shape[0], (long long)shape[1], (long long)shape[0], (long long)shape[1]);
+        return -1;
+    }
+    uint64_t rows_budget, window;
+    size_t index;
+    emb_cache_split_budget(o->cache_mb, &rows_budget, &index, &window);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/rank-%d", L->top, L->rank);
+    int r = mkdir(dir, 0755) < 0 && errno != EEXIST ? -1 : 0;
+    if (r < 0) snprintf(err, errlen, "%s: cannot create folder: %s", dir, strerror(errno));
+    if (r == 0) r = model_open_tier(L->m, dir, 0, index, &L->tier, err, errlen);
+    int published = 0;
+    if (r == 0) r = emb_tier_resolve_prepared(L->tier, k, &published, err, errlen);
+    if (r == 0 && published) {   /* the job's last commit, prepared here before a crash: read as committed */
+        emb_tier_close(L->tier);
+        L->tier = NULL;
+        r = model_open_tier(L->m, dir, 0, index, &L->tier, err, errlen);
+    }
+    if (r == 0 && emb_tier_commits(L->tier) != k) {
+        snprintf(err, errlen, "%s: holds %llu commits, the job recorded %llu in %s/" SHARDS_FILE " (a folder from another "
+                 "run, or damaged)", dir, (unsigned long long)emb_tier_commits(L->tier), (unsigned long long)k, L->top);
+        r = -1;
+    }
+    void *blob = NULL;
+    size_t len = 0;
+    if (r == 0 && k) r = emb_tier_catalog(L->tier, &blob, &len, err, errlen) < 0 ? -1 : 0;
+    /* every rank's catalog is the same bytes */
+    uint64_t h = blob ? XXH64(blob, len, 0) : 0;
+    int64_t h0 = L->rank == 0 ? (int64_t)h : 0;
+    if (!dist_all(r == 0)) {
+        if (r == 0) snprintf(err, errlen, "%s: another process could not open its folder", L->top);
+        free(blob);
+        return -1;
+    }
+    dist_sum_i64(&h0, 1);
+    if (!dist_all((uint64_t)h0 == h)) {
+        snprintf(err, errlen, "%s: the processes' folders hold different commits (not one job's)", L->top);
+        free(blob);
+        return -1;
+    }
+    if (k) {
+        r = catalog_load(L, blob, len, st, err, errlen);
+        *resumed = r == 0;
+    } else if (o->resume && L->rank == 0 && !o->quiet) {
+        fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", L->top);
+    }
+    free(blob);
+    L->commits = k;
+    int *ftab = xmalloc((n_fields ? n_fields : 1) * sizeof *ftab);
+    for (uint32_t f = 0; f < n_fields; f++) ftab[f] = model_field_table(L->m, (uint16_t)f);
+    L->cache = emb_cache_create(emb_shard_table_array(L->shard), L->T, ftab, n_fields, rows_budget, o->cache_lfu);
+    free(ftab);
+    return dist_all(r == 0) ? 0 : -1;
+}
+
+/* ---- epochs ---- */
+
+/* Train a shuffle buffer (pass st->pass, buffer st->chunk of epoch st->epoch): cnt[l] rows of
+ * every lane, lb[l] the rows of this rank's lanes; with a table folder the pass's rows are loaded
+ * first and committed after. 0, -1 (diverged) or -2 with err. */
+static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, lanes_state *st, lanes_stats *x, char *err,
+                       size_t errlen)
+{
+    int G = L->G, ret = 0;
     size_t B = (size_t)L->o->mc.batch, steps = 0;
+    st->pass++;
+    if (L->tier) {   /* the owners load the rows of every key of the pass */
+        distinct_begin(L);
+        for (int l = 0; l < G; l++)
+            if (mine(L, l)) distinct_add(L, &lb[l], 0, lb[l].rows);
+        size_t *rb = xmalloc((size_t)L->N * sizeof *rb);
+        void *in = ask_owners(L, rb);
+        L->pass = st->pass;
+        ret = load_asked(L, in, rb, err, errlen);
+        free(in), free(rb);
+        if (ret < 0) return ret;
+    }
     size_t **order = xcalloc((size_t)G, sizeof *order);
     for (int l = 0; l < G; l++) {
-        size_t bl = lane_batch(B, G, l), s = bl ? (cnt[l] + bl - 1) / bl : 0;
-        if (s > steps) steps = s;
-        if (mine(L, l)) order[l] = passes_order(L->o, cnt[l], epoch, chunk * (uint64_t)G + (uint64_t)l);
+        size_t bl = lane_batch(B, G, l), n = bl ? (cnt[l] + bl - 1) / bl : 0;
+        if (n > steps) steps = n;
+        if (mine(L, l)) order[l] = passes_order(L->o, cnt[l], st->epoch, st->chunk * (uint64_t)G + (uint64_t)l);
     }
     sample_block sb;
     block_init(&sb, lb[0].n_dense);
     size_t *grp = xmalloc(((size_t)G + 1) * sizeof *grp), *size = xmalloc((size_t)G * sizeof *size);
-    int *grp_lane = xmalloc((size_t)G * sizeof *grp_lane), ret = 0;
+    int *grp_lane = xmalloc((size_t)G * sizeof *grp_lane);
     for (size_t s = 0; s < steps && ret == 0; s++) {
         block_clear(&sb);
         int n = 0;
@@ -404,31 +710,37 @@ static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, int epoch,
                 block_append(&sb, &lb[l], a, e);
         }
         grp[n] = sb.rows;
-        double loss = step(L, &sb, grp, grp_lane, n, size, pass);
-        st->keys += L->nk;
+        double loss = step(L, &sb, grp, grp_lane, n, size, st->pass);
+        x->keys += L->nk;
         if (!isfinite(loss)) {
             snprintf(err, errlen, "training diverged at epoch %d, step %llu: the loss or a gradient is not finite; lower "
-                     "--lr or --sparse-lr", epoch, (unsigned long long)model_step(L->m) + 1);
+                     "--lr or --sparse-lr (the model is not saved%s)", st->epoch, (unsigned long long)model_step(L->m) + 1,
+                     L->tier ? "; the table folder keeps its last commit" : "");
             ret = -1;
             break;
         }
         size_t rows = 0;
         for (int l = 0; l < G; l++) rows += size[l];
-        st->loss_sum += loss;
-        st->rows += rows;
-        st->steps++;
+        st->epoch_loss += loss;
+        st->epoch_rows += rows;
+        st->epoch_steps++;
+        st->rows_done += rows;
+        x->rows += rows;
+        x->steps++;
     }
     for (int l = 0; l < G; l++) free(order[l]);
     free(order), free(grp), free(size), free(grp_lane);
     block_free(&sb);
+    if (ret == 0) st->chunk++;
+    if (ret == 0 && L->tier) ret = commit_pass(L, st, err, errlen);
     return ret;
 }
 
-int lanes_epoch(lanes *L, int epoch, uint32_t pass, lanes_stats *st, char *err, size_t errlen)
+int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t errlen)
 {
     const train_opts *o = L->o;
     int G = L->G;
-    memset(st, 0, sizeof *st);
+    memset(x, 0, sizeof *x);
     L->exchange_s = 0;
     L->bytes_sent = 0;
     data_source *s;
@@ -439,53 +751,56 @@ int lanes_epoch(lanes *L, int epoch, uint32_t pass, lanes_stats *st, char *err, 
     for (int l = 0; l < G; l++) block_init(&lb[l], nd);
     size_t *cnt = xcalloc((size_t)G, sizeof *cnt);
     size_t cap = o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16, in_chunk = 0;
-    uint64_t gi = 0, chunk = 0;   /* rows of the files so far; shuffle buffers */
-    int ret, diverged = 0;
-    while ((ret = source_next(s, &b, err, errlen)) > 0) {
-        for (size_t r = 0; r < b.rows && ret > 0;) {
+    uint64_t gi = 0, chunk = 0, skip = st->chunk;   /* rows of the files so far; buffers read; buffers committed */
+    int ret, failed = 0;
+    while (!failed && (ret = source_next(s, &b, err, errlen)) > 0) {
+        for (size_t r = 0; r < b.rows && !failed;) {
             int l = (int)((gi / LANES_BLOCK) % (uint64_t)G);
             /* the run of rows of one lane: to the block's end, the lane block's or the buffer's */
             size_t e = r + (size_t)(LANES_BLOCK - gi % LANES_BLOCK);
             if (e > b.rows) e = b.rows;
             if (e - r > cap - in_chunk) e = r + (cap - in_chunk);
-            if (mine(L, l)) block_append(&lb[l], &b, r, e);
+            if (mine(L, l) && chunk >= skip) block_append(&lb[l], &b, r, e);   /* a committed buffer is only counted */
             cnt[l] += e - r;
             gi += e - r;
             in_chunk += e - r;
             r = e;
             if (in_chunk == cap) {
-                if (train_chunk(L, lb, cnt, epoch, chunk++, pass, st, err, errlen) < 0) ret = -1, diverged = 1;
+                if (chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);
+                chunk++;
                 for (int k = 0; k < G; k++) block_clear(&lb[k]);
                 memset(cnt, 0, (size_t)G * sizeof *cnt);
                 in_chunk = 0;
             }
         }
-        if (ret < 0) break;
     }
-    if (ret == 0 && in_chunk && train_chunk(L, lb, cnt, epoch, chunk, pass, st, err, errlen) < 0) ret = -1, diverged = 1;
+    if (!failed && ret < 0) failed = -2;
+    if (!failed && in_chunk && chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);
     source_close(s);
     block_free(&b);
     for (int l = 0; l < G; l++) block_free(&lb[l]);
     free(lb), free(cnt);
-    st->exchange_s = L->exchange_s;
-    st->bytes_sent = L->bytes_sent;
-    return ret >= 0 ? 0 : diverged ? -1 : -2;
+    x->exchange_s = L->exchange_s;
+    x->bytes_sent = L->bytes_sent;
+    return failed;
 }
 
-void lanes_predict(lanes *L, const sample_block *b, double *prob)
+int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size_t errlen)
 {
     /* batch k of B rows (the batches one process predicts in, so each prediction is the same
      * bits) goes to rank k % N */
     size_t n = b->rows, B = (size_t)L->o->mc.batch, N = (size_t)L->N, nb = (n + B - 1) / B;
+    int ret = 0;
     memset(prob, 0, n * sizeof *prob);
     for (size_t k0 = 0; k0 < nb; k0 += N) {   /* every rank the same number of exchanges */
         size_t k = k0 + (size_t)L->rank, a = k < nb ? k * B : n, e = a + B < n ? a + B : n;
-        fetch_rows(L, b, a, e, 0);
+        if (fetch_rows(L, b, a, e, 0, err, errlen) < 0) ret = -2;
         if (e > a) model_predict_batch(L->m, b, a, e, prob + a);
     }
     double t0 = now_sec();
     dist_sum_f64_ordered(prob, n);   /* the other ranks' predictions are zeros here: exact */
     L->exchange_s += now_sec() - t0;
+    return ret;
 }
 
 void lanes_set_sparse_lr(lanes *L, float lr)
@@ -499,23 +814,40 @@ static int cmp_rec_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void lanes_collect(lanes *L)
+typedef struct {
+    uint8_t *buf;
+    size_t n, cap, rbytes;
+} rec_list;
+
+static int rec_list_add(void *ctx, const void *rec)
+{
+    rec_list *l = ctx;
+    if (l->n == l->cap) l->buf = xrealloc(l->buf, (l->cap = l->cap * 2 + 1024) * l->rbytes);
+    memcpy(l->buf + l->n++ * l->rbytes, rec, l->rbytes);
+    return 0;
+}
+
+int lanes_collect(lanes *L, char *err, size_t errlen)
 {
     model *m = L->m;
+    int ret = 0;
     clear_tables(L);
     for (int tb = 0; tb < L->T; tb++) {
         emb_table *own = emb_shard_table(L->shard, tb), *t = model_table(m, tb);
-        size_t rows = emb_table_rows(own), rbytes = emb_table_row_bytes(own);
-        uint8_t *buf = xmalloc(rows * rbytes + 1);
-        for (size_t r = 0; r < rows; r++) memcpy(buf + r * rbytes, emb_table_head(own, (uint32_t)r), rbytes);
+        rec_list l = { NULL, 0, 0, emb_table_row_bytes(own) };
+        if (L->tier) {   /* every row is in the last commit (the rows in memory are clean copies) */
+            if (ret == 0 && emb_tier_scan_rows(L->tier, tb, rec_list_add, &l, err, errlen) < 0) ret = -2;
+        } else {
+            for (size_t r = 0; r < emb_table_rows(own); r++) rec_list_add(&l, emb_table_head(own, (uint32_t)r));
+        }
         void *all;
-        size_t got = dist_gather_bytes(buf, rows * rbytes, &all);
-        free(buf);
+        size_t got = dist_gather_bytes(l.buf, l.n * l.rbytes, &all);
+        free(l.buf);
         if (L->rank == 0) {
-            size_t n = got / rbytes;
-            qsort(all, n, rbytes, cmp_rec_key);
+            size_t n = got / l.rbytes;
+            qsort(all, n, l.rbytes, cmp_rec_key);
             for (size_t i = 0; i < n; i++) {
-                emb_row_head *h = (emb_row_head *)((uint8_t *)all + i * rbytes);
+                emb_row_head *h = (emb_row_head *)((uint8_t *)all + i * l.rbytes);
                 h->mark = 0;
                 h->aux = 0;
                 emb_table_insert_record(t, h, 0);
@@ -523,4 +855,5 @@ void lanes_collect(lanes *L)
         }
         free(all);
     }
+    return ret;
 }

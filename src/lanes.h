@@ -5,16 +5,23 @@
  *
  * The rows are dealt to G lanes, a fixed number the user sets (not the number of ranks): row i of
  * the training files (counted over all files, in order) goes to lane (i / LANES_BLOCK) % G, and
- * lane l is trained by rank l % N. Each shuffle buffer (--shuffle-rows rows of the files) is
- * shuffled lane by lane (seeded by epoch, buffer and lane); a step takes the next B/G rows of every
- * lane (the first B % G lanes one more): the global batch is B rows, whatever N is.
+ * lane l is trained by rank l % N. Each shuffle buffer (--shuffle-rows rows of the files) is one
+ * pass: shuffled lane by lane (seeded by epoch, buffer and lane), and a step takes the next B/G rows
+ * of every lane (the first B % G lanes one more): the global batch is B rows, whatever N is.
  * A step: every rank asks the owners (embedding/shard.h) for the rows of its lanes' keys, computes
  * each lane's gradients alone (a lane's rows are one batch of the model), and the lanes' gradients
  * are summed exactly, as 64-bit fixed point at a scale every rank agrees on (from the step's
  * largest gradient): dense ones over all ranks (dist_sum_i64), sparse ones by each row's owner. A
  * sum of integers does not depend on its order, so neither does the model on N.
- * What this mode refuses (said at start): a table folder, admission (--min-show), batch norm,
- * dropout, placement on a device, --pass-rows, --follow, --init, shrink.
+ *
+ * With a table folder (--table-dir DIR) each rank keeps its rows in its own SSD tier, DIR/rank-R,
+ * under its own --cache-mb: before a pass the owners load the rows of its keys (the tier's reads,
+ * then eviction of rows no pass key needs); after it every rank commits, in two phases: each
+ * prepares its commit (emb_tier_prepare), and once all have, rank 0 records the job's commit count
+ * in DIR/SHARDS.ctrbox and each publishes. A resume (--resume DIR) starts every rank from the
+ * commit the record names (docs/formats.md). A folder is sharded for one number of ranks.
+ * What this mode refuses (said at start): admission (--min-show), batch norm, dropout, placement on
+ * a device, --pass-rows, --follow, --init, shrink, --eval-every.
  */
 #ifndef CTRBOX_SRC_LANES_H
 #define CTRBOX_SRC_LANES_H
@@ -29,12 +36,25 @@
 
 typedef struct lanes lanes;
 
+/* Where a run stands: what a commit saves (with the dense state and learning rates) and a resume
+ * restores. */
 typedef struct {
-    double loss_sum;          /* sum over the epoch's rows of the loss */
-    uint64_t rows, steps;
+    int epoch;                /* the epoch in training (from 1) */
+    uint64_t chunk;           /* its shuffle buffers trained (and committed) */
+    uint32_t pass;            /* the pass clock: one pass a shuffle buffer */
+    uint64_t rows_done;       /* rows trained, all epochs */
+    double epoch_loss;        /* this epoch's so far: summed loss, rows, steps */
+    uint64_t epoch_rows, epoch_steps;
+    double best_auc;          /* validation: the best AUC, at which epoch, epochs since */
+    int best_epoch, bad_epochs;
+} lanes_state;
+
+/* What one process measured (not saved). */
+typedef struct {
     double exchange_s;        /* seconds in MPI calls (keys, rows, gradients, sums) */
     uint64_t bytes_sent;      /* this rank's bytes sent to other ranks in those calls */
     uint64_t keys;            /* distinct keys this rank asked the owners for, summed over steps */
+    uint64_t steps, rows;
 } lanes_stats;
 
 /* Why the options cannot train in lanes (a one-line message into err), or 0. */
@@ -42,16 +62,25 @@ int lanes_check(const train_opts *o, char *err, size_t errlen);
 /* m: this rank's model (its tables hold a step's rows only; the rows it owns are the lanes'). */
 lanes *lanes_create(const train_opts *o, model *m, int n_lanes);
 void lanes_destroy(lanes *L);
-/* One epoch over the training files; pass: the pass clock (counts). 0; -1 with err when training
- * diverged (every rank sees it); -2 with err when this rank could not read its input. */
-int lanes_epoch(lanes *L, int epoch, uint32_t pass, lanes_stats *st, char *err, size_t errlen);
-/* Predictions for every row of b (every rank holds b; each predicts its share with the owners'
- * rows): prob (b->rows) on every rank. */
-void lanes_predict(lanes *L, const sample_block *b, double *prob);
+/* With o->table_dir: this rank's table folder, opened (made if new) under o->cache_mb; with
+ * o->resume and a global commit, *st and the model's dense state and rates restored from it
+ * (*resumed 1). Collective. 0, or -1 with err (every rank fails alike, except for its own folder's
+ * faults: then the caller aborts the job). n_fields: the schema's. */
+int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, char *err, size_t errlen);
+/* Train epoch st->epoch from its shuffle buffer st->chunk on, committing after each with a table
+ * folder; st follows. 0; -1 with err when training diverged (every rank sees it); -2 with err when
+ * this rank could not read its input or write its folder (the caller aborts the job). */
+int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t errlen);
+/* Predictions for every row of b (every rank holds b; each predicts batch k % N of b's batches of
+ * --batch rows, as one process batches them): prob (b->rows) on every rank. 0, or -2 with err. */
+int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size_t errlen);
 /* The sparse learning rate of the rows this rank owns (after the model's changed). */
 void lanes_set_sparse_lr(lanes *L, float lr);
+/* A sharded table folder's record, DIR/SHARDS.ctrbox (docs/formats.md): the ranks and lanes it
+ * was made for, the job's commits. 0 (*commits 0 when DIR has none), or -1 with err. */
+int lanes_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen);
 /* Every owner's rows into rank 0's model tables, sorted by key (the model file is then the same
- * for any N); elsewhere the tables are left empty. */
-void lanes_collect(lanes *L);
+ * for any N and any budget); elsewhere the tables are left empty. 0, or -2 with err. */
+int lanes_collect(lanes *L, char *err, size_t errlen);
 
 #endif

@@ -892,9 +892,10 @@ static int open_outputs(trainer *t, int *lock)
 }
 
 /* Training in lanes (src/lanes.h), by every rank of an MPI job or by one process with --lanes:
- * epochs, the validation AUC over all ranks' predictions, early stop and learning-rate drops as
- * train_epochs decides them (every rank computes the same metrics, so all decide alike); the
- * model file (every owner's rows gathered) is written by rank 0. Returns the exit status. */
+ * epochs (with a table folder committed pass by pass, and resumed), the validation AUC over all
+ * ranks' predictions, early stop and learning-rate drops as train_epochs decides them (every rank
+ * computes the same metrics, so all decide alike); the model file (every owner's rows gathered)
+ * is written by rank 0. Returns the exit status. */
 static int train_lanes(trainer *t)
 {
     const train_opts *o = t->o;
@@ -908,62 +909,88 @@ static int train_lanes(trainer *t)
     }
     if (!dist_all(!lead || open_outputs(t, &lock) == 0)) return 1;
     lanes *L = lanes_create(o, t->m, G);
+    lanes_state st = { .epoch = 1, .best_auc = -INFINITY };
+    int resumed = 0;
+    /* a rank whose own folder or input fails stops the job: the others would wait for it */
+#define FAIL_RANK(r)                                                                            \
+    do {                                                                                        \
+        if (N > 1) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);                 \
+        else fprintf(stderr, "ctrbox: %s\n", err);                                              \
+        if ((r) == -2 && N > 1) dist_abort(1);                                                  \
+        ret = 1;                                                                                \
+    } while (0)
+    if (o->table_dir && lanes_open_tier(L, t->meta.schema.n_fields, &st, &resumed, err, sizeof err) < 0) {
+        if (lead) fprintf(stderr, "ctrbox: %s\n", err);
+        ret = 1;
+        goto done;
+    }
+    if (resumed && lead && !o->quiet)
+        fprintf(stderr, "resumed from %s: epoch %d after %llu shuffle buffer(s), pass %u, step %llu\n", o->table_dir,
+                st.epoch, (unsigned long long)st.chunk, st.pass, (unsigned long long)model_step(t->m));
     t->t_start = t->iv_t0 = now_sec();
     if (lead && !o->quiet)
         fprintf(stderr, "training in %d lanes (global batch %d) on %d process%s\n", G, o->mc.batch, N, N > 1 ? "es" : "");
     double *prob = t->have_valid ? xmalloc(t->valid.rows * sizeof *prob) : NULL;
-    for (t->rs.epoch = 1; t->rs.epoch <= o->epochs && ret == 0; t->rs.epoch++) {
-        t->rs.pass++;
-        lanes_stats st;
+    for (; st.epoch <= o->epochs && ret == 0; st.epoch++, st.chunk = 0, st.epoch_loss = 0, st.epoch_rows = st.epoch_steps = 0) {
+        lanes_stats x;
         double t0 = now_sec();
-        int r = lanes_epoch(L, t->rs.epoch, t->rs.pass, &st, err, sizeof err);
+        int r = lanes_epoch(L, &st, &x, err, sizeof err);
         if (r < 0) {
-            if (N > 1) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);
-            else fprintf(stderr, "ctrbox: %s\n", err);
-            if (r == -2 && N > 1) dist_abort(1);   /* this rank's files alone: the others wait in a collective */
-            ret = 1;
+            FAIL_RANK(r);
             break;
         }
         double sec = now_sec() - t0;
+        t->rs.epoch = st.epoch;
+        t->rs.pass = st.pass;
         t->rs.train_seconds += sec;
-        t->rs.rows_done += st.rows;
-        t->rs.loss_sum = st.loss_sum;
-        t->rs.loss_n = st.rows;
-        double ex[2] = { st.exchange_s, sec };
-        int64_t sums[2] = { (int64_t)st.bytes_sent, (int64_t)st.keys };
+        t->rs.rows_done = st.rows_done;
+        t->rs.loss_sum = st.epoch_loss;
+        t->rs.loss_n = st.epoch_rows;
+        double ex[2] = { x.exchange_s, sec };
+        int64_t sums[2] = { (int64_t)x.bytes_sent, (int64_t)x.keys };
         dist_max_f64(ex, 2);
         dist_sum_i64(sums, 2);
         float *pp, *pg;
         size_t np;
         model_dense(t->m, &pp, &pg, &np);
+        double loss = st.epoch_rows ? st.epoch_loss / (double)st.epoch_rows : NAN;
         if (t->log)
             fprintf(t->log, "{\"kind\": \"lanes\", \"epoch\": %d, \"ranks\": %d, \"lanes\": %d, \"steps\": %llu, \"rows\": %llu, "
                     "\"train_loss\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"exchange_s\": %.3f, "
-                    "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu}\n", t->rs.epoch, N, G,
-                    (unsigned long long)st.steps, (unsigned long long)st.rows, st.rows ? st.loss_sum / (double)st.rows : NAN,
-                    ex[1], ex[1] > 0 ? (double)st.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np);
+                    "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu}\n", st.epoch, N, G,
+                    (unsigned long long)x.steps, (unsigned long long)x.rows, loss, ex[1],
+                    ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np);
         if (lead && !o->quiet)
             fprintf(stderr, "epoch %d: %llu rows in %llu steps, train loss %.6f, %.0f samples/s (%.1f s exchanging)\n",
-                    t->rs.epoch, (unsigned long long)st.rows, (unsigned long long)st.steps,
-                    st.rows ? st.loss_sum / (double)st.rows : NAN, ex[1] > 0 ? (double)st.rows / ex[1] : 0.0, ex[0]);
+                    st.epoch, (unsigned long long)st.epoch_rows, (unsigned long long)st.epoch_steps, loss,
+                    ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0]);
         if (!t->have_valid) continue;
         eval_result er;
-        lanes_predict(L, &t->valid, prob);
+        r = lanes_predict(L, &t->valid, prob, err, sizeof err);
+        if (r < 0) {
+            FAIL_RANK(r);
+            break;
+        }
         eval_metrics(&t->valid, prob, -1, &er);
         log_eval(t, "epoch", &er, now_sec() - t->t_start);
-        int better = !(er.auc <= t->rs.best_auc);
+        int better = !(er.auc <= st.best_auc);
         if (lead && !o->quiet)
-            fprintf(stderr, "[epoch] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", t->rs.epoch,
+            fprintf(stderr, "[epoch] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", st.epoch,
                     (unsigned long long)model_step(t->m), er.auc, er.logloss, better ? " (best)" : "");
         if (better) {
-            t->rs.best_auc = er.auc;
-            t->best_epoch = t->rs.epoch;
-            t->rs.bad_epochs = 0;
-            lanes_collect(L);
+            st.best_auc = t->rs.best_auc = er.auc;
+            st.best_epoch = t->best_epoch = st.epoch;
+            st.bad_epochs = 0;
+            r = lanes_collect(L, err, sizeof err);
+            if (r < 0) {
+                FAIL_RANK(r);
+                break;
+            }
             if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
             continue;
         }
-        if (++t->rs.bad_epochs >= o->patience) {
+        t->rs.bad_epochs = ++st.bad_epochs;
+        if (st.bad_epochs >= o->patience) {
             if (lead) early_stop(t);
             break;
         }
@@ -974,14 +1001,18 @@ static int train_lanes(trainer *t)
         }
     }
     if (ret == 0 && !t->have_valid) {
-        lanes_collect(L);
-        if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
+        int r = lanes_collect(L, err, sizeof err);
+        if (r < 0) FAIL_RANK(r);
+        else if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
     }
+#undef FAIL_RANK
     if (ret == 0 && lead)
         fprintf(stderr, "done in %.1f s%s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t->t_start,
                 t->stopped_early ? " (early stop)" : "", t->have_valid ? "best validation AUC" : "last training loss",
-                t->have_valid ? t->rs.best_auc : (t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN), o->out);
+                t->have_valid ? st.best_auc : (st.epoch_rows ? st.epoch_loss / (double)st.epoch_rows : t->rs.loss_n ?
+                                                t->rs.loss_sum / (double)t->rs.loss_n : NAN), o->out);
     free(prob);
+done:
     lanes_destroy(L);
     if (t->log) fclose(t->log);
     if (t->curve) fclose(t->curve);

@@ -2,7 +2,9 @@
  * test_mpi.c: one model trained by several processes (src/lanes.h, src/dist.h), with mpirun
  * --oversubscribe on this machine: the model file is the same bytes for 1, 2 and 3 processes and
  * for one process without mpirun given the same --lanes; the validation AUC over all ranks is one
- * process's on the saved model; options this mode does not support are refused in one line.
+ * process's on the saved model; with a table folder per rank at a tiny budget the model is the one
+ * trained in memory, and after kill -9 of one rank mid-run the resumed job ends with the model of
+ * an uninterrupted run; options this mode does not support are refused in one line.
  * The tests skip when mpirun is absent (make deps installs Open MPI).
  */
 #include <criterion/criterion.h>
@@ -123,7 +125,8 @@ Test(mpi, unsupported_options_are_refused)
     static const struct {
         const char *args, *want;
     } bad[] = {
-        { "--table-dir tdir", "does not support --table-dir" },
+        { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
+        { "--table-dir tdir --pass-rows 500", "does not support --pass-rows" },
         { "--min-show 2", "does not support --min-show" },
         { "--dropout 0.1", "does not support --dropout" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
@@ -144,4 +147,83 @@ Test(mpi, unsupported_options_are_refused)
     cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox eval --model m0 --data va.tsv"), 0);
     cr_assert(strstr(o, "under mpirun only `train` runs on several processes"), "%s", o);
     free(o);
+}
+
+/* The job's commit count in a sharded table folder's record (docs/formats.md), or -1. */
+static long long shard_commits(const char *dir)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/SHARDS.ctrbox", dir);
+    FILE *f = fopen(th_path(p), "rb");
+    if (!f) return -1;
+    uint8_t r[40];
+    long long c = -1;
+    if (fread(r, 1, sizeof r, f) == sizeof r) {
+        uint64_t v;
+        memcpy(&v, r + 24, 8);
+        c = (long long)v;
+    }
+    fclose(f);
+    return c;
+}
+
+/* Rows in SSD tiers, one per rank, at a budget of a few rows: the model of the run in memory, for
+ * 1 and 2 processes; then kill -9 of one rank after some commits (the job ends), and the same
+ * command with --resume ends with the uninterrupted run's model, at several kill points. */
+Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --valid va.tsv --threads 1 --quiet --model deepfm "
+                       "--dim 4 --hidden 16 --batch 256 --epochs 3 --shuffle-rows 700 --lanes 4 %s %s";
+    free(run_ok(base, "", "--out mem"));
+    char f[512];
+    snprintf(f, sizeof f, MPIRUN "2 %s", base);
+    free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2"));
+    th_same_file("mem/model.ctrbox", "tier2/model.ctrbox");
+    free(run_ok(base, "--table-dir t1 --cache-mb 0.05", "--out tier1"));
+    th_same_file("mem/model.ctrbox", "tier1/model.ctrbox");
+    cr_assert_eq(shard_commits("t2"), 3 * 13, "one commit per shuffle buffer: 13 of 700 rows an epoch");
+    /* ctrbox-table reads a sharded folder as one table: its rows (optimizer state included), sorted,
+     * are those of the one-process folder and of the model file; tools that write refuse it */
+    cr_assert_eq(th_run(NULL, "for x in t2 t1 tier2; do $B/ctrbox-table export $x --to text $x.txt --with-optimizer && "
+                              "sort $x.txt > $x.sorted || exit 1; done"), 0);
+    th_same_file("t2.sorted", "t1.sorted");
+    th_same_file("t2.sorted", "tier2.sorted");
+    char *o;
+    cr_assert_eq(th_run(&o, "$B/ctrbox-table export t2 --to npy t2npy && ls t2npy"), 0, "%s", o);
+    cr_assert(strstr(o, "keys.npy") && strstr(o, "values.npy"), "%s", o);
+    free(o);
+    cr_assert_neq(th_run(&o, "$B/ctrbox-table shrink t2 --unseen 1"), 0);
+    cr_assert(strstr(o, "sharded over 2 processes"), "%s", o);
+    free(o);
+    /* kill -9 one rank mid-run: mpirun ends the job; --resume goes on from the job's last commit */
+    static const int kill_at[] = { 2, 17 };
+    for (size_t i = 0; i < sizeof kill_at / sizeof *kill_at; i++) {
+        char cmd[2048];
+        cr_assert_eq(th_run(NULL, "rm -rf cut out_cut"), 0);
+        snprintf(cmd, sizeof cmd, "(" MPIRUN "2 %s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", base);
+        char full[2048];
+        snprintf(full, sizeof full, cmd, "--table-dir cut --cache-mb 0.05", "--out out_cut");
+        cr_assert_eq(th_run(NULL, "%s", full), 0);
+        int waited = 0;
+        while (shard_commits("cut") < kill_at[i] && !th_file_exists(th_path("job.rc")) && waited < 6000) {
+            cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
+            waited++;
+        }
+        cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill at commit %d", kill_at[i]);
+        /* a rank's process (the binary ctrbox, run again by itself: not mpirun's, whose command line
+         * names the same options) */
+        cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out out_cut'); do case $(readlink /proc/$p/exe) in */ctrbox) "
+                                "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
+                                "break; sleep 0.05; done; cat job.rc"), 0, "%s", o);
+        cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
+        free(o);
+        long long at = shard_commits("cut");
+        cr_assert(at >= kill_at[i] && at < 3 * 13, "killed at commit %lld", at);
+        free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_cut"));
+        th_same_file("tier2/model.ctrbox", "out_cut/model.ctrbox");
+        cr_assert_eq(shard_commits("cut"), 3 * 13, "killed at commit %lld, resumed to %lld", at, shard_commits("cut"));
+        cr_assert_eq(th_run(NULL, "rm -f job.rc job.log"), 0);
+    }
 }

@@ -32,6 +32,7 @@
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../src/cli.h"
+#include "../src/lanes.h"
 #include "../src/modelfile.h"
 #include "../io/util.h"
 
@@ -131,6 +132,8 @@ static int parse_layout(const char *layout, int n, tdesc *d, char *mname, size_t
 
 typedef struct {
     emb_tier *tier;
+    emb_tier **shard;     /* a sharded folder's (several processes: DIR/rank-<r>), read as one table */
+    int n_shard;
     model *m;
     model_meta meta;
     int n;
@@ -141,8 +144,23 @@ typedef struct {
 } tsrc;
 
 
+/* 1 if dir is a sharded table folder (DIR/SHARDS.ctrbox): *ranks its sub-folders. */
+static int sharded(const char *dir, int *ranks)
+{
+    char err[1024];
+    int g;
+    uint64_t commits;
+    return lanes_shards_read(dir, ranks, &g, &commits, err, sizeof err) == 0 && commits > 0;
+}
+
 static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
 {
+    int ranks;
+    if (sharded(dir, &ranks)) {
+        snprintf(err, errlen, "%s: a table folder sharded over %d processes: only inspect, export, delta and convert read it "
+                 "(as one table)", dir, ranks);
+        return -1;
+    }
     if (emb_tier_open(&s->tier, dir, 0, NULL, NULL, readonly, 64u << 20, err, errlen) < 0) return -1;
     s->n = emb_tier_tables(s->tier);
     s->d = xcalloc((size_t)s->n, sizeof *s->d);
@@ -156,9 +174,37 @@ static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t
     return 0;
 }
 
+/* A sharded folder's rank folders, read-only, as one source (their layouts must agree). */
+static int open_sharded(tsrc *s, const char *dir, int ranks, char *err, size_t errlen)
+{
+    s->shard = xcalloc((size_t)ranks, sizeof *s->shard);
+    for (int r = 0; r < ranks; r++) {
+        char sub[8300];
+        snprintf(sub, sizeof sub, "%s/rank-%d", dir, r);
+        if (emb_tier_open(&s->shard[r], sub, 0, NULL, NULL, 1, 64u << 20, err, errlen) < 0) return -1;
+        s->n_shard = r + 1;
+        if (strcmp(emb_tier_layout(s->shard[r]), emb_tier_layout(s->shard[0]))) {
+            snprintf(err, errlen, "%.900s/rank-%d: its tables differ from rank-0's", dir, r);
+            return -1;
+        }
+    }
+    s->n = emb_tier_tables(s->shard[0]);
+    s->d = xcalloc((size_t)s->n, sizeof *s->d);
+    if (parse_layout(emb_tier_layout(s->shard[0]), s->n, s->d, s->model_name, sizeof s->model_name) < 0) {
+        snprintf(err, errlen, "%s/rank-0: its layout record does not describe its tables", dir);
+        return -1;
+    }
+    for (int i = 0; i < s->n; i++) s->d[i].row_bytes = emb_tier_row_bytes(s->shard[0], i);
+    s->disk_bytes = path_disk_bytes(dir);
+    snprintf(s->path, sizeof s->path, "%s", dir);
+    return 0;
+}
+
 static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
+    int ranks;
+    if (sharded(dir, &ranks)) return open_sharded(s, dir, ranks, err, errlen);
     char *p = modelfile_path(dir);   /* a model's folder or its file */
     if (access(p, F_OK) != 0) {
         free(p);
@@ -194,6 +240,8 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
 static void tsrc_close(tsrc *s)
 {
     emb_tier_close(s->tier);
+    for (int r = 0; r < s->n_shard; r++) emb_tier_close(s->shard[r]);
+    free(s->shard);
     if (s->m) {
         model_destroy(s->m);
         model_meta_free(&s->meta);
@@ -205,6 +253,11 @@ static void tsrc_close(tsrc *s)
 
 static uint64_t tsrc_rows(tsrc *s, int tb)
 {
+    if (s->n_shard) {
+        uint64_t n = 0;
+        for (int r = 0; r < s->n_shard; r++) n += emb_tier_rows(s->shard[r], tb);
+        return n;
+    }
     return s->tier ? emb_tier_rows(s->tier, tb) : emb_table_rows(model_table(s->m, tb));
 }
 
@@ -212,6 +265,9 @@ typedef int (*row_fn)(void *ctx, const emb_row_head *rec);
 
 static int tsrc_scan(tsrc *s, int tb, row_fn fn, void *ctx, char *err, size_t errlen)
 {
+    for (int r = 0; r < s->n_shard; r++)   /* rank by rank: each key is in one */
+        if (emb_tier_scan_rows(s->shard[r], tb, (emb_tier_row_fn)fn, ctx, err, errlen) < 0) return -1;
+    if (s->n_shard) return 0;
     if (s->tier) return emb_tier_scan_rows(s->tier, tb, (emb_tier_row_fn)fn, ctx, err, errlen);
     emb_table *t = model_table(s->m, tb);
     for (size_t r = 0; r < emb_table_rows(t); r++)
@@ -293,7 +349,7 @@ static int cmd_inspect(int argc, char **argv)
     long long pass = catalog_pass(&s);
     json_t *j = json_object(), *tables = json_array();
     json_object_set_new(j, "path", json_string(s.path));
-    json_object_set_new(j, "storage", json_string(s.tier ? "ssd-tier" : "model-file"));
+    json_object_set_new(j, "storage", json_string(s.n_shard ? "ssd-tier-sharded" : s.tier ? "ssd-tier" : "model-file"));
     json_object_set_new(j, "model", json_string(s.model_name));
     json_object_set_new(j, "disk_bytes", json_integer((json_int_t)s.disk_bytes));
     json_object_set_new(j, "last_committed_pass", pass >= 0 ? json_integer(pass) : json_null());
@@ -333,7 +389,7 @@ static int cmd_inspect(int argc, char **argv)
         json_array_append_new(tables, t);
         if (!json) {
             if (tb == 0)
-                printf("%s (%s, %s): %.1f MB on disk\n", s.path, s.tier ? "SSD tier" : "model file", s.model_name,
+                printf("%s (%s, %s): %.1f MB on disk\n", s.path, s.n_shard ? "SSD tier, sharded" : s.tier ? "SSD tier" : "model file", s.model_name,
                        (double)s.disk_bytes / 1e6);
             printf("table %d: dim %d%s, %s (%d state floats), %llu rows of %zu bytes; shows %.0f, clicks %.0f\n", tb,
                    s.d[tb].dim, s.d[tb].has_w ? " + weight" : "", sparse_opt_name((sparse_opt_kind)s.d[tb].opt),
