@@ -33,7 +33,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: FORCE all deps test check-tests demo bench bench-follow bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
+.PHONY: FORCE all deps test check-tests demo bench bench-follow bench-mpi bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -113,11 +113,17 @@ bench:
 	@bash bench/bench_train.sh
 	@bash bench/bench_tier.sh
 	@bash bench/bench_follow.sh
+	@bash bench/bench_mpi.sh
 
 # --follow catching up on a folder against one run over the same files (~10 min).
 bench-follow:
 	@$(MAKE) --no-print-directory all
 	@bash bench/bench_follow.sh
+
+# Two processes against one on this machine, and the scaling on paper (docs/performance.md; ~3 min).
+bench-mpi:
+	@$(MAKE) --no-print-directory all
+	@bash bench/bench_mpi.sh
 
 # The SSD tier's benchmarks alone (prefetch vs fio, end to end vs in memory, peak RSS; ~25 min).
 bench-tier:

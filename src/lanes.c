@@ -314,6 +314,19 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
     return ret;
 }
 
+/* The largest |v[i]| and m; NaN when some v[i] is NaN (as inf stays inf). */
+static double absmax(const float *v, size_t n, double m)
+{
+    float x = (float)m;
+    int nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(v[i]);
+        x = a > x ? a : x;
+        nan |= a != a;
+    }
+    return nan || m != m ? NAN : x;
+}
+
 /* The exponent e that makes terms values of magnitude up to maxabs, scaled by 2^e and rounded,
  * sum within 2^62. */
 static int fixed_exp(double maxabs, int terms)
@@ -322,7 +335,8 @@ static int fixed_exp(double maxabs, int terms)
     int x, t = 0;
     frexp(maxabs, &x);   /* maxabs < 2^x */
     while ((1 << t) < terms) t++;
-    return 62 - x - t;
+    int e = 62 - x - t;
+    return e < 200 ? e : 200;   /* 2^-200 resolves below any float gradient; 2^e times a weight stays finite */
 }
 
 /* One step: the rows of lane grp_lane[k] are sb's [grp[k], grp[k + 1]) for this rank's k < n_grp;
@@ -354,7 +368,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
         loss[grp_lane[k]] = model_loss_and_grads(m, sb, grp[k], grp[k + 1]) * (double)nb;
         model_dense(m, &params, &grads, &P);
         memcpy(dstash + (size_t)k * P, grads, P * sizeof *grads);
-        for (size_t i = 0; i < P; i++) maxabs[0] = fmax(maxabs[0], fabs((double)grads[i]));
+        maxabs[0] = absmax(grads, P, maxabs[0]);
         const emb_batch *eb = model_batch_rows(m);
         size_t U = emb_batch_unique(eb);
         const float *dw = emb_batch_dw_const(eb), *de = emb_batch_de_const(eb);
@@ -376,7 +390,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
             int has_w = emb_table_config_of(model_table(m, tb))->has_w;
             if (has_w) sp_g[sp_used] = dw[u];
             memcpy(sp_g + sp_used + has_w, de + uoff[u], (V - (size_t)has_w) * sizeof *sp_g);
-            for (size_t i = 0; i < V; i++) maxabs[1] = fmax(maxabs[1], fabs((double)sp_g[sp_used + i]));
+            maxabs[1] = absmax(sp_g + sp_used, V, maxabs[1]);
             sp_j[sp_n++] = (uint32_t)j;
             sp_used += V;
         }
@@ -398,13 +412,15 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     for (int k = 0; k < n_grp; k++) {
         double wk = (double)(grp[k + 1] - grp[k]) / (double)B;
         const float *g = dstash + (size_t)k * P;
-        for (size_t i = 0; i < P; i++) acc[i] += llrint(ldexp((double)g[i] * wk, ed));
+        double sc = ldexp(wk, ed);   /* g * wk * 2^ed, the power of two exact either way */
+        for (size_t i = 0; i < P; i++) acc[i] += llrint((double)g[i] * sc);
     }
     t0 = now_sec();
     dist_sum_i64(acc, P);
     L->exchange_s += now_sec() - t0;
     L->bytes_sent += N > 1 ? P * sizeof *acc : 0;
-    for (size_t i = 0; i < P; i++) grads[i] = (float)ldexp((double)acc[i], -ed);
+    double inv = ldexp(1.0, -ed);
+    for (size_t i = 0; i < P; i++) grads[i] = (float)((double)acc[i] * inv);
     free(acc);
     uint64_t st = model_dense_apply(m);
     /* sparse: per key [shows, clicks, values] in send order, to the owners */
@@ -422,11 +438,11 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     }
     const float *g = sp_g;
     for (int k = 0; k < n_grp; k++) {
-        double wk = (double)(grp[k + 1] - grp[k]) / (double)B;
+        double wk = (double)(grp[k + 1] - grp[k]) / (double)B, sc = ldexp(wk, es);
         for (size_t e = sp_first[k]; e < sp_first[k + 1]; e++) {
             size_t j = sp_j[e], V = voff[j + 1] - voff[j];
             int64_t *a = kq + koff[j] + 2;
-            for (size_t i = 0; i < V; i++) a[i] += llrint(ldexp((double)g[i] * wk, es));
+            for (size_t i = 0; i < V; i++) a[i] += llrint((double)g[i] * sc);
             g += V;
         }
     }
