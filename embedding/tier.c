@@ -2573,7 +2573,9 @@ static int write_sst(emb_tier *t, const emb_tier_batch *b, const void *catalog, 
     return 0;
 }
 
-/* Add the SST file at path to the index (moved into RocksDB): the commit is durable. */
+/* Add the SST file at path to the index (moved into RocksDB): the commit is durable. A failure
+ * deletes the file, but a prepared commit's stays (the job may have recorded it: the next open
+ * publishes it). */
 static int ingest_file(emb_tier *t, const char *path, char *err, size_t errlen)
 {
     char *e = NULL;
@@ -2585,7 +2587,7 @@ static int ingest_file(emb_tier *t, const char *path, char *err, size_t errlen)
     if (e) {
         snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
         free(e);
-        unlink(path);
+        if (!strstr(path, "/prepared-")) unlink(path);
         return -EIO;
     }
     return 0;
