@@ -69,9 +69,8 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                       : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
                       : c->dropout > 0 ? "--dropout (its masks are drawn per batch position)"
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
-                      : o->pass_rows ? "--pass-rows"
                       : o->follow ? "--follow"
-                      : o->init ? "--init"
+                      : o->init && o->table_dir ? "--init with a table folder"
                       : o->shrink_threshold >= 0 || o->shrink_unseen ? "shrink"
                       : o->eval_every ? "--eval-every"
                       : NULL;
@@ -766,7 +765,8 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
     block_init(&b, nd);
     for (int l = 0; l < G; l++) block_init(&lb[l], nd);
     size_t *cnt = xcalloc((size_t)G, sizeof *cnt);
-    size_t cap = o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16, in_chunk = 0;
+    /* a pass: --pass-rows rows of the files, or the shuffle buffer's */
+    size_t cap = o->pass_rows ? o->pass_rows : o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16, in_chunk = 0;
     uint64_t gi = 0, chunk = 0, skip = st->chunk;   /* rows of the files so far; buffers read; buffers committed */
     int ret, failed = 0;
     while (!failed && (ret = source_next(s, &b, err, errlen)) > 0) {
@@ -817,6 +817,18 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
     dist_sum_f64_ordered(prob, n);   /* the other ranks' predictions are zeros here: exact */
     L->exchange_s += now_sec() - t0;
     return ret;
+}
+
+void lanes_adopt_rows(lanes *L)
+{
+    for (int tb = 0; tb < L->T; tb++) {
+        emb_table *t = model_table(L->m, tb), *own = emb_shard_table(L->shard, tb);
+        for (size_t r = 0; r < emb_table_rows(t); r++) {
+            emb_row_head *h = emb_table_head(t, (uint32_t)r);
+            if (emb_shard_owner(h->key, L->N) == L->rank) emb_table_insert_record(own, h, 0);
+        }
+    }
+    clear_tables(L);
 }
 
 void lanes_set_sparse_lr(lanes *L, float lr)

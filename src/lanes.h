@@ -20,8 +20,10 @@
  * prepares its commit (emb_tier_prepare), and once all have, rank 0 records the job's commit count
  * in DIR/SHARDS.ctrbox and each publishes. A resume (--resume DIR) starts every rank from the
  * commit the record names (docs/formats.md). A folder is sharded for one number of ranks.
+ * --pass-rows N makes a pass N rows of the files instead of the shuffle buffer's. --init loads the
+ * model file on every rank, each keeping the rows it owns; the pass clock and step go on.
  * What this mode refuses (said at start): admission (--min-show), batch norm, dropout, placement on
- * a device, --pass-rows, --follow, --init, shrink, --eval-every.
+ * a device, --follow, --init with a table folder, shrink, --eval-every.
  */
 #ifndef CTRBOX_SRC_LANES_H
 #define CTRBOX_SRC_LANES_H
@@ -74,6 +76,9 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
 /* Predictions for every row of b (every rank holds b; each predicts batch k % N of b's batches of
  * --batch rows, as one process batches them): prob (b->rows) on every rank. 0, or -2 with err. */
 int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size_t errlen);
+/* A warm start's rows (the model file --init loaded into the model's tables, on every rank): this
+ * rank keeps those it owns; the model's tables are emptied. */
+void lanes_adopt_rows(lanes *L);
 /* The sparse learning rate of the rows this rank owns (after the model's changed). */
 void lanes_set_sparse_lr(lanes *L, float lr);
 /* A sharded table folder's record, DIR/SHARDS.ctrbox (docs/formats.md): the ranks and lanes it

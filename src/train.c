@@ -908,8 +908,25 @@ static int train_lanes(trainer *t)
         return 1;
     }
     if (!dist_all(!lead || open_outputs(t, &lock) == 0)) return 1;
-    lanes *L = lanes_create(o, t->m, G);
     lanes_state st = { .epoch = 1, .best_auc = -INFINITY };
+    if (o->init) {   /* every rank reads the model file; each keeps the rows it owns (lanes_adopt_rows) */
+        char *init_dir = NULL;
+        uint64_t id, commits;
+        int r = warm_start(t, &init_dir, &id, &commits, err, sizeof err);
+        if (r == 0 && init_dir) snprintf(err, sizeof err, "--init %s: its rows are in the table folder %s; a warm start "
+                                         "of a tiered model on several processes is not supported yet", o->init, init_dir);
+        free(init_dir);
+        if (!dist_all(r == 0 && !init_dir)) {
+            if (lead) fprintf(stderr, "ctrbox: %s\n", err);
+            if (t->log) fclose(t->log);
+            if (t->curve) fclose(t->curve);
+            if (lock >= 0) close(lock);
+            return 1;
+        }
+        st.pass = t->rs.pass;
+    }
+    lanes *L = lanes_create(o, t->m, G);
+    if (o->init) lanes_adopt_rows(L);
     int resumed = 0;
     /* a rank whose own folder or input fails stops the job: the others would wait for it */
 #define FAIL_RANK(r)                                                                            \

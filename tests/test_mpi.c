@@ -126,7 +126,7 @@ Test(mpi, unsupported_options_are_refused)
         const char *args, *want;
     } bad[] = {
         { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
-        { "--table-dir tdir --pass-rows 500", "does not support --pass-rows" },
+        { "--table-dir tdir --init nowhere", "does not support --init with a table folder" },
         { "--min-show 2", "does not support --min-show" },
         { "--dropout 0.1", "does not support --dropout" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
@@ -147,6 +147,29 @@ Test(mpi, unsupported_options_are_refused)
     cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox eval --model m0 --data va.tsv"), 0);
     cr_assert(strstr(o, "under mpirun only `train` runs on several processes"), "%s", o);
     free(o);
+}
+
+/* A warm start (--init) on 1, 2 and 3 processes goes on from a model trained in passes of
+ * --pass-rows rows: the same model file as one plain process's, its pass clock counting on. */
+Test(mpi, warm_start_and_pass_rows_do_not_depend_on_the_number_of_processes)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --valid va.tsv --threads 1 --quiet --model fm --dim 4 --batch 256 "
+                       "--epochs 1 --lanes 6 %s %s";
+    free(run_ok(base, "--train tr.tsv --pass-rows 2000", "--out day1"));
+    free(run_ok(base, "--train va.tsv --init day1 --pass-rows 1000", "--out plain"));
+    char *o = run_ok("$B/ctrbox info %s%s", "plain", "");
+    cr_assert(strstr(o, "8 passes"), "5 passes of 2000 rows, then 3 of 1000:\n%s", o);
+    free(o);
+    for (int np = 1; np <= 3; np++) {
+        char f[512], out[32], model[48];
+        snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
+        snprintf(out, sizeof out, "--out np%d", np);
+        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
+        free(run_ok(f, "--train va.tsv --init day1 --pass-rows 1000", out));
+        th_same_file("plain/model.ctrbox", model);
+    }
 }
 
 /* The job's commit count in a sharded table folder's record (docs/formats.md), or -1. */
