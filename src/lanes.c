@@ -56,6 +56,8 @@ struct lanes {
     emb_tier_batch *wb;
     uint64_t commits;
     uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
+    lanes_step_fn on_step;        /* called after each step (every rank), or NULL */
+    void *on_step_ctx;
     double exchange_s;
     uint64_t bytes_sent;
 };
@@ -72,7 +74,7 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                       : o->follow ? "--follow"
                       : o->init && o->table_dir ? "--init with a table folder"
                       : o->shrink_threshold >= 0 || o->shrink_unseen ? "shrink"
-                      : o->eval_every ? "--eval-every"
+                      : o->eval_every && o->table_dir ? "--eval-every with a table folder"
                       : NULL;
     if (why) {
         snprintf(err, errlen, "training on several processes (mpirun, or --lanes) does not support %s yet", why);
@@ -742,6 +744,11 @@ static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, lanes_stat
         st->rows_done += rows;
         x->rows += rows;
         x->steps++;
+        if (L->on_step) {
+            double t0 = now_sec();
+            ret = L->on_step(L->on_step_ctx, st, err, errlen);
+            x->hook_s += now_sec() - t0;
+        }
     }
     for (int l = 0; l < G; l++) free(order[l]);
     free(order), free(grp), free(size), free(grp_lane);
@@ -817,6 +824,12 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
     dist_sum_f64_ordered(prob, n);   /* the other ranks' predictions are zeros here: exact */
     L->exchange_s += now_sec() - t0;
     return ret;
+}
+
+void lanes_set_step_hook(lanes *L, lanes_step_fn fn, void *ctx)
+{
+    L->on_step = fn;
+    L->on_step_ctx = ctx;
 }
 
 void lanes_adopt_rows(lanes *L)

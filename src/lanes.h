@@ -23,7 +23,7 @@
  * --pass-rows N makes a pass N rows of the files instead of the shuffle buffer's. --init loads the
  * model file on every rank, each keeping the rows it owns; the pass clock and step go on.
  * What this mode refuses (said at start): admission (--min-show), batch norm, dropout, placement on
- * a device, --follow, --init with a table folder, shrink, --eval-every.
+ * a device, --follow, --init or --eval-every with a table folder, shrink.
  */
 #ifndef CTRBOX_SRC_LANES_H
 #define CTRBOX_SRC_LANES_H
@@ -57,7 +57,13 @@ typedef struct {
     uint64_t bytes_sent;      /* this rank's bytes sent to other ranks in those calls */
     uint64_t keys;            /* distinct keys this rank asked the owners for, summed over steps */
     uint64_t steps, rows;
+    double hook_s;            /* seconds in the step hook (evaluations): not training */
 } lanes_stats;
+
+/* Called by every rank after each step (st as it stands): 0, or <0 with err to stop the epoch
+ * (-1: every rank alike; -2: this rank's own failure). */
+typedef int (*lanes_step_fn)(void *ctx, const lanes_state *st, char *err, size_t errlen);
+void lanes_set_step_hook(lanes *L, lanes_step_fn fn, void *ctx);
 
 /* Why the options cannot train in lanes (a one-line message into err), or 0. */
 int lanes_check(const train_opts *o, char *err, size_t errlen);

@@ -891,6 +891,53 @@ static int open_outputs(trainer *t, int *lock)
     return 0;
 }
 
+/* Evaluate in lanes over all ranks (kind "epoch" or "step"), log it, and keep the model when it
+ * is the best so far (every owner's rows gathered; rank 0 writes the file). 1 if better, 0 if
+ * not, or <0 with err (-2: this rank's own failure). */
+static int lanes_eval(trainer *t, lanes *L, lanes_state *st, double *prob, const char *kind, char *err, size_t errlen)
+{
+    int lead = dist_rank() == 0;
+    t->rs.epoch = st->epoch;
+    t->rs.rows_done = st->rows_done;
+    t->rs.loss_sum = st->epoch_loss;
+    t->rs.loss_n = st->epoch_rows;
+    eval_result er;
+    int r = lanes_predict(L, &t->valid, prob, err, errlen);
+    if (r < 0) return r;
+    eval_metrics(&t->valid, prob, -1, &er);
+    log_eval(t, kind, &er, now_sec() - t->t_start);
+    int better = !(er.auc <= st->best_auc);
+    if (lead && !t->o->quiet)
+        fprintf(stderr, "[%s] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", kind, st->epoch,
+                (unsigned long long)model_step(t->m), er.auc, er.logloss, better ? " (best)" : "");
+    if (!better) return 0;
+    st->best_auc = t->rs.best_auc = er.auc;
+    st->best_epoch = t->best_epoch = st->epoch;
+    if ((r = lanes_collect(L, err, errlen)) < 0) return r;
+    if (!dist_all(!lead || save_model(t) == 0)) {
+        snprintf(err, errlen, "the model could not be saved");
+        return -1;
+    }
+    return 1;
+}
+
+typedef struct {
+    trainer *t;
+    lanes *L;
+    lanes_state *st;
+    double *prob;
+} lanes_hook_ctx;
+
+/* --eval-every: after every that many steps (every rank alike: the step count is the job's). */
+static int lanes_step_hook(void *ctx, const lanes_state *st, char *err, size_t errlen)
+{
+    lanes_hook_ctx *c = ctx;
+    (void)st;
+    if (model_step(c->t->m) % c->t->o->eval_every) return 0;
+    int r = lanes_eval(c->t, c->L, c->st, c->prob, "step", err, errlen);
+    return r < 0 ? r : 0;
+}
+
 /* Training in lanes (src/lanes.h), by every rank of an MPI job or by one process with --lanes:
  * epochs (with a table folder committed pass by pass, and resumed), the validation AUC over all
  * ranks' predictions, early stop and learning-rate drops as train_epochs decides them (every rank
@@ -948,6 +995,8 @@ static int train_lanes(trainer *t)
     if (lead && !o->quiet)
         fprintf(stderr, "training in %d lanes (global batch %d) on %d process%s\n", G, o->mc.batch, N, N > 1 ? "es" : "");
     double *prob = t->have_valid ? xmalloc(t->valid.rows * sizeof *prob) : NULL;
+    lanes_hook_ctx hook = { t, L, &st, prob };
+    if (o->eval_every && t->have_valid) lanes_set_step_hook(L, lanes_step_hook, &hook);
     for (; st.epoch <= o->epochs && ret == 0; st.epoch++, st.chunk = 0, st.epoch_loss = 0, st.epoch_rows = st.epoch_steps = 0) {
         lanes_stats x;
         double t0 = now_sec();
@@ -956,7 +1005,7 @@ static int train_lanes(trainer *t)
             FAIL_RANK(r);
             break;
         }
-        double sec = now_sec() - t0;
+        double sec = now_sec() - t0 - x.hook_s;   /* training alone */
         t->rs.epoch = st.epoch;
         t->rs.pass = st.pass;
         t->rs.train_seconds += sec;
@@ -982,28 +1031,13 @@ static int train_lanes(trainer *t)
                     st.epoch, (unsigned long long)st.epoch_rows, (unsigned long long)st.epoch_steps, loss,
                     ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0]);
         if (!t->have_valid) continue;
-        eval_result er;
-        r = lanes_predict(L, &t->valid, prob, err, sizeof err);
+        r = lanes_eval(t, L, &st, prob, "epoch", err, sizeof err);
         if (r < 0) {
             FAIL_RANK(r);
             break;
         }
-        eval_metrics(&t->valid, prob, -1, &er);
-        log_eval(t, "epoch", &er, now_sec() - t->t_start);
-        int better = !(er.auc <= st.best_auc);
-        if (lead && !o->quiet)
-            fprintf(stderr, "[epoch] epoch %d step %llu: valid auc %.6f logloss %.6f%s\n", st.epoch,
-                    (unsigned long long)model_step(t->m), er.auc, er.logloss, better ? " (best)" : "");
-        if (better) {
-            st.best_auc = t->rs.best_auc = er.auc;
-            st.best_epoch = t->best_epoch = st.epoch;
-            st.bad_epochs = 0;
-            r = lanes_collect(L, err, sizeof err);
-            if (r < 0) {
-                FAIL_RANK(r);
-                break;
-            }
-            if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
+        if (r == 1) {
+            st.bad_epochs = t->rs.bad_epochs = 0;
             continue;
         }
         t->rs.bad_epochs = ++st.bad_epochs;

@@ -17,11 +17,14 @@
 
 TestSuite(mpi, .fini = th_cleanup);
 
-/* root may run Open MPI's mpirun only when told so; oversubscribed: 3 ranks on 2 cores. Under
+/* root may run Open MPI's mpirun only when told so; oversubscribed: 3 ranks on 2 cores; its session
+ * folder in the test's own (two mpirun starting at once race to create /tmp/ompi.HOST.UID). Under
  * `make asan` LeakSanitizer would report what MPI_Init allocates and never frees (Open MPI's own,
  * partly in plugins it unloads, so no suppression can name them): the ranks run without leak
  * checks, while the plain --lanes runs here check the same code for leaks. */
-#define MPIRUN "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "
+#define MPIRUN                                                                                              \
+    "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "                  \
+    "OMPI_MCA_orte_tmpdir_base=\"$PWD\" mpirun --oversubscribe -np "
 
 static void need_mpirun(void)
 {
@@ -59,13 +62,14 @@ static double log_auc(const char *dir)
 
 /* Each model, trained on 1, 2 and 3 processes and plainly with --lanes 6: the same model file;
  * options cover the optimizers, a table per field, the regularizer over the whole table, the
- * learning-rate drop after a worse epoch (decided on every rank alike) and the file order. */
+ * learning-rate drop after a worse epoch (decided on every rank alike), the file order and an
+ * evaluation (and the best model kept) every 7 steps. */
 Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
 {
     need_mpirun();
     gen();
     static const char *const runs[] = {
-        "--model deepfm --dim 4 --hidden 16,16 --batch 300 --epochs 2",
+        "--model deepfm --dim 4 --hidden 16,16 --batch 300 --epochs 2 --eval-every 7",
         "--model ffm --dim 2 --batch 256 --epochs 2 --sparse-opt adagrad --table-per-field --emb-l2 0.0001 "
         "--lr-decay 0.5 --patience 3 --lr 0.05",
         "--model dcnv2 --dim 4 --hidden 8 --cross 2 --batch 512 --epochs 1 --shuffle-rows 0 --sparse-opt ftrl",
