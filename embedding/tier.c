@@ -744,14 +744,7 @@ static int commit_record_write(emb_tier *t, char *err, size_t errlen)
     put_u64s(b + 16, t->id, t->gen);
     uint64_t sum = XXH64(b, 32, 0);
     memcpy(b + 32, &sum, 8);
-    durable_file d;
-    int r = durable_open(&d, path);
-    if (r == 0 && fwrite(b, 1, sizeof b, d.f) != sizeof b) {
-        r = -(errno ? errno : EIO);
-        durable_abort(&d);
-    } else if (r == 0) {
-        r = durable_commit(&d);
-    }
+    int r = durable_write(path, b, sizeof b);
     return r < 0 ? fail(err, errlen, r, "%s: cannot write: %s", path, strerror(-r)) : 0;
 }
 

@@ -263,6 +263,19 @@ void durable_abort(durable_file *d)
     memset(d, 0, sizeof *d);
 }
 
+int durable_write(const char *path, const void *buf, size_t len)
+{
+    durable_file d;
+    int r = durable_open(&d, path);
+    if (r == 0 && fwrite(buf, 1, len, d.f) != len) {
+        r = -(errno ? errno : EIO);
+        durable_abort(&d);
+    } else if (r == 0) {
+        r = durable_commit(&d);
+    }
+    return r;
+}
+
 int parse_u64_list(const char *s, uint64_t **out)
 {
     int n = 0, cap = 8;

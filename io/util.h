@@ -65,6 +65,8 @@ int durable_open(durable_file *d, const char *path);
 int durable_commit(durable_file *d);
 /* Close and delete the temporary file (after an error). */
 void durable_abort(durable_file *d);
+/* The whole file at path is buf (len bytes), durably (durable_open ... durable_commit): 0 or -errno. */
+int durable_write(const char *path, const void *buf, size_t len);
 
 /* An output that exists as a file or folder is replaced only with --force: else die saying so
  * (a pipe or a device is written to, nothing is kept there). */

@@ -510,14 +510,7 @@ static int shards_write(const char *top, int ranks, int n_lanes, uint64_t commit
     memcpy(r + 24, &commits, 8);
     uint64_t sum = XXH64(r, 32, 0);
     memcpy(r + 32, &sum, 8);
-    durable_file d;
-    int ret = durable_open(&d, path);
-    if (ret == 0 && fwrite(r, 1, sizeof r, d.f) != sizeof r) {
-        ret = -(errno ? errno : EIO);
-        durable_abort(&d);
-    } else if (ret == 0) {
-        ret = durable_commit(&d);
-    }
+    int ret = durable_write(path, r, sizeof r);
     if (ret < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(-ret));
     return ret;
 }
