@@ -481,7 +481,7 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
                 for (size_t r = 0; r < emb_table_rows(model_table(t->m, i)); r++)
                     if (emb_table_head(model_table(t->m, i), (uint32_t)r)->last_pass > t->rs.pass)
                         t->rs.pass = emb_table_head(model_table(t->m, i), (uint32_t)r)->last_pass;
-        if (!o->quiet)
+        if (!o->quiet && dist_rank() == 0)   /* said once, by the first of several processes */
             fprintf(stderr, "warm start from %s: pass %u, step %llu\n", o->init, t->rs.pass,
                     (unsigned long long)model_step(t->m));
     }
