@@ -49,7 +49,6 @@ void emb_shard_destroy(emb_shard *s)
 }
 
 emb_table *emb_shard_table(emb_shard *s, int tb) { return s->tab[tb]; }
-int emb_shard_tables(const emb_shard *s) { return s->n_tables; }
 emb_table *const *emb_shard_table_array(const emb_shard *s) { return s->tab; }
 size_t emb_shard_grad_words(const emb_shard *s, int tb) { return s->words[tb]; }
 

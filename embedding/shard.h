@@ -34,7 +34,6 @@ void emb_shard_destroy(emb_shard *s);
 emb_table *emb_shard_table(emb_shard *s, int tb);
 /* Its tables (n_tables, owned by the shard, for a cache in front of a tier). */
 emb_table *const *emb_shard_table_array(const emb_shard *s);
-int emb_shard_tables(const emb_shard *s);
 
 /* int64 words of a request's gradient record in table tb. */
 size_t emb_shard_grad_words(const emb_shard *s, int tb);

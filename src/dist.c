@@ -54,11 +54,6 @@ void dist_abort(int code)
     exit(code);
 }
 
-void dist_barrier(void)
-{
-    if (active) MPI_Barrier(MPI_COMM_WORLD);
-}
-
 void dist_sum_i64(int64_t *v, size_t n)
 {
     if (!active || size == 1) return;

@@ -24,7 +24,6 @@ int dist_rank(void);
 int dist_size(void);
 /* Stop every rank of the job (code as the exit status). */
 void dist_abort(int code) __attribute__((noreturn));
-void dist_barrier(void);
 
 /* In place over all ranks: sums of v (n), exact; maxima of v (n). */
 void dist_sum_i64(int64_t *v, size_t n);

@@ -12,11 +12,10 @@
  */
 #include "lanes.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <errno.h>
 #include <sys/stat.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -426,7 +425,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     uint64_t st = model_dense_apply(m);
     /* sparse: per key [shows, clicks, values] in send order, to the owners */
     size_t words = 0;
-    for (size_t j = 0; j < L->nk; j++) words += 2 + voff[j + 1] - voff[j];
+    for (size_t j = 0; j < L->nk; j++) words += emb_shard_grad_words(L->shard, L->utb[j]);
     int64_t *kq = xcalloc(words ? words : 1, sizeof *kq);
     size_t *koff = xmalloc((L->nk + 1) * sizeof *koff);   /* key j's record, in send order */
     size_t off = 0;
@@ -435,7 +434,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
         koff[j] = off;
         kq[off] = L->ushow[j];
         kq[off + 1] = L->uclick[j];
-        off += 2 + voff[j + 1] - voff[j];
+        off += emb_shard_grad_words(L->shard, L->utb[j]);
     }
     const float *g = sp_g;
     for (int k = 0; k < n_grp; k++) {
@@ -450,7 +449,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     size_t *sb_ = xcalloc((size_t)N, sizeof *sb_), *rb = xmalloc((size_t)N * sizeof *rb);
     for (int r = 0; r < N; r++)
         for (int tb = 0; tb < T; tb++)
-            sb_[r] += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * (2 + (size_t)emb_table_values(model_table(m, tb))) * sizeof *kq;
+            sb_[r] += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * emb_shard_grad_words(L->shard, tb) * sizeof *kq;
     void *in;
     exchange(L, kq, sb_, &in, rb);
     const int64_t *q = in;
@@ -486,7 +485,7 @@ int lanes_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commi
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    uint8_t r[40];
+    uint8_t r[40] = { 0 };
     size_t got = fread(r, 1, sizeof r, f);
     fclose(f);
     uint32_t v, n, g;
@@ -599,26 +598,23 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     const train_opts *o = L->o;
     *resumed = 0;
     L->top = xstrdup(o->table_dir);
-    int ok = mkdir(L->top, 0755) == 0 || errno == EEXIST, info[3] = { 0, 0, 0 };
+    int ok = mkdir(L->top, 0755) == 0 || errno == EEXIST, shape[2] = { 0, 0 };
     uint64_t k = 0;
     if (!ok) snprintf(err, errlen, "%s: cannot create folder: %s", L->top, strerror(errno));
-    if (ok && L->rank == 0) ok = lanes_shards_read(L->top, &info[0], &info[1], &k, err, errlen) == 0;
+    if (ok && L->rank == 0) ok = lanes_shards_read(L->top, &shape[0], &shape[1], &k, err, errlen) == 0;
     if (!dist_all(ok)) {
         if (ok) snprintf(err, errlen, "%s: another process could not open it", L->top);
         return -1;
     }
-    int64_t kk = L->rank == 0 ? (int64_t)k : 0;
-    dist_sum_i64(&kk, 1);   /* rank 0's, everywhere */
-    k = (uint64_t)kk;
-    int64_t shape[2] = { L->rank == 0 ? info[0] : 0, L->rank == 0 ? info[1] : 0 };
-    dist_sum_i64(shape, 2);
+    dist_bcast(&k, sizeof k);   /* rank 0's record, everywhere */
+    dist_bcast(shape, sizeof shape);
     if (k && !o->resume) {
         snprintf(err, errlen, "%s: holds a committed run; add --resume to continue it, or give an empty folder", L->top);
         return -1;
     }
     if (k && (shape[0] != L->N || shape[1] != L->G)) {
-        snprintf(err, errlen, "%s: sharded for %lld processes in %lld lanes; resume it with mpirun -np %lld and --lanes %lld",
-                 L->top, (long long)shape[0], (long long)shape[1], (long long)shape[0], (long long)shape[1]);
+        snprintf(err, errlen, "%s: sharded for %d processes in %d lanes; resume it with mpirun -np %d and --lanes %d", L->top,
+                 shape[0], shape[1], shape[0], shape[1]);
         return -1;
     }
     uint64_t rows_budget, window;
@@ -645,15 +641,14 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     size_t len = 0;
     if (r == 0 && k) r = emb_tier_catalog(L->tier, &blob, &len, err, errlen) < 0 ? -1 : 0;
     /* every rank's catalog is the same bytes */
-    uint64_t h = blob ? XXH64(blob, len, 0) : 0;
-    int64_t h0 = L->rank == 0 ? (int64_t)h : 0;
+    uint64_t h = blob ? XXH64(blob, len, 0) : 0, h0 = h;
     if (!dist_all(r == 0)) {
         if (r == 0) snprintf(err, errlen, "%s: another process could not open its folder", L->top);
         free(blob);
         return -1;
     }
-    dist_sum_i64(&h0, 1);
-    if (!dist_all((uint64_t)h0 == h)) {
+    dist_bcast(&h0, sizeof h0);
+    if (!dist_all(h0 == h)) {
         snprintf(err, errlen, "%s: the processes' folders hold different commits (not one job's)", L->top);
         free(blob);
         return -1;
@@ -739,7 +734,7 @@ static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, lanes_stat
         x->steps++;
         if (L->on_step) {
             double t0 = now_sec();
-            ret = L->on_step(L->on_step_ctx, st, err, errlen);
+            ret = L->on_step(L->on_step_ctx, err, errlen);
             x->hook_s += now_sec() - t0;
         }
     }

@@ -60,9 +60,9 @@ typedef struct {
     double hook_s;            /* seconds in the step hook (evaluations): not training */
 } lanes_stats;
 
-/* Called by every rank after each step (st as it stands): 0, or <0 with err to stop the epoch
- * (-1: every rank alike; -2: this rank's own failure). */
-typedef int (*lanes_step_fn)(void *ctx, const lanes_state *st, char *err, size_t errlen);
+/* Called by every rank after each step: 0, or <0 with err to stop the epoch (-1: every rank
+ * alike; -2: this rank's own failure). */
+typedef int (*lanes_step_fn)(void *ctx, char *err, size_t errlen);
 void lanes_set_step_hook(lanes *L, lanes_step_fn fn, void *ctx);
 
 /* Why the options cannot train in lanes (a one-line message into err), or 0. */

@@ -929,10 +929,9 @@ typedef struct {
 } lanes_hook_ctx;
 
 /* --eval-every: after every that many steps (every rank alike: the step count is the job's). */
-static int lanes_step_hook(void *ctx, const lanes_state *st, char *err, size_t errlen)
+static int lanes_step_hook(void *ctx, char *err, size_t errlen)
 {
     lanes_hook_ctx *c = ctx;
-    (void)st;
     if (model_step(c->t->m) % c->t->o->eval_every) return 0;
     int r = lanes_eval(c->t, c->L, c->st, c->prob, "step", err, errlen);
     return r < 0 ? r : 0;
@@ -956,6 +955,8 @@ static int train_lanes(trainer *t)
     }
     if (!dist_all(!lead || open_outputs(t, &lock) == 0)) return 1;
     lanes_state st = { .epoch = 1, .best_auc = -INFINITY };
+    lanes *L = NULL;
+    double *prob = NULL;
     if (o->init) {   /* every rank reads the model file; each keeps the rows it owns (lanes_adopt_rows) */
         char *init_dir = NULL;
         uint64_t id, commits;
@@ -965,14 +966,12 @@ static int train_lanes(trainer *t)
         free(init_dir);
         if (!dist_all(r == 0 && !init_dir)) {
             if (lead) fprintf(stderr, "ctrbox: %s\n", err);
-            if (t->log) fclose(t->log);
-            if (t->curve) fclose(t->curve);
-            if (lock >= 0) close(lock);
-            return 1;
+            ret = 1;
+            goto done;
         }
         st.pass = t->rs.pass;
     }
-    lanes *L = lanes_create(o, t->m, G);
+    L = lanes_create(o, t->m, G);
     if (o->init) lanes_adopt_rows(L);
     int resumed = 0;
     /* a rank whose own folder or input fails stops the job: the others would wait for it */
@@ -994,7 +993,7 @@ static int train_lanes(trainer *t)
     t->t_start = t->iv_t0 = now_sec();
     if (lead && !o->quiet)
         fprintf(stderr, "training in %d lanes (global batch %d) on %d process%s\n", G, o->mc.batch, N, N > 1 ? "es" : "");
-    double *prob = t->have_valid ? xmalloc(t->valid.rows * sizeof *prob) : NULL;
+    prob = t->have_valid ? xmalloc(t->valid.rows * sizeof *prob) : NULL;
     lanes_hook_ctx hook = { t, L, &st, prob };
     if (o->eval_every && t->have_valid) lanes_set_step_hook(L, lanes_step_hook, &hook);
     for (; st.epoch <= o->epochs && ret == 0; st.epoch++, st.chunk = 0, st.epoch_loss = 0, st.epoch_rows = st.epoch_steps = 0) {
@@ -1060,10 +1059,9 @@ static int train_lanes(trainer *t)
     if (ret == 0 && lead)
         fprintf(stderr, "done in %.1f s%s; %s %.6f; model in %s/model.ctrbox\n", now_sec() - t->t_start,
                 t->stopped_early ? " (early stop)" : "", t->have_valid ? "best validation AUC" : "last training loss",
-                t->have_valid ? st.best_auc : (st.epoch_rows ? st.epoch_loss / (double)st.epoch_rows : t->rs.loss_n ?
-                                                t->rs.loss_sum / (double)t->rs.loss_n : NAN), o->out);
-    free(prob);
+                t->have_valid ? st.best_auc : t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN, o->out);
 done:
+    free(prob);
     lanes_destroy(L);
     if (t->log) fclose(t->log);
     if (t->curve) fclose(t->curve);
