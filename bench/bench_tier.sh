@@ -19,7 +19,7 @@
 #  5. the curve: samples/s of the end-to-end run with --cache-mb at 1, 3, 10, 30 and 100% of the
 #     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
 # Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
-#      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
+#      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), RSS_MIN_SHOWS ("0 2"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
 #      PARTS ("prefetch e2e policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
@@ -138,7 +138,7 @@ for rows in $RSS_SMALL_ROWS $RSS_BIG_ROWS; do
     ARGS=(--model deepfm --train "$(gen "$rows" 2 1000)" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096
           --lr 0.001 --pass-rows "$RSS_PASS_ROWS" --threads 2 --quiet)
     for mb in ${RSS_BUDGETS:-256 1024}; do
-        for ms in 0 2; do
+        for ms in ${RSS_MIN_SHOWS:-0 2}; do
             read _ _ rss _ keys _ < <(run "rss-$rows-$mb-$ms" --table-dir "$T/rss-$rows-$mb-$ms.tables" --cache-mb "$mb" --min-show "$ms")
             disk=$(cat "$T/rss-$rows-$mb-$ms.disk")
             ok=$([ "$rss" -le $((mb + 256)) ] && echo within || echo OVER)
