@@ -618,7 +618,9 @@ static void warn_id_columns(const train_opts *o, const data_schema *sc, const fi
 static int probe_input(const train_opts *o, int id_check, data_schema *schema, char *err, size_t errlen)
 {
     data_source *s;
-    if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -1;
+    source_opts in = o->in;
+    in.report_bad = -1;   /* training reports them */
+    if (source_open(&s, o->train, o->n_train, &in, err, errlen) < 0) return -1;
     const data_schema *sc = source_schema(s);
     sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
     block_init(&first, sc->n_dense);
