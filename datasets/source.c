@@ -25,6 +25,12 @@ struct data_source {
     line_stats stats;
     uint64_t reported;
     int direct;                 /* a cbx file was read with O_DIRECT */
+    int (*keep)(void *ctx, uint64_t rec);   /* the filter (source_set_filter), or NULL */
+    void *keep_ctx;
+    uint64_t rec;               /* records seen */
+    uint64_t *recs;             /* with a filter: (rows of the last block) their record numbers */
+    size_t cap_recs;
+    sample_block all;           /* cbx with a filter: a block as read, before the filter */
 };
 
 void source_opts_default(source_opts *o)
@@ -101,9 +107,11 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
     *out = NULL;
     data_source *s = xcalloc(1, sizeof *s);
     s->o = *o;
+    block_init(&s->all, 0);
     if (s->o.block_rows == 0) s->o.block_rows = 16384;
     int ret = io_expand_paths(paths, n, &s->paths, err, errlen);
     if (ret < 0) {
+        block_free(&s->all);
         free(s);
         return ret;
     }
@@ -144,7 +152,47 @@ void source_close(data_source *s)
     parser_destroy(s->parser);
     schema_free(&s->schema);
     io_free_paths(s->paths, s->n_paths);
+    free(s->recs);
+    block_free(&s->all);
     free(s);
+}
+
+void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), void *ctx)
+{
+    s->keep = keep;
+    s->keep_ctx = ctx;
+}
+
+const uint64_t *source_block_records(const data_source *s) { return s->recs; }
+uint64_t source_records(const data_source *s) { return s->rec; }
+
+/* Row `row` of the block being filled is record rec. */
+static void note_record(data_source *s, size_t row, uint64_t rec)
+{
+    if (row >= s->cap_recs) s->recs = xrealloc(s->recs, (s->cap_recs = s->cap_recs * 2 + 1024) * sizeof *s->recs);
+    s->recs[row] = rec;
+}
+
+/* A cbx block through the filter: the kept rows of s->all into b. */
+static void filter_cbx(data_source *s, sample_block *b)
+{
+    if (b->n_dense != s->all.n_dense) {
+        block_free(b);
+        block_init(b, s->all.n_dense);
+    }
+    block_clear(b);
+    uint64_t base = s->rec;
+    for (size_t r = 0; r < s->all.rows;) {
+        size_t e = r + 1;
+        int k = s->keep(s->keep_ctx, base + r);
+        while (e < s->all.rows && s->keep(s->keep_ctx, base + e) == k) e++;
+        if (k) {
+            for (size_t i = r; i < e; i++) note_record(s, b->rows + (i - r), base + i);
+            block_append(b, &s->all, r, e);
+        }
+        r = e;
+    }
+    s->rec += s->all.rows;
 }
 
 static uint64_t bad_total(const line_stats *st)
@@ -178,8 +226,12 @@ static void count_bad(data_source *s, int reason, uint64_t lineno, const char *d
 static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
 {
     while (s->cur < s->n_paths) {
-        int ret = cbx_reader_next(s->cbx, b, err, errlen);
-        if (ret != 0) return ret;
+        int ret = cbx_reader_next(s->cbx, s->keep ? &s->all : b, err, errlen);
+        if (ret < 0) return ret;
+        if (ret > 0 && !s->keep) s->rec += b->rows;
+        if (ret > 0 && s->keep) filter_cbx(s, b);
+        if (ret > 0 && (!s->keep || b->rows)) return ret;
+        if (ret > 0) continue;   /* none of this block's rows kept */
         const cbx_trailer *t = cbx_reader_trailer(s->cbx);
         s->stats.lines += t->stats.lines;
         for (int i = 0; i < CBX_STATS_SLOTS; i++) s->stats.bad[i] += t->stats.bad[i];
@@ -210,6 +262,8 @@ int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
             if (ret < 0) return ret;
             continue;
         }
+        uint64_t rec = s->rec++;
+        if (s->keep && !s->keep(s->keep_ctx, rec)) continue;
         s->stats.lines++;
         uint64_t lineno = line.lineno;
         if (line.overlong) {
@@ -219,7 +273,9 @@ int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
             if ((ret = check_ratio(s, 0, err, errlen)) < 0) return ret;
             continue;
         }
+        size_t rows = b->rows;
         int r = parser_parse(s->parser, line.ptr, line.len, b);
+        if (s->keep && b->rows > rows) note_record(s, rows, rec);
         if (r != BAD_OK) count_bad(s, r, lineno, parser_detail(s->parser));
         /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
         if (r != BAD_OK && (ret = check_ratio(s, 0, err, errlen)) < 0) return ret;

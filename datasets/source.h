@@ -54,4 +54,15 @@ data_format source_sniff(const char *path, char *out, size_t n);
 /* Whether cbx files were read with O_DIRECT. */
 int source_is_direct(const data_source *s);
 
+/* Keep only the records keep(ctx, rec) says (set before the first source_next). rec numbers
+ * every record of the inputs from 0, across files: a text line after the header (bad and overlong
+ * lines too), a cbx row. A text line not kept is found and counted, never parsed (nor judged: the
+ * bad-line counts and ratio are over the kept lines); cbx rows not kept are dropped after their
+ * block is read. Several processes reading one input each take their share this way. */
+void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), void *ctx);
+/* With a filter: the record number of each row of the block the last source_next filled. */
+const uint64_t *source_block_records(const data_source *s);
+/* Records seen so far (kept or not). */
+uint64_t source_records(const data_source *s);
+
 #endif

@@ -671,13 +671,18 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
 /* ---- epochs ---- */
 
 /* Train a shuffle buffer (pass st->pass, buffer st->chunk of epoch st->epoch): cnt[l] rows of
- * every lane, lb[l] the rows of this rank's lanes; with a table folder the pass's rows are loaded
- * first and committed after. 0, -1 (diverged) or -2 with err. */
-static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, lanes_state *st, lanes_stats *x, char *err,
+ * this rank's lanes (summed over the ranks here, to every lane's), lb[l] their rows; with a table
+ * folder the pass's rows are loaded first and committed after. 0, -1 (diverged) or -2 with err. */
+static int train_chunk(lanes *L, sample_block *lb, size_t *cnt, lanes_state *st, lanes_stats *x, char *err,
                        size_t errlen)
 {
     int G = L->G, ret = 0;
     size_t B = (size_t)L->o->mc.batch, steps = 0;
+    int64_t *all = xmalloc((size_t)G * sizeof *all);   /* every lane's rows: each rank counted its own */
+    for (int l = 0; l < G; l++) all[l] = (int64_t)cnt[l];
+    dist_sum_i64(all, G);
+    for (int l = 0; l < G; l++) cnt[l] = (size_t)all[l];
+    free(all);
     st->pass++;
     if (L->tier) {   /* the owners load the rows of every key of the pass */
         distinct_begin(L);
@@ -746,6 +751,9 @@ static int train_chunk(lanes *L, sample_block *lb, const size_t *cnt, lanes_stat
     return ret;
 }
 
+static int lane_of(const lanes *L, uint64_t rec) { return (int)((rec / LANES_BLOCK) % (uint64_t)L->G); }
+static int keep_mine(void *ctx, uint64_t rec) { lanes *L = ctx; return mine(L, lane_of(L, rec)); }
+
 int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t errlen)
 {
     const train_opts *o = L->o;
@@ -755,38 +763,45 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
     L->bytes_sent = 0;
     data_source *s;
     if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -2;
+    source_set_filter(s, keep_mine, L);   /* this rank parses its lanes' records only */
     uint32_t nd = source_schema(s)->n_dense;
     sample_block b, *lb = xmalloc((size_t)G * sizeof *lb);
     block_init(&b, nd);
     for (int l = 0; l < G; l++) block_init(&lb[l], nd);
     size_t *cnt = xcalloc((size_t)G, sizeof *cnt);
-    /* a pass: --pass-rows rows of the files, or the shuffle buffer's */
-    size_t cap = o->pass_rows ? o->pass_rows : o->shuffle_rows ? o->shuffle_rows : (size_t)o->mc.batch * 16, in_chunk = 0;
-    uint64_t gi = 0, chunk = 0, skip = st->chunk;   /* rows of the files so far; buffers read; buffers committed */
+    /* a pass: --pass-rows records of the files, or the shuffle buffer's */
+    uint64_t cap = o->pass_rows ? o->pass_rows : o->shuffle_rows ? o->shuffle_rows : (uint64_t)o->mc.batch * 16;
+    uint64_t chunk = 0, skip = st->chunk;   /* the buffer being filled; buffers committed */
     int ret, failed = 0;
+    /* buffers end where a later record is seen (every rank reads every record, so all agree) */
+#define END_CHUNK()                                                                  \
+    do {                                                                             \
+        if (chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);     \
+        chunk++;                                                                     \
+        for (int k = 0; k < G; k++) block_clear(&lb[k]);                             \
+        memset(cnt, 0, (size_t)G * sizeof *cnt);                                     \
+    } while (0)
     while (!failed && (ret = source_next(s, &b, err, errlen)) > 0) {
+        const uint64_t *rec = source_block_records(s);
         for (size_t r = 0; r < b.rows && !failed;) {
-            int l = (int)((gi / LANES_BLOCK) % (uint64_t)G);
-            /* the run of rows of one lane: to the block's end, the lane block's or the buffer's */
-            size_t e = r + (size_t)(LANES_BLOCK - gi % LANES_BLOCK);
-            if (e > b.rows) e = b.rows;
-            if (e - r > cap - in_chunk) e = r + (cap - in_chunk);
-            if (mine(L, l) && chunk >= skip) block_append(&lb[l], &b, r, e);   /* a committed buffer is only counted */
+            uint64_t c = rec[r] / cap;
+            while (chunk < c && !failed) END_CHUNK();
+            if (failed) break;
+            /* the run of rows of one lane in one buffer */
+            int l = lane_of(L, rec[r]);
+            size_t e = r + 1;
+            while (e < b.rows && rec[e] / cap == c && lane_of(L, rec[e]) == l) e++;
+            if (chunk >= skip) block_append(&lb[l], &b, r, e);   /* a committed buffer is only read past */
             cnt[l] += e - r;
-            gi += e - r;
-            in_chunk += e - r;
+            x->own_records += e - r;
             r = e;
-            if (in_chunk == cap) {
-                if (chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);
-                chunk++;
-                for (int k = 0; k < G; k++) block_clear(&lb[k]);
-                memset(cnt, 0, (size_t)G * sizeof *cnt);
-                in_chunk = 0;
-            }
         }
     }
     if (!failed && ret < 0) failed = -2;
-    if (!failed && in_chunk && chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);
+    x->records = source_records(s);
+    /* the buffers left: up to the one of the last record */
+    while (!failed && x->records && chunk <= (x->records - 1) / cap) END_CHUNK();
+#undef END_CHUNK
     source_close(s);
     block_free(&b);
     for (int l = 0; l < G; l++) block_free(&lb[l]);

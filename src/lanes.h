@@ -3,11 +3,13 @@
  * arithmetic (`--lanes G` without mpirun), so that the model does not depend on the number of
  * processes (issue 16).
  *
- * The rows are dealt to G lanes, a fixed number the user sets (not the number of ranks): row i of
- * the training files (counted over all files, in order) goes to lane (i / LANES_BLOCK) % G, and
- * lane l is trained by rank l % N. Each shuffle buffer (--shuffle-rows rows of the files) is one
- * pass: shuffled lane by lane (seeded by epoch, buffer and lane), and a step takes the next B/G rows
- * of every lane (the first B % G lanes one more): the global batch is B rows, whatever N is.
+ * The records of the training files (their lines, bad ones included, or a cbx file's rows; counted
+ * over all files, in order) are dealt to G lanes, a fixed number the user sets (not the number of
+ * ranks): record i goes to lane (i / LANES_BLOCK) % G, and lane l is trained by rank l % N. Every
+ * rank reads the whole input but parses only its lanes' lines (datasets/source.h's filter); each
+ * judges its own lines' bad-line ratio. Each shuffle buffer (--shuffle-rows records of the files) is
+ * one pass: shuffled lane by lane (seeded by epoch, buffer and lane), and a step takes the next B/G
+ * rows of every lane (the first B % G lanes one more): the global batch is B rows, whatever N is.
  * A step: every rank asks the owners (embedding/shard.h) for the rows of its lanes' keys, computes
  * each lane's gradients alone (a lane's rows are one batch of the model), and the lanes' gradients
  * are summed exactly, as 64-bit fixed point at a scale every rank agrees on (from the step's
@@ -20,7 +22,7 @@
  * prepares its commit (emb_tier_prepare), and once all have, rank 0 records the job's commit count
  * in DIR/SHARDS.ctrbox and each publishes. A resume (--resume DIR) starts every rank from the
  * commit the record names (docs/formats.md). A folder is sharded for one number of ranks.
- * --pass-rows N makes a pass N rows of the files instead of the shuffle buffer's. --init loads the
+ * --pass-rows N makes a pass N records of the files instead of the shuffle buffer's. --init loads the
  * model file on every rank, each keeping the rows it owns; the pass clock and step go on.
  * What this mode refuses (said at start): admission (--min-show), batch norm, dropout, placement on
  * a device, --follow, --init or --eval-every with a table folder, shrink.
@@ -58,6 +60,8 @@ typedef struct {
     uint64_t keys;            /* distinct keys this rank asked the owners for, summed over steps */
     uint64_t steps, rows;
     double hook_s;            /* seconds in the step hook (evaluations): not training */
+    uint64_t records;         /* records of the files (lines, rows of cbx files) */
+    uint64_t own_records;     /* rows of this rank's lanes: the ones it parsed (or decoded) and kept */
 } lanes_stats;
 
 /* Called by every rank after each step: 0, or <0 with err to stop the epoch (-1: every rank

@@ -1013,9 +1013,9 @@ static int train_lanes(trainer *t)
         t->rs.rows_done = st.rows_done;
         t->rs.loss_sum = st.epoch_loss;
         t->rs.loss_n = st.epoch_rows;
-        double ex[2] = { x.exchange_s, sec };
+        double ex[3] = { x.exchange_s, sec, (double)x.own_records };   /* own_records: the largest share */
         int64_t sums[2] = { (int64_t)x.bytes_sent, (int64_t)x.keys };
-        dist_max_f64(ex, 2);
+        dist_max_f64(ex, 3);
         dist_sum_i64(sums, 2);
         float *pp, *pg;
         size_t np;
@@ -1024,9 +1024,11 @@ static int train_lanes(trainer *t)
         if (t->log)
             fprintf(t->log, "{\"kind\": \"lanes\", \"epoch\": %d, \"ranks\": %d, \"lanes\": %d, \"steps\": %llu, \"rows\": %llu, "
                     "\"train_loss\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"exchange_s\": %.3f, "
-                    "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu}\n", st.epoch, N, G,
+                    "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu, \"records\": %llu, "
+                    "\"own_rows_max\": %.0f}\n", st.epoch, N, G,
                     (unsigned long long)x.steps, (unsigned long long)x.rows, loss, ex[1],
-                    ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np);
+                    ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np,
+                    (unsigned long long)x.records, ex[2]);
         if (lead && !o->quiet)
             fprintf(stderr, "epoch %d: %llu rows in %llu steps, train loss %.6f, %.0f samples/s (%.1f s exchanging)\n",
                     st.epoch, (unsigned long long)st.epoch_rows, (unsigned long long)st.epoch_steps, loss,

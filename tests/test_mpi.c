@@ -95,6 +95,63 @@ Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
     }
 }
 
+/* The number in a log line after `"name": `, from the last line of kind "lanes". */
+static double lanes_log(const char *dir, const char *name)
+{
+    char p[256], key[64];
+    snprintf(p, sizeof p, "%s/log.jsonl", dir);
+    snprintf(key, sizeof key, "\"%s\": ", name);
+    char *s = th_read(th_path(p), NULL), *q = s, *last = NULL;
+    while ((q = strstr(q, "\"kind\": \"lanes\""))) last = q++;
+    cr_assert(last, "%s has no lanes line:\n%s", p, s);
+    char *v = strstr(last, key);
+    cr_assert(v, "%s: no %s", p, name);
+    double x = atof(v + strlen(key));
+    free(s);
+    return x;
+}
+
+/* Each rank parses only its lanes' lines: a bad line is reported once over all ranks, by the rank
+ * of its lane, and the most rows one rank kept is its lanes' share. The bad lines count as records,
+ * so lanes and passes do not depend on N either: 1, 2 and 3 processes write a plain process's model. */
+Test(mpi, each_process_parses_its_share_of_the_lines)
+{
+    need_mpirun();
+    gen();
+    /* four bad lines among 9000 good ones (lines 701, 2302, 5003, 8404), in different lanes' blocks */
+    cr_assert_eq(th_run(NULL, "awk 'NR == 701 || NR == 2301 || NR == 5001 || NR == 8401 { print \"not a row\" } "
+                              "{ print }' tr.tsv > bad.tsv && test $(wc -l < bad.tsv) = 9004"), 0);
+    const char *base = "$B/ctrbox train --format criteo --train bad.tsv --threads 1 --quiet --lanes 6 --model deepfm "
+                       "--dim 4 --hidden 8 --batch 300 --epochs 1 --shuffle-rows 2000 --max-bad-ratio 0.01 %s %s";
+    free(run_ok(base, "", "--out plain"));
+    cr_assert_eq(lanes_log("plain", "records"), 9004);
+    cr_assert_eq(lanes_log("plain", "own_rows_max"), 9000);
+    static const int lines[] = { 701, 2302, 5003, 8404 };
+    for (int np = 1; np <= 3; np++) {
+        char f[512], out[32];
+        snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
+        snprintf(out, sizeof out, "--out np%d", np);
+        char *o = run_ok(f, "", out);
+        for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+            char want[32];
+            snprintf(want, sizeof want, "bad.tsv:%d:", lines[i]);
+            char *at = strstr(o, want);
+            cr_assert(at && !strstr(at + 1, want), "%d processes: line %d reported %s:\n%s", np, lines[i],
+                      at ? "more than once" : "by none", o);
+        }
+        free(o);
+        snprintf(out, sizeof out, "np%d", np);
+        cr_assert_eq(lanes_log(out, "records"), 9004);
+        /* 6 lanes of 64-record blocks: a rank of 2 holds 3 lanes, of 3 holds 2 (plus a block's rounding) */
+        double share = lanes_log(out, "own_rows_max"), most = 9004.0 * (np == 1 ? 1 : np == 2 ? 0.5 : 1 / 3.0) + 64;
+        cr_assert(share <= most && share >= most - 200, "%d processes: the most rows one parsed is %.0f, its share %.0f", np,
+                  share, most - 64);
+        char model[48];
+        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
+        th_same_file("plain/model.ctrbox", model);
+    }
+}
+
 /* The lanes' model is a model of the data: its validation AUC is close to one trained batch by
  * batch on the same global batch, and `ctrbox eval` (one process, one thread as the training had)
  * reads the saved model to the AUC the training logged over the ranks' predictions. */
