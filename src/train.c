@@ -979,8 +979,8 @@ static int train_lanes(trainer *t)
     /* a rank whose own folder or input fails stops the job: the others would wait for it */
 #define FAIL_RANK(r)                                                                            \
     do {                                                                                        \
-        if (N > 1) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);                 \
-        else fprintf(stderr, "ctrbox: %s\n", err);                                              \
+        if ((r) == -2 && N > 1) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);    \
+        else if (lead) fprintf(stderr, "ctrbox: %s\n", err); /* -1: every rank alike */         \
         if ((r) == -2 && N > 1) dist_abort(1);                                                  \
         ret = 1;                                                                                \
     } while (0)

@@ -211,6 +211,21 @@ Test(mpi, unsupported_options_are_refused)
     free(o);
 }
 
+/* Training that diverges stops every rank at the same step; the job says so once, writes no model. */
+Test(mpi, divergence_is_said_once)
+{
+    need_mpirun();
+    gen();
+    char *o;
+    int rc = th_run(&o, MPIRUN "2 $B/ctrbox train --model deepfm --dim 4 --hidden 8 --format criteo --train tr.tsv "
+                    "--quiet --out div --lr 100 --sparse-lr 100 --dense-opt sgd --sparse-opt sgd");
+    cr_assert_neq(rc, 0, "%s", o);
+    char *at = strstr(o, "training diverged");
+    cr_assert(at && !strstr(at + 1, "training diverged"), "want one divergence line in\n%s", o);
+    cr_assert(!th_file_exists(th_path("div/model.ctrbox")));
+    free(o);
+}
+
 /* A warm start (--init) on 1, 2 and 3 processes goes on from a model trained in passes of
  * --pass-rows rows: the same model file as one plain process's, its pass clock counting on. */
 Test(mpi, warm_start_and_pass_rows_do_not_depend_on_the_number_of_processes)
