@@ -4,6 +4,8 @@
 #   one:    by one process batch by batch, --threads 2 (the reference every other mode is held to)
 #   lanes1: mpirun -np 1 --threads 2 --lanes 12 (the lanes' arithmetic on one process)
 #   lanes2: mpirun -np 2 --threads 1 --lanes 12 (two processes, one core each)
+#   text1, text2: lanes1 and lanes2 on the same rows as a criteo text file (each rank parses only
+#           its lanes' lines: the text's ratio should be the cbx one's)
 # and prints samples/s of each (the epoch's training, from log.jsonl), the ratios, and per step the
 # seconds the slowest rank spent in MPI calls and the bytes all ranks sent each other, with the
 # distinct keys asked per step (the parts of the bytes: see docs/performance.md). Results in
@@ -18,7 +20,7 @@ tr="$DIR/train-$ROWS.tsv"
 [ -f "$tr" ] || bin/ctrbox-data gen --rows "$ROWS" --seed 1 --out "$tr"
 [ -f "$tr.cbx" ] || bin/ctrbox-data convert --format criteo --in "$tr" --out "$tr.cbx" 2>/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-args=(--model deepfm --train "$tr.cbx" --epochs 1 --batch 4096 --dim 16 --hidden 400,400,400 --lr 0.001
+args=(--model deepfm --format criteo --epochs 1 --batch 4096 --dim 16 --hidden 400,400,400 --lr 0.001
       --shuffle-rows 0 --quiet)
 run() {   # name, launcher..., -- ctrbox options
     local name=$1; shift
@@ -28,9 +30,11 @@ run() {   # name, launcher..., -- ctrbox options
     rm -rf "$DIR/mpi-$name"
     "${pre[@]}" bin/ctrbox train "${args[@]}" --out "$DIR/mpi-$name" "$@" 2>&1 | tail -1 >&2
 }
-run one env -- --threads 2
-run lanes1 mpirun --oversubscribe -np 1 -- --threads 2 --lanes 12
-run lanes2 mpirun --oversubscribe -np 2 --bind-to core -- --threads 1 --lanes 12
+run one env -- --train "$tr.cbx" --threads 2
+run lanes1 mpirun --oversubscribe -np 1 -- --train "$tr.cbx" --threads 2 --lanes 12
+run lanes2 mpirun --oversubscribe -np 2 --bind-to core -- --train "$tr.cbx" --threads 1 --lanes 12
+run text1 mpirun --oversubscribe -np 1 -- --train "$tr" --threads 2 --lanes 12
+run text2 mpirun --oversubscribe -np 2 --bind-to core -- --train "$tr" --threads 1 --lanes 12
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 $PY - "$DIR" "$ROWS" "$cpu" <<'EOF'
 import json, sys
@@ -39,15 +43,17 @@ def lines(name):
     return [json.loads(l) for l in open(f"{d}/mpi-{name}/log.jsonl")]
 one = [l for l in lines("one") if l["kind"] == "epoch"][-1]["train_samples_per_s"]
 res = {"rows": rows, "cpu": cpu, "one_process_samples_per_s": one}
-for name in ("lanes1", "lanes2"):
+for name in ("lanes1", "lanes2", "text1", "text2"):
     l = [x for x in lines(name) if x["kind"] == "lanes"][-1]
     steps = l["steps"]
     res[name] = {"ranks": l["ranks"], "lanes": l["lanes"], "samples_per_s": l["samples_per_s"],
                  "mpi_s_per_step": l["exchange_s"] / steps, "bytes_per_step": l["exchange_bytes"] / steps,
                  "keys_asked_per_step": l["keys_asked"] / steps, "dense_params": l["dense_params"],
-                 "train_loss": l["train_loss"]}
+                 "train_loss": l["train_loss"], "records": l["records"], "own_rows_max": l["own_rows_max"],
+                 "seconds": l["seconds"]}
 res["np2_over_np1"] = res["lanes2"]["samples_per_s"] / res["lanes1"]["samples_per_s"]
 res["np2_over_one_process"] = res["lanes2"]["samples_per_s"] / one
+res["text_np2_over_np1"] = res["text2"]["samples_per_s"] / res["text1"]["samples_per_s"]
 json.dump(res, open(f"{d}/mpi.json", "w"), indent=1)
 print(f"DeepFM, {rows} rows, {cpu}")
 print(f"  one process, batch by batch, --threads 2: {one:.0f} samples/s")
@@ -58,6 +64,11 @@ for name in ("lanes1", "lanes2"):
           f"{r['keys_asked_per_step']:.0f} keys asked")
 print(f"  -np 2 --threads 1 / -np 1 --threads 2: {res['np2_over_np1']:.3f}; / one process batch by batch: "
       f"{res['np2_over_one_process']:.3f}")
+for name in ("text1", "text2"):
+    r = res[name]
+    print(f"  text input, {r['ranks']} process(es): {r['samples_per_s']:.0f} samples/s, the most rows one rank parsed "
+          f"{r['own_rows_max']:.0f} of {r['records']}")
+print(f"  text input: -np 2 / -np 1: {res['text_np2_over_np1']:.3f}")
 
 # Beyond this machine, on paper (docs/performance.md): a node is one rank as measured here (one
 # core), training b = B/2 rows a step (weak scaling: the global batch grows with the nodes). Per
