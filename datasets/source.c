@@ -207,10 +207,11 @@ static int check_ratio(data_source *s, int at_end, char *err, size_t errlen)
     uint64_t bad = bad_total(&s->stats), lines = s->stats.lines;
     if (lines == 0 || (!at_end && lines < 10000)) return 0;
     if ((double)bad <= s->o.max_bad_ratio * (double)lines) return 0;
-    snprintf(err, errlen, "too many bad lines: %llu of %llu (%.3g%%) exceed --max-bad-ratio %g; "
-             "fix the input or raise the limit",
+    int at = s->cur < s->n_paths ? s->cur : s->n_paths - 1;   /* the file being read when the limit tripped */
+    snprintf(err, errlen, "%s: too many bad lines: %llu of %llu (%.3g%%) %sexceed --max-bad-ratio %g; "
+             "fix the input or raise the limit", s->paths[at],
              (unsigned long long)bad, (unsigned long long)lines, 100.0 * (double)bad / (double)lines,
-             s->o.max_bad_ratio);
+             s->n_paths > 1 ? "of the inputs read so far " : "", s->o.max_bad_ratio);
     return -EINVAL;
 }
 
