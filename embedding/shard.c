@@ -3,9 +3,13 @@
  */
 #include "shard.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "../io/util.h"
 
@@ -152,4 +156,48 @@ void emb_shard_apply(emb_shard *s, int exp, uint32_t pass, uint64_t step, float 
         free(g);
     }
     for (size_t i = 0; i < s->n_hit; i++) emb_table_head(s->tab[s->hit_tb[i]], s->hit_row[i])->mark = 0;
+}
+
+/* ---- the record of a sharded table folder ---- */
+
+#define EMB_SHARDS_MAGIC "CTRBXSHD"
+
+int emb_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" EMB_SHARDS_FILE, top);
+    *commits = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t r[40] = { 0 };
+    size_t got = fread(r, 1, sizeof r, f);
+    fclose(f);
+    uint32_t v, n, g;
+    uint64_t c, sum;
+    memcpy(&v, r + 8, 4), memcpy(&n, r + 12, 4), memcpy(&g, r + 16, 4), memcpy(&c, r + 24, 8), memcpy(&sum, r + 32, 8);
+    if (got != sizeof r || memcmp(r, EMB_SHARDS_MAGIC, 8) || v != 1 || sum != XXH64(r, 32, 0)) {
+        snprintf(err, errlen, "%s: not a ctrbox shard record, or damaged (its checksum fails)", path);
+        return -1;
+    }
+    *ranks = (int)n, *n_lanes = (int)g, *commits = c;
+    return 0;
+}
+
+int emb_shards_write(const char *top, int ranks, int n_lanes, uint64_t commits, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" EMB_SHARDS_FILE, top);
+    uint8_t r[40] = { 0 };
+    uint32_t v = 1, n = (uint32_t)ranks, g = (uint32_t)n_lanes;
+    memcpy(r, EMB_SHARDS_MAGIC, 8), memcpy(r + 8, &v, 4), memcpy(r + 12, &n, 4), memcpy(r + 16, &g, 4);
+    memcpy(r + 24, &commits, 8);
+    uint64_t sum = XXH64(r, 32, 0);
+    memcpy(r + 32, &sum, 8);
+    int ret = durable_write(path, r, sizeof r);
+    if (ret < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(-ret));
+    return ret;
 }

@@ -52,4 +52,12 @@ size_t emb_shard_add(emb_shard *s, size_t first, size_t n, const int64_t *q);
  * step as the optimizers count it. */
 void emb_shard_apply(emb_shard *s, int exp, uint32_t pass, uint64_t step, float l2_all);
 
+/* A sharded table folder, DIR: one table folder per rank, DIR/rank-<r>, and DIR/SHARDS.ctrbox, the
+ * job's record (docs/formats.md): the ranks and lanes it was made for, the job's commits.
+ * emb_shards_read: 0 (*commits 0 when DIR has no record), or -1 with err. emb_shards_write: durable;
+ * 0 or -errno with err. */
+#define EMB_SHARDS_FILE "SHARDS.ctrbox"
+int emb_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen);
+int emb_shards_write(const char *top, int ranks, int n_lanes, uint64_t commits, char *err, size_t errlen);
+
 #endif

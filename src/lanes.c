@@ -470,49 +470,7 @@ static size_t lane_batch(size_t B, int G, int l) { return B / (size_t)G + ((size
 
 /* ---- commits (with a table folder) ---- */
 
-#define SHARDS_FILE "SHARDS.ctrbox"
-#define SHARDS_MAGIC "CTRBXSHD"
 #define CATALOG_MAGIC "CTRBXLNC"
-
-int lanes_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/" SHARDS_FILE, top);
-    *commits = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    uint8_t r[40] = { 0 };
-    size_t got = fread(r, 1, sizeof r, f);
-    fclose(f);
-    uint32_t v, n, g;
-    uint64_t c, sum;
-    memcpy(&v, r + 8, 4), memcpy(&n, r + 12, 4), memcpy(&g, r + 16, 4), memcpy(&c, r + 24, 8), memcpy(&sum, r + 32, 8);
-    if (got != sizeof r || memcmp(r, SHARDS_MAGIC, 8) || v != 1 || sum != XXH64(r, 32, 0)) {
-        snprintf(err, errlen, "%s: not a ctrbox shard record, or damaged (its checksum fails)", path);
-        return -1;
-    }
-    *ranks = (int)n, *n_lanes = (int)g, *commits = c;
-    return 0;
-}
-
-static int shards_write(const char *top, int ranks, int n_lanes, uint64_t commits, char *err, size_t errlen)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/" SHARDS_FILE, top);
-    uint8_t r[40] = { 0 };
-    uint32_t v = 1, n = (uint32_t)ranks, g = (uint32_t)n_lanes;
-    memcpy(r, SHARDS_MAGIC, 8), memcpy(r + 8, &v, 4), memcpy(r + 12, &n, 4), memcpy(r + 16, &g, 4);
-    memcpy(r + 24, &commits, 8);
-    uint64_t sum = XXH64(r, 32, 0);
-    memcpy(r + 32, &sum, 8);
-    int ret = durable_write(path, r, sizeof r);
-    if (ret < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(-ret));
-    return ret;
-}
 
 /* The catalog a commit saves on every rank (the same bytes): magic, version 1, ranks, lanes,
  * lanes_state, the learning rates, the dense state (model_save_dense), XXH64 of all before. */
@@ -579,7 +537,7 @@ static int commit_pass(lanes *L, const lanes_state *st, char *err, size_t errlen
     free(cat);
     double t0 = now_sec();
     int all = dist_all(ret == 0);
-    if (all && L->rank == 0) ret = shards_write(L->top, L->N, L->G, L->commits + 1, err, errlen);
+    if (all && L->rank == 0) ret = emb_shards_write(L->top, L->N, L->G, L->commits + 1, err, errlen);
     all = all && dist_all(ret == 0);
     L->exchange_s += now_sec() - t0;
     if (!all) {
@@ -601,7 +559,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     int ok = mkdir(L->top, 0755) == 0 || errno == EEXIST, shape[2] = { 0, 0 };
     uint64_t k = 0;
     if (!ok) snprintf(err, errlen, "%s: cannot create folder: %s", L->top, strerror(errno));
-    if (ok && L->rank == 0) ok = lanes_shards_read(L->top, &shape[0], &shape[1], &k, err, errlen) == 0;
+    if (ok && L->rank == 0) ok = emb_shards_read(L->top, &shape[0], &shape[1], &k, err, errlen) == 0;
     if (!dist_all(ok)) {
         if (ok) snprintf(err, errlen, "%s: another process could not open it", L->top);
         return -1;
@@ -633,7 +591,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
         r = model_open_tier(L->m, dir, 0, index, &L->tier, err, errlen);
     }
     if (r == 0 && emb_tier_commits(L->tier) != k) {
-        snprintf(err, errlen, "%s: holds %llu commits, the job recorded %llu in %s/" SHARDS_FILE " (a folder from another "
+        snprintf(err, errlen, "%s: holds %llu commits, the job recorded %llu in %s/" EMB_SHARDS_FILE " (a folder from another "
                  "run, or damaged)", dir, (unsigned long long)emb_tier_commits(L->tier), (unsigned long long)k, L->top);
         r = -1;
     }

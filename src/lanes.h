@@ -91,9 +91,6 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
 void lanes_adopt_rows(lanes *L);
 /* The sparse learning rate of the rows this rank owns (after the model's changed). */
 void lanes_set_sparse_lr(lanes *L, float lr);
-/* A sharded table folder's record, DIR/SHARDS.ctrbox (docs/formats.md): the ranks and lanes it
- * was made for, the job's commits. 0 (*commits 0 when DIR has none), or -1 with err. */
-int lanes_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen);
 /* Every owner's rows into rank 0's model tables, sorted by key (the model file is then the same
  * for any N and any budget); elsewhere the tables are left empty. 0, or -2 with err. */
 int lanes_collect(lanes *L, char *err, size_t errlen);

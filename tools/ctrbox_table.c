@@ -28,11 +28,11 @@
 #include <xxhash.h>
 
 #include "../embedding/quant.h"
+#include "../embedding/shard.h"
 #include "../embedding/shrink.h"
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../src/cli.h"
-#include "../src/lanes.h"
 #include "../src/modelfile.h"
 #include "../io/util.h"
 
@@ -150,7 +150,7 @@ static int sharded(const char *dir, int *ranks)
     char err[1024];
     int g;
     uint64_t commits;
-    return lanes_shards_read(dir, ranks, &g, &commits, err, sizeof err) == 0 && commits > 0;
+    return emb_shards_read(dir, ranks, &g, &commits, err, sizeof err) == 0 && commits > 0;
 }
 
 static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
