@@ -33,6 +33,7 @@
 
 #include "../io/mix.h"
 #include "../io/util.h"
+#include "shard.h"
 #include "table.h"
 
 #define SLOT_MAGIC "CTRBXSLT"
@@ -83,6 +84,10 @@ typedef struct {
 } slot_file;
 
 struct emb_tier {
+    /* a sharded folder read as one (open_sharded): its ranks' folders; the rest is unused but
+     * dir, n, layout, id and gen */
+    struct emb_tier **sub;
+    int n_sub;
     char *dir;
     int n, readonly, lockfd, failed;
     char failmsg[700];       /* why further commits are refused (failed) */
@@ -869,10 +874,16 @@ static int imported_match(const char *v, size_t vl, const char *want)
     return (size_t)(b - want) + 8 == head && !memcmp(v, want, head) && strlen(bs + 1) == rest && !memcmp(at, bs + 1, rest);
 }
 
+static int open_sharded(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
+                        int readonly, size_t index_cache, char *err, size_t errlen);
+
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen)
 {
     *out = NULL;
+    char rec[4200];
+    snprintf(rec, sizeof rec, "%s/" EMB_SHARDS_FILE, dir);
+    if (access(rec, F_OK) == 0) return open_sharded(out, dir, n_tables, row_bytes, layout, readonly, index_cache, err, errlen);
     if (!readonly && mkdir(dir, 0755) < 0 && errno != EEXIST)
         return fail(err, errlen, -errno, "%s: cannot create folder: %s", dir, strerror(errno));
     emb_tier *t = xcalloc(1, sizeof *t);
@@ -1109,6 +1120,11 @@ out:
 void emb_tier_close(emb_tier *t)
 {
     if (!t) return;
+    if (t->n_sub) {
+        for (int r = 0; r < t->n_sub; r++) emb_tier_close(t->sub[r]);
+        free(t->sub), free(t->layout), free(t->dir), free(t);
+        return;
+    }
     if (t->prepared) {   /* its file stays: the next open's emb_tier_resolve_prepared decides */
         char err[64];
         emb_tier_batch *b = t->prepared;
@@ -1162,7 +1178,12 @@ void emb_tier_close(emb_tier *t)
 const char *emb_tier_dir(const emb_tier *t) { return t->dir; }
 uint64_t emb_tier_id(const emb_tier *t) { return t->id; }
 uint64_t emb_tier_commits(const emb_tier *t) { return t->gen; }
-uint64_t emb_tier_rows(emb_tier *t, int tb) { return __atomic_load_n(&t->sf[tb].rows, __ATOMIC_RELAXED); }
+uint64_t emb_tier_rows(emb_tier *t, int tb)
+{
+    uint64_t n = 0;
+    for (int r = 0; r < t->n_sub; r++) n += emb_tier_rows(t->sub[r], tb);
+    return t->n_sub ? n : __atomic_load_n(&t->sf[tb].rows, __ATOMIC_RELAXED);
+}
 
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
@@ -1191,6 +1212,7 @@ double emb_tier_free_share(emb_tier *t)
 uint64_t emb_tier_disk_bytes(emb_tier *t)
 {
     uint64_t b = 0;
+    for (int r = 0; r < t->n_sub; r++) b += emb_tier_disk_bytes(t->sub[r]);
     for (int i = 0; i < t->n; i++) b += HEADER_BYTES + t->sf[i].hwm * t->sf[i].slot_bytes;
     return b;
 }
@@ -1216,11 +1238,13 @@ static int get_record(emb_tier *t, int which, void **blob, size_t *len, char *er
 
 int emb_tier_catalog(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
 {
+    if (t->n_sub) return emb_tier_catalog(t->sub[0], blob, len, err, errlen);   /* the same bytes on every rank */
     return get_record(t, 0, blob, len, err, errlen);
 }
 
 int emb_tier_deletions(emb_tier *t, void **blob, size_t *len, char *err, size_t errlen)
 {
+    CHECK(!t->n_sub);
     return get_record(t, 1, blob, len, err, errlen);
 }
 
@@ -1332,7 +1356,7 @@ static void flat_put(void *ctx, size_t i, const uint8_t *rec)
 int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t *out, uint64_t *aux, char *err,
                    size_t errlen)
 {
-    flat_sink f = { out, t->sf[tb].row_bytes };
+    flat_sink f = { out, emb_tier_row_bytes(t, tb) };
     return fetch_into(t, tb, keys, n, (fetch_sink){ flat_put, &f }, aux, err, errlen);
 }
 
@@ -1358,7 +1382,7 @@ int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, e
                           char *err, size_t errlen)
 {
     CHECK(n <= UINT32_MAX);
-    packed_sink s = { out, t->sf[tb].row_bytes };
+    packed_sink s = { out, emb_tier_row_bytes(t, tb) };
     memset(out, 0, sizeof *out);
     out->per_chunk = (4u << 20) / s.row_bytes + 1;
     out->pos = xmalloc((n ? n : 1) * sizeof *out->pos);
@@ -1513,9 +1537,13 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
 
 /* All lookups first (slot map, then index), then the reads in slot order; then the index's answer
  * for the keys whose map entry was another key's. */
+static int fetch_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                         size_t errlen);
+
 static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
                       size_t errlen)
 {
+    if (t->n_sub) return fetch_sharded(t, tb, keys, n, sink, aux, err, errlen);
     int ret = 0;
     size_t m = 0, n_retry = 0;
     uint8_t *via_map = xmalloc(n ? n : 1), *known = xmalloc(n ? n : 1);
@@ -1567,8 +1595,11 @@ static int fetch_into(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch
     return ret;
 }
 
+static int lookup_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen);
+
 int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
 {
+    if (t->n_sub) return lookup_sharded(t, tb, keys, n, aux, err, errlen);
     int ret = 0;
     uint8_t *known = xmalloc(n ? n : 1);
     __atomic_add_fetch(&t->fetching, 1, __ATOMIC_SEQ_CST);
@@ -1583,8 +1614,11 @@ int emb_tier_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_
 
 /* ---- scan ---- */
 
+static int scan_sharded(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen);
+
 int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen)
 {
+    if (t->n_sub) return scan_sharded(t, tb, fn, ctx, err, errlen);
     rocksdb_iterator_t *it = rocksdb_create_iterator(t->db, t->ro);
     uint8_t k0[2] = { 'k', (uint8_t)tb };
     int ret = 0;
@@ -1611,6 +1645,9 @@ int emb_tier_scan(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err,
 
 int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char *err, size_t errlen)
 {
+    for (int r = 0; r < t->n_sub; r++)   /* rank by rank (no order is promised) */
+        if (emb_tier_scan_rows(t->sub[r], tb, fn, ctx, err, errlen) < 0) return -1;
+    if (t->n_sub) return 0;
     slot_file *s = &t->sf[tb];
     size_t per = WRITE_BUF / s->slot_bytes;   /* whole blocks */
     uint8_t *buf = xaligned_alloc(4096, per * s->slot_bytes);
@@ -1639,7 +1676,7 @@ int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char 
     return ret;
 }
 
-size_t emb_tier_row_bytes(const emb_tier *t, int tb) { return t->sf[tb].row_bytes; }
+size_t emb_tier_row_bytes(const emb_tier *t, int tb) { return t->n_sub ? emb_tier_row_bytes(t->sub[0], tb) : t->sf[tb].row_bytes; }
 int emb_tier_tables(const emb_tier *t) { return t->n; }
 const char *emb_tier_layout(const emb_tier *t) { return t->layout; }
 
@@ -1647,6 +1684,7 @@ const char *emb_tier_layout(const emb_tier *t) { return t->layout; }
 
 emb_tier_batch *emb_tier_begin(emb_tier *t)
 {
+    CHECK(!t->n_sub);   /* read-only */
     CHECK(!t->readonly);
     CHECK(!__atomic_load_n(&t->open, __ATOMIC_ACQUIRE));   /* one batch puts at a time */
     emb_tier_settle(t);
@@ -2759,5 +2797,174 @@ int emb_tier_resolve_prepared(emb_tier *t, uint64_t want, int *published, char *
     }
     closedir(d);
     if (ret == 0 && !*published && !t->readonly) side_clean(t);   /* the dropped commit's catalog */
+    return ret;
+}
+
+/* ---- a sharded folder, read as one ---- */
+
+/* DIR/SHARDS.ctrbox names the ranks; each DIR/rank-<r> opens read-only (a share of index_cache
+ * each) and must hold the job's commits: a rank ahead or behind is a job killed between its two
+ * phases, which the job's --resume settles. */
+static int open_sharded(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
+                        int readonly, size_t index_cache, char *err, size_t errlen)
+{
+    int ranks, lanes;
+    uint64_t commits;
+    if (emb_shards_read(dir, &ranks, &lanes, &commits, err, errlen) < 0) return -EBADMSG;
+    if (!readonly)
+        return failf(err, errlen, -EINVAL, "%s: a table folder sharded over %d processes: train on in it with mpirun -np %d "
+                    "(--resume %s); eval, predict, export-serving and ctrbox-table read it", dir, ranks, ranks, dir);
+    if (ranks < 1 || ranks > 1 << 20) return failf(err, errlen, -EBADMSG, "%s/" EMB_SHARDS_FILE ": %d ranks", dir, ranks);
+    emb_tier *t = xcalloc(1, sizeof *t);
+    t->dir = xstrdup(dir);
+    t->readonly = 1;
+    t->lockfd = -1;
+    t->gen = commits;
+    t->sub = xcalloc((size_t)ranks, sizeof *t->sub);
+    uint64_t *ids = xmalloc((size_t)ranks * sizeof *ids);
+    int ret = 0;
+    for (int r = 0; r < ranks && ret == 0; r++) {
+        char sub[4200];
+        snprintf(sub, sizeof sub, "%s/rank-%d", dir, r);
+        ret = emb_tier_open(&t->sub[r], sub, n_tables, row_bytes, layout, 1, index_cache / (size_t)ranks, err, errlen);
+        if (ret < 0) break;
+        t->n_sub = r + 1;
+        ids[r] = emb_tier_id(t->sub[r]);
+        if (emb_tier_commits(t->sub[r]) != commits)
+            ret = failf(err, errlen, -EBADMSG, "%s: holds %llu commits, the job recorded %llu in %s/" EMB_SHARDS_FILE " (killed "
+                       "between a commit's two phases: the job's --resume settles it)", sub,
+                       (unsigned long long)emb_tier_commits(t->sub[r]), (unsigned long long)commits, dir);
+        else if (strcmp(emb_tier_layout(t->sub[r]), emb_tier_layout(t->sub[0])))
+            ret = failf(err, errlen, -EBADMSG, "%s: its tables differ from rank-0's", sub);
+    }
+    if (ret == 0) {
+        t->n = emb_tier_tables(t->sub[0]);
+        t->layout = xstrdup(emb_tier_layout(t->sub[0]));
+        t->id = emb_tier_shards_id(ids, ranks);
+    }
+    free(ids);
+    if (ret < 0) {
+        if (!t->n_sub) t->n_sub = -1;   /* close takes the sharded path */
+        emb_tier_close(t);
+        return ret;
+    }
+    *out = t;
+    return 0;
+}
+
+uint64_t emb_tier_shards_id(const uint64_t *ids, int ranks) { return XXH64(ids, (size_t)ranks * sizeof *ids, 0x5348); }
+
+/* The keys (n) of each rank: their positions, rank by rank (pos), and where each rank's start (at, ranks + 1). */
+static void split_by_owner(const emb_tier *t, const uint64_t *keys, size_t n, size_t *pos, size_t *at)
+{
+    memset(at, 0, ((size_t)t->n_sub + 1) * sizeof *at);
+    for (size_t i = 0; i < n; i++) at[emb_shard_owner(keys[i], t->n_sub) + 1]++;
+    for (int r = 0; r < t->n_sub; r++) at[r + 1] += at[r];
+    size_t *fill = xmalloc((size_t)t->n_sub * sizeof *fill);
+    memcpy(fill, at, (size_t)t->n_sub * sizeof *fill);
+    for (size_t i = 0; i < n; i++) pos[fill[emb_shard_owner(keys[i], t->n_sub)]++] = i;   /* keys' order kept per rank */
+    free(fill);
+}
+
+typedef struct {
+    fetch_sink to;
+    const size_t *pos;   /* a rank's key i is the caller's pos[i] */
+} routed_sink;
+
+static void routed_put(void *ctx, size_t i, const uint8_t *rec)
+{
+    routed_sink *s = ctx;
+    s->to.put(s->to.ctx, s->pos[i], rec);
+}
+
+static int fetch_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                         size_t errlen)
+{
+    size_t *pos = xmalloc((n ? n : 1) * sizeof *pos), *at = xmalloc(((size_t)t->n_sub + 1) * sizeof *at);
+    uint64_t *k = xmalloc((n ? n : 1) * sizeof *k), *a = xmalloc((n ? n : 1) * sizeof *a);
+    split_by_owner(t, keys, n, pos, at);
+    int ret = 0;
+    for (int r = 0; r < t->n_sub && ret == 0; r++) {
+        size_t m = at[r + 1] - at[r];
+        for (size_t i = 0; i < m; i++) k[i] = keys[pos[at[r] + i]];
+        routed_sink rs = { sink, pos + at[r] };
+        ret = fetch_into(t->sub[r], tb, k, m, (fetch_sink){ routed_put, &rs }, a, err, errlen);
+        for (size_t i = 0; ret == 0 && i < m; i++) aux[pos[at[r] + i]] = a[i];
+    }
+    free(pos), free(at), free(k), free(a);
+    return ret;
+}
+
+static int lookup_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
+{
+    size_t *pos = xmalloc((n ? n : 1) * sizeof *pos), *at = xmalloc(((size_t)t->n_sub + 1) * sizeof *at);
+    uint64_t *k = xmalloc((n ? n : 1) * sizeof *k), *a = xmalloc((n ? n : 1) * sizeof *a);
+    split_by_owner(t, keys, n, pos, at);
+    int ret = 0;
+    for (int r = 0; r < t->n_sub && ret == 0; r++) {
+        size_t m = at[r + 1] - at[r];
+        for (size_t i = 0; i < m; i++) k[i] = keys[pos[at[r] + i]];
+        ret = emb_tier_lookup(t->sub[r], tb, k, m, a, err, errlen);
+        for (size_t i = 0; ret == 0 && i < m; i++) aux[pos[at[r] + i]] = a[i];
+    }
+    free(pos), free(at), free(k), free(a);
+    return ret;
+}
+
+/* The ranks' index entries of table tb merged in key order (each rank's are in key order; a key
+ * is in one rank's only). */
+static int scan_sharded(emb_tier *t, int tb, emb_tier_key_fn fn, void *ctx, char *err, size_t errlen)
+{
+    int R = t->n_sub, ret = 0;
+    rocksdb_iterator_t **it = xcalloc((size_t)R, sizeof *it);
+    uint8_t k0[2] = { 'k', (uint8_t)tb };
+    /* the rank's iterator at its next entry of table tb, or NULL past its last */
+    #define AT_TABLE(r)                                                                                     \
+        do {                                                                                                \
+            size_t kl_;                                                                                     \
+            const uint8_t *k_ = rocksdb_iter_valid(it[r]) ? (const uint8_t *)rocksdb_iter_key(it[r], &kl_) : NULL; \
+            if (!k_ || kl_ != 10 || k_[0] != 'k' || k_[1] != tb) {                                          \
+                rocksdb_iter_destroy(it[r]);                                                                \
+                it[r] = NULL;                                                                               \
+            }                                                                                               \
+        } while (0)
+    for (int r = 0; r < R; r++) {
+        it[r] = rocksdb_create_iterator(t->sub[r]->db, t->sub[r]->ro);
+        rocksdb_iter_seek(it[r], (const char *)k0, 2);
+        AT_TABLE(r);
+    }
+    for (;;) {
+        int best = -1;
+        uint64_t bk = 0;
+        for (int r = 0; r < R; r++) {
+            if (!it[r]) continue;
+            size_t kl;
+            uint64_t key = key_of_idx((const uint8_t *)rocksdb_iter_key(it[r], &kl));
+            if (best < 0 || key < bk) best = r, bk = key;
+        }
+        if (best < 0) break;
+        size_t vl;
+        const char *v = rocksdb_iter_value(it[best], &vl);
+        idx_val iv;
+        if (vl != sizeof iv) {
+            ret = fail(err, errlen, -EBADMSG, "%s/index: %s", t->sub[best]->dir, "malformed index entry");
+            break;
+        }
+        memcpy(&iv, v, sizeof iv);
+        if (fn(ctx, bk, iv.slot, iv.show, iv.click, iv.last_pass)) break;
+        rocksdb_iter_next(it[best]);
+        char *e = NULL;
+        rocksdb_iter_get_error(it[best], &e);
+        if (e) {
+            ret = fail(err, errlen, -EIO, "%s/index: %s", t->sub[best]->dir, e);
+            free(e);
+            break;
+        }
+        AT_TABLE(best);
+    }
+    #undef AT_TABLE
+    for (int r = 0; r < R; r++)
+        if (it[r]) rocksdb_iter_destroy(it[r]);
+    free(it);
     return ret;
 }

@@ -44,10 +44,16 @@ typedef struct {
  * bytes for the index in memory: a quarter holds the key filter (which keys the tier may hold),
  * three quarters of the rest the slot map (the newest index entries, which spare most fetches a
  * RocksDB lookup), the rest RocksDB's block cache (with its index and filter blocks). 0, or <0 with
- * a one-line message in err. */
+ * a one-line message in err.
+ * A sharded folder (DIR/SHARDS.ctrbox and one folder per rank, embedding/shard.h) opens read-only
+ * only, as one table: fetches and lookups go to each key's owner, scans merge the ranks' keys in
+ * order, row counts add up; its commits are the job's (every rank must hold them), its id
+ * emb_tier_shards_id of the ranks' ids. Writing to it is refused (the job writes each rank's). */
 int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *row_bytes, const char *layout,
                   int readonly, size_t index_cache, char *err, size_t errlen);
 void emb_tier_close(emb_tier *t);
+/* The id of a sharded folder whose ranks' folders have ids[0 .. ranks). */
+uint64_t emb_tier_shards_id(const uint64_t *ids, int ranks);
 const char *emb_tier_dir(const emb_tier *t);
 /* The folder's identity (random, made with it) and how many commits it holds: every commit,
  * a trainer's or a table tool's, adds one. A model file records both, so rows that changed

@@ -131,9 +131,8 @@ static int parse_layout(const char *layout, int n, tdesc *d, char *mname, size_t
 /* ---- a source of rows: a table folder, or a model file's tables ---- */
 
 typedef struct {
-    emb_tier *tier;
-    emb_tier **shard;     /* a sharded folder's (several processes: DIR/rank-<r>), read as one table */
-    int n_shard;
+    emb_tier *tier;       /* a sharded folder (several processes: DIR/rank-<r>) reads as one table */
+    int n_shard;          /* its ranks (0: not sharded) */
     model *m;
     model_meta meta;
     int n;
@@ -157,9 +156,12 @@ static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t
 {
     int ranks;
     if (sharded(dir, &ranks)) {
-        snprintf(err, errlen, "%s: a table folder sharded over %d processes: only inspect, export, delta and convert read it "
-                 "(as one table)", dir, ranks);
-        return -1;
+        if (!readonly) {
+            snprintf(err, errlen, "%s: a table folder sharded over %d processes: only inspect, export, delta, convert and "
+                     "merge read it (as one table)", dir, ranks);
+            return -1;
+        }
+        s->n_shard = ranks;
     }
     if (emb_tier_open(&s->tier, dir, 0, NULL, NULL, readonly, 64u << 20, err, errlen) < 0) return -1;
     s->n = emb_tier_tables(s->tier);
@@ -174,37 +176,9 @@ static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t
     return 0;
 }
 
-/* A sharded folder's rank folders, read-only, as one source (their layouts must agree). */
-static int open_sharded(tsrc *s, const char *dir, int ranks, char *err, size_t errlen)
-{
-    s->shard = xcalloc((size_t)ranks, sizeof *s->shard);
-    for (int r = 0; r < ranks; r++) {
-        char sub[8300];
-        snprintf(sub, sizeof sub, "%s/rank-%d", dir, r);
-        if (emb_tier_open(&s->shard[r], sub, 0, NULL, NULL, 1, 64u << 20, err, errlen) < 0) return -1;
-        s->n_shard = r + 1;
-        if (strcmp(emb_tier_layout(s->shard[r]), emb_tier_layout(s->shard[0]))) {
-            snprintf(err, errlen, "%.900s/rank-%d: its tables differ from rank-0's", dir, r);
-            return -1;
-        }
-    }
-    s->n = emb_tier_tables(s->shard[0]);
-    s->d = xcalloc((size_t)s->n, sizeof *s->d);
-    if (parse_layout(emb_tier_layout(s->shard[0]), s->n, s->d, s->model_name, sizeof s->model_name) < 0) {
-        snprintf(err, errlen, "%s/rank-0: its layout record does not describe its tables", dir);
-        return -1;
-    }
-    for (int i = 0; i < s->n; i++) s->d[i].row_bytes = emb_tier_row_bytes(s->shard[0], i);
-    s->disk_bytes = path_disk_bytes(dir);
-    snprintf(s->path, sizeof s->path, "%s", dir);
-    return 0;
-}
-
 static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    int ranks;
-    if (sharded(dir, &ranks)) return open_sharded(s, dir, ranks, err, errlen);
     char *p = modelfile_path(dir);   /* a model's folder or its file */
     if (access(p, F_OK) != 0) {
         free(p);
@@ -240,8 +214,6 @@ static int tsrc_open(tsrc *s, const char *dir, char *err, size_t errlen)
 static void tsrc_close(tsrc *s)
 {
     emb_tier_close(s->tier);
-    for (int r = 0; r < s->n_shard; r++) emb_tier_close(s->shard[r]);
-    free(s->shard);
     if (s->m) {
         model_destroy(s->m);
         model_meta_free(&s->meta);
@@ -253,11 +225,6 @@ static void tsrc_close(tsrc *s)
 
 static uint64_t tsrc_rows(tsrc *s, int tb)
 {
-    if (s->n_shard) {
-        uint64_t n = 0;
-        for (int r = 0; r < s->n_shard; r++) n += emb_tier_rows(s->shard[r], tb);
-        return n;
-    }
     return s->tier ? emb_tier_rows(s->tier, tb) : emb_table_rows(model_table(s->m, tb));
 }
 
@@ -265,9 +232,6 @@ typedef int (*row_fn)(void *ctx, const emb_row_head *rec);
 
 static int tsrc_scan(tsrc *s, int tb, row_fn fn, void *ctx, char *err, size_t errlen)
 {
-    for (int r = 0; r < s->n_shard; r++)   /* rank by rank: each key is in one */
-        if (emb_tier_scan_rows(s->shard[r], tb, (emb_tier_row_fn)fn, ctx, err, errlen) < 0) return -1;
-    if (s->n_shard) return 0;
     if (s->tier) return emb_tier_scan_rows(s->tier, tb, (emb_tier_row_fn)fn, ctx, err, errlen);
     emb_table *t = model_table(s->m, tb);
     for (size_t r = 0; r < emb_table_rows(t); r++)
