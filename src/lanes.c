@@ -829,6 +829,18 @@ static int rec_list_add(void *ctx, const void *rec)
     return 0;
 }
 
+int lanes_tiered(const lanes *L) { return L->tier != NULL; }
+
+void lanes_table_stamp(lanes *L, uint64_t *id, uint64_t *commits)
+{
+    uint64_t own = emb_tier_id(L->tier);
+    void *all;
+    dist_gather_bytes(&own, sizeof own, &all);
+    if (L->rank == 0) *id = emb_tier_shards_id(all, L->N);
+    free(all);
+    *commits = L->commits;
+}
+
 int lanes_collect(lanes *L, char *err, size_t errlen)
 {
     model *m = L->m;

@@ -91,8 +91,13 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
 void lanes_adopt_rows(lanes *L);
 /* The sparse learning rate of the rows this rank owns (after the model's changed). */
 void lanes_set_sparse_lr(lanes *L, float lr);
-/* Every owner's rows into rank 0's model tables, sorted by key (the model file is then the same
- * for any N and any budget); elsewhere the tables are left empty. 0, or -2 with err. */
+/* Whether the rows are in a table folder (lanes_open_tier). */
+int lanes_tiered(const lanes *L);
+/* With a table folder, for the model file that names it (collective): on rank 0 the id a reader
+ * of the sharded folder sees (emb_tier_shards_id of the ranks' ids), and the job's commits. */
+void lanes_table_stamp(lanes *L, uint64_t *id, uint64_t *commits);
+/* In memory: every owner's rows into rank 0's model tables, sorted by key (the model file is then
+ * the same for any N); elsewhere the tables are left empty. 0, or -2 with err. */
 int lanes_collect(lanes *L, char *err, size_t errlen);
 
 #endif

@@ -893,6 +893,28 @@ static int open_outputs(trainer *t, int *lock)
     return 0;
 }
 
+/* Save the model (rank 0): in memory, with every owner's rows gathered; with a table folder, naming
+ * the sharded folder and its last commit (the rows stay there). Collective. 1, or <0 with err
+ * (-2: this rank's own failure). */
+static int lanes_keep(trainer *t, lanes *L, char *err, size_t errlen)
+{
+    int lead = dist_rank() == 0, r;
+    if (lanes_tiered(L)) {
+        lanes_table_stamp(L, &t->meta.table_id, &t->meta.table_commits);
+        if (lead && !t->meta.table_dir && !(t->meta.table_dir = realpath(t->o->table_dir, NULL))) {
+            snprintf(err, errlen, "%s: %s", t->o->table_dir, strerror(errno));
+            return -2;
+        }
+    } else if ((r = lanes_collect(L, err, errlen)) < 0) {
+        return r;
+    }
+    if (!dist_all(!lead || save_model(t) == 0)) {
+        snprintf(err, errlen, "the model could not be saved");
+        return -1;
+    }
+    return 1;
+}
+
 /* Evaluate in lanes over all ranks (kind "epoch" or "step"), log it, and keep the model when it
  * is the best so far (every owner's rows gathered; rank 0 writes the file). 1 if better, 0 if
  * not, or <0 with err (-2: this rank's own failure). */
@@ -915,12 +937,8 @@ static int lanes_eval(trainer *t, lanes *L, lanes_state *st, double *prob, const
     if (!better) return 0;
     st->best_auc = t->rs.best_auc = er.auc;
     st->best_epoch = t->best_epoch = st->epoch;
-    if ((r = lanes_collect(L, err, errlen)) < 0) return r;
-    if (!dist_all(!lead || save_model(t) == 0)) {
-        snprintf(err, errlen, "the model could not be saved");
-        return -1;
-    }
-    return 1;
+    if (lanes_tiered(L)) return 1;   /* the model kept names the folder's last commit: saved at the end */
+    return lanes_keep(t, L, err, errlen);
 }
 
 typedef struct {
@@ -1054,10 +1072,9 @@ static int train_lanes(trainer *t)
             lanes_set_sparse_lr(L, model_config_of(t->m)->sopt.lr);
         }
     }
-    if (ret == 0 && !t->have_valid) {
-        int r = lanes_collect(L, err, sizeof err);
+    if (ret == 0 && (!t->have_valid || lanes_tiered(L))) {
+        int r = lanes_keep(t, L, err, sizeof err);
         if (r < 0) FAIL_RANK(r);
-        else if (!dist_all(!lead || save_model(t) == 0)) ret = 1;
     }
 #undef FAIL_RANK
     if (ret == 0 && lead)
@@ -1066,6 +1083,8 @@ static int train_lanes(trainer *t)
                 t->have_valid ? st.best_auc : t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN, o->out);
 done:
     free(prob);
+    free(t->meta.table_dir);
+    t->meta.table_dir = NULL;
     lanes_destroy(L);
     if (t->log) fclose(t->log);
     if (t->curve) fclose(t->curve);

@@ -2,9 +2,10 @@
  * test_mpi.c: one model trained by several processes (src/lanes.h, src/dist.h), with mpirun
  * --oversubscribe on this machine: the model file is the same bytes for 1, 2 and 3 processes and
  * for one process without mpirun given the same --lanes; the validation AUC over all ranks is one
- * process's on the saved model; with a table folder per rank at a tiny budget the model is the one
- * trained in memory, and after kill -9 of one rank mid-run the resumed job ends with the model of
- * an uninterrupted run; options this mode does not support are refused in one line.
+ * process's on the saved model; with a table folder per rank at a tiny budget the model (read from
+ * the sharded folder by predict, export-serving and ctrbox-table) is the one trained in memory, and
+ * after kill -9 of one rank mid-run the resumed job ends with the model of an uninterrupted run;
+ * each rank parses only its lanes' lines; options this mode does not support are refused in one line.
  * The tests skip when mpirun is absent (make deps installs Open MPI).
  */
 #include <criterion/criterion.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "helpers.h"
 
@@ -267,8 +269,8 @@ static long long shard_commits(const char *dir)
     return c;
 }
 
-/* Rows in SSD tiers, one per rank, at a budget of a few rows: the model of the run in memory, for
- * 1 and 2 processes; then kill -9 of one rank after some commits (the job ends), and the same
+/* Rows in SSD tiers, one per rank, at a budget of a few rows: the model of the run in memory (its
+ * predictions, serving bundle and rows), for 1 and 2 processes; then kill -9 of one rank after some commits (the job ends), and the same
  * command with --resume ends with the uninterrupted run's model, at several kill points. */
 Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
 {
@@ -280,17 +282,36 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
     char f[512];
     snprintf(f, sizeof f, MPIRUN "2 %s", base);
     free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2"));
-    th_same_file("mem/model.ctrbox", "tier2/model.ctrbox");
     free(run_ok(base, "--table-dir t1 --cache-mb 0.05", "--out tier1"));
-    th_same_file("mem/model.ctrbox", "tier1/model.ctrbox");
     cr_assert_eq(shard_commits("t2"), 3 * 13, "one commit per shuffle buffer: 13 of 700 rows an epoch");
-    /* ctrbox-table reads a sharded folder as one table: its rows (optimizer state included), sorted,
-     * are those of the one-process folder and of the model file; tools that write refuse it */
-    cr_assert_eq(th_run(NULL, "for x in t2 t1 tier2; do $B/ctrbox-table export $x --to text $x.txt --with-optimizer && "
+    /* the tiered models name their folders (the rows stay there: the file is a fraction of the
+     * in-memory model's); eval, predict and export-serving read the sharded folder as one table and
+     * give the in-memory model's predictions and serving bundle, byte for byte */
+    struct stat sm, st;
+    cr_assert(stat(th_path("mem/model.ctrbox"), &sm) == 0 && stat(th_path("tier2/model.ctrbox"), &st) == 0);
+    long long mem_bytes = sm.st_size, tier_bytes = st.st_size;
+    cr_assert(tier_bytes > 0 && tier_bytes * 4 < mem_bytes, "model files: %lld bytes tiered, %lld in memory", tier_bytes,
+              mem_bytes);
+    cr_assert_eq(th_run(NULL, "for x in mem tier2 tier1; do OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict "
+                              "--model $x --data va.tsv --out $x.pred && $B/ctrbox export-serving --model $x --out $x.bundle "
+                              "|| exit 1; done"), 0);
+    th_same_file("mem.pred", "tier2.pred");
+    th_same_file("mem.pred", "tier1.pred");
+    th_same_file("mem.bundle", "tier2.bundle");
+    /* ctrbox-table reads a sharded folder as one table, given itself or the model naming it: its rows
+     * (optimizer state included), sorted, are those of the one-process folder and of the in-memory
+     * model file; tools that write refuse it */
+    cr_assert_eq(th_run(NULL, "for x in t2 t1 tier2 mem; do $B/ctrbox-table export $x --to text $x.txt --with-optimizer && "
                               "sort $x.txt > $x.sorted || exit 1; done"), 0);
     th_same_file("t2.sorted", "t1.sorted");
     th_same_file("t2.sorted", "tier2.sorted");
+    th_same_file("t2.sorted", "mem.sorted");
     char *o;
+    /* one process cannot train on in it: said in one line */
+    cr_assert_neq(th_run(&o, "$B/ctrbox train --format criteo --train tr.tsv --quiet --model deepfm --dim 4 --hidden 16 "
+                             "--init tier2 --table-dir t2 --out warm"), 0);
+    cr_assert(strstr(o, "sharded over 2 processes") && strstr(o, "mpirun -np 2"), "%s", o);
+    free(o);
     cr_assert_eq(th_run(&o, "$B/ctrbox-table export t2 --to npy t2npy && ls t2npy"), 0, "%s", o);
     cr_assert(strstr(o, "keys.npy") && strstr(o, "values.npy"), "%s", o);
     free(o);
@@ -301,7 +322,7 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
     static const int kill_at[] = { 2, 17 };
     for (size_t i = 0; i < sizeof kill_at / sizeof *kill_at; i++) {
         char cmd[2048];
-        cr_assert_eq(th_run(NULL, "rm -rf cut out_cut"), 0);
+        cr_assert_eq(th_run(NULL, "rm -rf cut out_cut cut.pred cut.txt cut.sorted"), 0);
         snprintf(cmd, sizeof cmd, "(" MPIRUN "2 %s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", base);
         char full[2048];
         snprintf(full, sizeof full, cmd, "--table-dir cut --cache-mb 0.05", "--out out_cut");
@@ -322,7 +343,11 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
         long long at = shard_commits("cut");
         cr_assert(at >= kill_at[i] && at < 3 * 13, "killed at commit %lld", at);
         free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_cut"));
-        th_same_file("tier2/model.ctrbox", "out_cut/model.ctrbox");
+        cr_assert_eq(th_run(NULL, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model out_cut --data va.tsv "
+                                  "--out cut.pred && $B/ctrbox-table export cut --to text cut.txt --with-optimizer && "
+                                  "sort cut.txt > cut.sorted"), 0);
+        th_same_file("mem.pred", "cut.pred");
+        th_same_file("t2.sorted", "cut.sorted");
         cr_assert_eq(shard_commits("cut"), 3 * 13, "killed at commit %lld, resumed to %lld", at, shard_commits("cut"));
         cr_assert_eq(th_run(NULL, "rm -f job.rc job.log"), 0);
     }
