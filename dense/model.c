@@ -262,6 +262,7 @@ struct model {
     model_acts a;
     model_scratch s;
     uint64_t step;
+    uint64_t drop_stream;      /* model_set_dropout_stream: 0 unless lanes set theirs */
     int n_placed;         /* MLP layers placed on a device (model_place) */
     int host_edited;      /* model_dense handed out the host blocks: upload them before the next step */
     fc *placed[3 * (MODEL_MAX_LAYERS + 1)];
@@ -371,7 +372,8 @@ static const float *mlp_forward(model *m, mlp *p, const float *x, int B, int tra
                                   0.1f, 1e-5f, train);
         if (f->relu) be->relu_forward(f->y, f->bn ? f->y : f->z, n);   /* in place: y is z without batch norm */
         if (f->d)
-            be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout, m->c.seed * 1000003 + (uint64_t)(uintptr_t)i,
+            be->dropout_forward(f->d, f->mask, f->y, n, m->c.dropout,
+                                m->c.seed * 1000003 + (uint64_t)(uintptr_t)i + m->drop_stream * 0x632be59bd9b4e019ull,
                                 m->step * 64 + (uint64_t)(p - &m->p.deep), train);
         x = fc_out(f);
         xbe = be;
@@ -1102,6 +1104,8 @@ static void dense_step(model *m)
 }
 
 const emb_batch *model_batch_rows(const model *m) { return m->rows; }
+
+void model_set_dropout_stream(model *m, uint64_t stream) { m->drop_stream = stream; }
 
 uint64_t model_dense_apply(model *m)
 {

@@ -133,5 +133,8 @@ int model_dense_finite(model *m);
 void model_scale_lr(model *m, float factor);
 /* Set the dense and sparse learning rates (a resumed run's, as committed). */
 void model_set_lr(model *m, float dense, float sparse);
+/* Which masks dropout draws (stream 0 unless set): a lane sets its own, so that the lanes of a step,
+ * each a batch of the same step, do not drop the same units of their rows. */
+void model_set_dropout_stream(model *m, uint64_t stream);
 
 #endif

@@ -68,7 +68,6 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
     const model_config *c = &o->mc;
     const char *why = c->min_show > 1 ? "--min-show (admission)"
                       : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
-                      : c->dropout > 0 ? "--dropout (its masks are drawn per batch position)"
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
                       : o->init && o->table_dir ? "--init with a table folder"
@@ -365,6 +364,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     double *loss = xcalloc((size_t)L->G, sizeof *loss), maxabs[2] = { 0, 0 };
     for (int k = 0; k < n_grp; k++) {
         size_t nb = grp[k + 1] - grp[k];
+        model_set_dropout_stream(m, (uint64_t)grp_lane[k] + 1);
         loss[grp_lane[k]] = model_loss_and_grads(m, sb, grp[k], grp[k + 1]) * (double)nb;
         model_dense(m, &params, &grads, &P);
         memcpy(dstash + (size_t)k * P, grads, P * sizeof *grads);

@@ -24,7 +24,8 @@
  * commit the record names (docs/formats.md). A folder is sharded for one number of ranks.
  * --pass-rows N makes a pass N records of the files instead of the shuffle buffer's. --init loads the
  * model file on every rank, each keeping the rows it owns; the pass clock and step go on.
- * What this mode refuses (said at start): admission (--min-show), batch norm, dropout, placement on
+ * Dropout draws each lane's masks from its own stream (model_set_dropout_stream).
+ * What this mode refuses (said at start): admission (--min-show), batch norm, placement on
  * a device, --follow, --init or --eval-every with a table folder, shrink.
  */
 #ifndef CTRBOX_SRC_LANES_H

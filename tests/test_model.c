@@ -264,6 +264,30 @@ Test(model, gradient_check_batchnorm_dropout)
     for (int i = 0; i < 4; i++) check_model(ks[i], 2, 1, 0.3f, 0, 0, "");
 }
 
+/* Dropout's mask stream: stream 0 is the default's masks; two lanes' streams drop other units of
+ * the same rows (their losses differ), and a stream's masks are the same each time it is asked. */
+Test(model, dropout_streams_draw_their_own_masks)
+{
+    sample_block b;
+    data_schema s;
+    make_batch(&b, &s, 2);
+    model_config c = small_config(MODEL_DEEPFM, 0, 0.5f);
+    model *m = model_create(&c, &s);
+    double base = model_loss_and_grads(m, &b, 0, 6);
+    model_set_dropout_stream(m, 0);
+    cr_assert_eq(model_loss_and_grads(m, &b, 0, 6), base);
+    model_set_dropout_stream(m, 1);
+    double one = model_loss_and_grads(m, &b, 0, 6);
+    model_set_dropout_stream(m, 2);
+    double two = model_loss_and_grads(m, &b, 0, 6);
+    cr_assert(one != base && two != one, "losses %.9g (stream 0), %.9g (1), %.9g (2)", base, one, two);
+    model_set_dropout_stream(m, 1);
+    cr_assert_eq(model_loss_and_grads(m, &b, 0, 6), one);
+    model_destroy(m);
+    block_free(&b);
+    schema_free(&s);
+}
+
 Test(model, training_lowers_the_loss)
 {
     for (int k = 0; k < MODEL_COUNT; k++) {

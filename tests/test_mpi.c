@@ -72,7 +72,7 @@ Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
     need_mpirun();
     gen();
     static const char *const runs[] = {
-        "--model deepfm --dim 4 --hidden 16,16 --batch 300 --epochs 2 --eval-every 7",
+        "--model deepfm --dim 4 --hidden 16,16 --batch 300 --epochs 2 --eval-every 7 --dropout 0.2",
         "--model ffm --dim 2 --batch 256 --epochs 2 --sparse-opt adagrad --table-per-field --emb-l2 0.0001 "
         "--lr-decay 0.5 --patience 3 --lr 0.05",
         "--model dcnv2 --dim 4 --hidden 8 --cross 2 --batch 512 --epochs 1 --shuffle-rows 0 --sparse-opt ftrl",
@@ -192,7 +192,7 @@ Test(mpi, unsupported_options_are_refused)
         { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
         { "--table-dir tdir --init nowhere", "does not support --init with a table folder" },
         { "--min-show 2", "does not support --min-show" },
-        { "--dropout 0.1", "does not support --dropout" },
+        { "--batchnorm", "does not support --batchnorm" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
