@@ -2877,8 +2877,13 @@ static void routed_put(void *ctx, size_t i, const uint8_t *rec)
     s->to.put(s->to.ctx, s->pos[i], rec);
 }
 
-static int fetch_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
-                         size_t errlen)
+/* keys (n) by owner: each rank's share (k, m keys; pos: their places among keys) through one(),
+ * whose aux answers are put back in the keys' places. */
+typedef int (*share_fn)(emb_tier *sub, int tb, const uint64_t *k, size_t m, const size_t *pos, uint64_t *aux, void *ctx,
+                        char *err, size_t errlen);
+
+static int by_owner(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, share_fn one, void *ctx, char *err,
+                    size_t errlen)
 {
     size_t *pos = xmalloc((n ? n : 1) * sizeof *pos), *at = xmalloc(((size_t)t->n_sub + 1) * sizeof *at);
     uint64_t *k = xmalloc((n ? n : 1) * sizeof *k), *a = xmalloc((n ? n : 1) * sizeof *a);
@@ -2887,28 +2892,36 @@ static int fetch_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, fe
     for (int r = 0; r < t->n_sub && ret == 0; r++) {
         size_t m = at[r + 1] - at[r];
         for (size_t i = 0; i < m; i++) k[i] = keys[pos[at[r] + i]];
-        routed_sink rs = { sink, pos + at[r] };
-        ret = fetch_into(t->sub[r], tb, k, m, (fetch_sink){ routed_put, &rs }, a, err, errlen);
+        ret = one(t->sub[r], tb, k, m, pos + at[r], a, ctx, err, errlen);
         for (size_t i = 0; ret == 0 && i < m; i++) aux[pos[at[r] + i]] = a[i];
     }
     free(pos), free(at), free(k), free(a);
     return ret;
 }
 
+static int fetch_share(emb_tier *sub, int tb, const uint64_t *k, size_t m, const size_t *pos, uint64_t *aux, void *ctx,
+                       char *err, size_t errlen)
+{
+    routed_sink rs = { *(fetch_sink *)ctx, pos };
+    return fetch_into(sub, tb, k, m, (fetch_sink){ routed_put, &rs }, aux, err, errlen);
+}
+
+static int fetch_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, fetch_sink sink, uint64_t *aux, char *err,
+                         size_t errlen)
+{
+    return by_owner(t, tb, keys, n, aux, fetch_share, &sink, err, errlen);
+}
+
+static int lookup_share(emb_tier *sub, int tb, const uint64_t *k, size_t m, const size_t *pos, uint64_t *aux, void *ctx,
+                        char *err, size_t errlen)
+{
+    (void)pos, (void)ctx;
+    return emb_tier_lookup(sub, tb, k, m, aux, err, errlen);
+}
+
 static int lookup_sharded(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, char *err, size_t errlen)
 {
-    size_t *pos = xmalloc((n ? n : 1) * sizeof *pos), *at = xmalloc(((size_t)t->n_sub + 1) * sizeof *at);
-    uint64_t *k = xmalloc((n ? n : 1) * sizeof *k), *a = xmalloc((n ? n : 1) * sizeof *a);
-    split_by_owner(t, keys, n, pos, at);
-    int ret = 0;
-    for (int r = 0; r < t->n_sub && ret == 0; r++) {
-        size_t m = at[r + 1] - at[r];
-        for (size_t i = 0; i < m; i++) k[i] = keys[pos[at[r] + i]];
-        ret = emb_tier_lookup(t->sub[r], tb, k, m, a, err, errlen);
-        for (size_t i = 0; ret == 0 && i < m; i++) aux[pos[at[r] + i]] = a[i];
-    }
-    free(pos), free(at), free(k), free(a);
-    return ret;
+    return by_owner(t, tb, keys, n, aux, lookup_share, NULL, err, errlen);
 }
 
 /* The ranks' index entries of table tb merged in key order (each rank's are in key order; a key
