@@ -34,6 +34,7 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
     }
     char *line = NULL;
     size_t cap = 0;
+    double lanes_rows = 0, lanes_seconds = 0;   /* summed over the lanes' epoch lines */
     for (int no = 1; getline(&line, &cap, f) >= 0; no++) {
         json_error_t je;
         json_t *o = json_loads(line, 0, &je);
@@ -71,6 +72,12 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
                            num(o, "peak_rss_bytes") };
             l->pass = grow(l->pass, l->n_pass, sizeof *l->pass);
             l->pass[l->n_pass++] = q;
+        } else if (!strcmp(kind, "lanes")) {   /* an epoch trained in lanes: its own rows and seconds */
+            if (p.epoch > l->epochs) l->epochs = (int)p.epoch;
+            if (!isnan(num(o, "train_loss"))) l->last_loss = num(o, "train_loss");
+            if (!isnan(p.rows)) lanes_rows += p.rows;
+            if (!isnan(p.seconds)) lanes_seconds += p.seconds;
+            p.rows = lanes_rows, p.seconds = lanes_seconds;
         } else if (!strcmp(kind, "early_stop")) {
             l->early_stop = 1;
         } else if (!strcmp(kind, "file")) {

@@ -179,6 +179,10 @@ Test(mpi, lanes_train_as_well_and_evaluate_as_one_process)
     snprintf(y, sizeof y, "%.6f", a2);
     cr_assert_str_eq(x, y, "ctrbox eval %.10f, the training's evaluation over 2 processes %s", e, y);
     free(o);
+    /* ctrbox info reads the run from the lanes' log lines: 3 epochs of 9000 rows */
+    o = run_ok("$B/ctrbox info --model %s --json%s", "two", "");
+    cr_assert(strstr(o, "\"epochs\": 3") && strstr(o, "\"rows_trained\": 27000"), "%s", o);
+    free(o);
 }
 
 /* What this mode does not do yet is refused on every rank in one line, before anything is written. */
