@@ -229,10 +229,15 @@ static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
     while (s->cur < s->n_paths) {
         int ret = cbx_reader_next(s->cbx, s->keep ? &s->all : b, err, errlen);
         if (ret < 0) return ret;
-        if (ret > 0 && !s->keep) s->rec += b->rows;
-        if (ret > 0 && s->keep) filter_cbx(s, b);
-        if (ret > 0 && (!s->keep || b->rows)) return ret;
-        if (ret > 0) continue;   /* none of this block's rows kept */
+        if (ret > 0) {
+            if (!s->keep) {
+                s->rec += b->rows;
+                return ret;
+            }
+            filter_cbx(s, b);
+            if (b->rows) return ret;
+            continue;   /* none of this block's rows kept */
+        }
         const cbx_trailer *t = cbx_reader_trailer(s->cbx);
         s->stats.lines += t->stats.lines;
         for (int i = 0; i < CBX_STATS_SLOTS; i++) s->stats.bad[i] += t->stats.bad[i];

@@ -1117,12 +1117,13 @@ out:
     return 0;
 }
 
+static void close_sharded(emb_tier *t);
+
 void emb_tier_close(emb_tier *t)
 {
     if (!t) return;
-    if (t->n_sub) {
-        for (int r = 0; r < t->n_sub; r++) emb_tier_close(t->sub[r]);
-        free(t->sub), free(t->layout), free(t->dir), free(t);
+    if (t->sub) {
+        close_sharded(t);
         return;
     }
     if (t->prepared) {   /* its file stays: the next open's emb_tier_resolve_prepared decides */
@@ -1213,6 +1214,7 @@ uint64_t emb_tier_disk_bytes(emb_tier *t)
 {
     uint64_t b = 0;
     for (int r = 0; r < t->n_sub; r++) b += emb_tier_disk_bytes(t->sub[r]);
+    if (t->sub) return b;
     for (int i = 0; i < t->n; i++) b += HEADER_BYTES + t->sf[i].hwm * t->sf[i].slot_bytes;
     return b;
 }
@@ -2812,8 +2814,9 @@ static int open_sharded(emb_tier **out, const char *dir, int n_tables, const siz
     uint64_t commits;
     if (emb_shards_read(dir, &ranks, &lanes, &commits, err, errlen) < 0) return -EBADMSG;
     if (!readonly)
-        return failf(err, errlen, -EINVAL, "%s: a table folder sharded over %d processes: train on in it with mpirun -np %d "
-                    "(--resume %s); eval, predict, export-serving and ctrbox-table read it", dir, ranks, ranks, dir);
+        return failf(err, errlen, -EINVAL, "%s: a table folder sharded over %d processes opens read-only (eval, predict, "
+                     "export-serving, info, ctrbox-table inspect, export, delta, convert, merge); train on in it with "
+                     "mpirun -np %d ... --resume %s", dir, ranks, ranks, dir);
     if (ranks < 1 || ranks > 1 << 20) return failf(err, errlen, -EBADMSG, "%s/" EMB_SHARDS_FILE ": %d ranks", dir, ranks);
     emb_tier *t = xcalloc(1, sizeof *t);
     t->dir = xstrdup(dir);
@@ -2844,12 +2847,17 @@ static int open_sharded(emb_tier **out, const char *dir, int n_tables, const siz
     }
     free(ids);
     if (ret < 0) {
-        if (!t->n_sub) t->n_sub = -1;   /* close takes the sharded path */
-        emb_tier_close(t);
+        close_sharded(t);
         return ret;
     }
     *out = t;
     return 0;
+}
+
+static void close_sharded(emb_tier *t)
+{
+    for (int r = 0; r < t->n_sub; r++) emb_tier_close(t->sub[r]);
+    free(t->sub), free(t->layout), free(t->dir), free(t);
 }
 
 uint64_t emb_tier_shards_id(const uint64_t *ids, int ranks) { return XXH64(ids, (size_t)ranks * sizeof *ids, 0x5348); }

@@ -751,7 +751,7 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
             while (e < b.rows && rec[e] / cap == c && lane_of(L, rec[e]) == l) e++;
             if (chunk >= skip) block_append(&lb[l], &b, r, e);   /* a committed buffer is only read past */
             cnt[l] += e - r;
-            x->own_records += e - r;
+            x->own_rows += e - r;
             r = e;
         }
     }

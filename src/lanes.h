@@ -62,7 +62,7 @@ typedef struct {
     uint64_t steps, rows;
     double hook_s;            /* seconds in the step hook (evaluations): not training */
     uint64_t records;         /* records of the files (lines, rows of cbx files) */
-    uint64_t own_records;     /* rows of this rank's lanes: the ones it parsed (or decoded) and kept */
+    uint64_t own_rows;        /* rows of this rank's lanes: the ones it parsed (or decoded) and kept */
 } lanes_stats;
 
 /* Called by every rank after each step: 0, or <0 with err to stop the epoch (-1: every rank

@@ -915,9 +915,9 @@ static int lanes_keep(trainer *t, lanes *L, char *err, size_t errlen)
     return 1;
 }
 
-/* Evaluate in lanes over all ranks (kind "epoch" or "step"), log it, and keep the model when it
- * is the best so far (every owner's rows gathered; rank 0 writes the file). 1 if better, 0 if
- * not, or <0 with err (-2: this rank's own failure). */
+/* Evaluate in lanes over all ranks (kind "epoch" or "step"), log it, and, in memory, keep the model
+ * when it is the best so far (lanes_keep; with a table folder the model kept is the last commit's,
+ * saved at the end). 1 if better, 0 if not, or <0 with err (-2: this rank's own failure). */
 static int lanes_eval(trainer *t, lanes *L, lanes_state *st, double *prob, const char *kind, char *err, size_t errlen)
 {
     int lead = dist_rank() == 0;
@@ -1031,7 +1031,7 @@ static int train_lanes(trainer *t)
         t->rs.rows_done = st.rows_done;
         t->rs.loss_sum = st.epoch_loss;
         t->rs.loss_n = st.epoch_rows;
-        double ex[3] = { x.exchange_s, sec, (double)x.own_records };   /* own_records: the largest share */
+        double ex[3] = { x.exchange_s, sec, (double)x.own_rows };   /* own_rows: the largest share */
         int64_t sums[2] = { (int64_t)x.bytes_sent, (int64_t)x.keys };
         dist_max_f64(ex, 3);
         dist_sum_i64(sums, 2);

@@ -155,14 +155,7 @@ static int sharded(const char *dir, int *ranks)
 static int open_folder(tsrc *s, const char *dir, int readonly, char *err, size_t errlen)
 {
     int ranks;
-    if (sharded(dir, &ranks)) {
-        if (!readonly) {
-            snprintf(err, errlen, "%s: a table folder sharded over %d processes: only inspect, export, delta, convert and "
-                     "merge read it (as one table)", dir, ranks);
-            return -1;
-        }
-        s->n_shard = ranks;
-    }
+    if (sharded(dir, &ranks)) s->n_shard = ranks;   /* opened to write, the tier refuses it */
     if (emb_tier_open(&s->tier, dir, 0, NULL, NULL, readonly, 64u << 20, err, errlen) < 0) return -1;
     s->n = emb_tier_tables(s->tier);
     s->d = xcalloc((size_t)s->n, sizeof *s->d);
