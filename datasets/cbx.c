@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -415,6 +417,85 @@ static int read_trailer(cbx_reader *r, const uint8_t *first8, char *err, size_t 
     return 0;
 }
 
+/* A block's 48-byte header, checked. */
+typedef struct {
+    uint32_t flags, rows, nd;
+    uint64_t nnz, payload, hash;
+} block_head;
+
+static int parse_head(const uint8_t *h, const data_schema *sc, const char *name, unsigned long long bi,
+                      unsigned long long off, block_head *bh, char *err, size_t errlen)
+{
+    if (get32(h) != BLOCK_MAGIC || XXH64(h, 40, 0) != get64(h + 40))
+        RFAIL(-EBADMSG, "%s: corrupt block %llu header at byte offset %llu", name, bi, off);
+    bh->flags = get32(h + 4), bh->rows = get32(h + 8), bh->nd = get32(h + 12);
+    bh->nnz = get64(h + 16), bh->payload = get64(h + 24), bh->hash = get64(h + 32);
+    int onehot = (bh->flags & CBX_BLOCK_ONEHOT) != 0;
+    uint64_t want = (uint64_t)bh->rows * 8 + (uint64_t)bh->rows * bh->nd * 4 + bh->nnz * (onehot ? 10 : 14);
+    if (bh->nd != sc->n_dense || bh->rows == 0 || bh->rows > MAX_BLOCK_ROWS ||
+        bh->nnz > (uint64_t)bh->rows * CBX_MAX_FIELDS * 64 || bh->payload != want || bh->payload > MAX_PAYLOAD ||
+        (bh->flags & ~CBX_BLOCK_ONEHOT))
+        RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu has inconsistent sizes", name, bi, off);
+    return 0;
+}
+
+/* The payload's six parts, in file order, pointed into b (made ready for the block) and *counts. */
+typedef struct {
+    void *dst;
+    size_t n;
+} block_part;
+
+static void payload_parts(const block_head *bh, sample_block *b, uint32_t **counts, size_t *counts_cap,
+                          block_part parts[6])
+{
+    uint32_t rows = bh->rows, nd = bh->nd;
+    uint64_t nnz = bh->nnz;
+    if (b->n_dense != nd) {
+        block_free(b);
+        block_init(b, nd);
+    }
+    block_clear(b);
+    block_reserve(b, rows, nnz);
+    if (*counts_cap < rows) *counts = xrealloc(*counts, (*counts_cap = rows) * sizeof **counts);
+    int onehot = (bh->flags & CBX_BLOCK_ONEHOT) != 0;
+    block_part p[6] = {
+        { b->label, (size_t)rows * 4 }, { b->dense, (size_t)rows * nd * 4 }, { *counts, (size_t)rows * 4 },
+        { b->field, nnz * 2 }, { b->key, nnz * 8 }, { b->val, onehot ? 0 : nnz * 4 },
+    };
+    memcpy(parts, p, sizeof p);
+}
+
+/* The payload read into parts: its checksum and contents checked, b completed; the positives in *pos. */
+static int finish_block(const block_head *bh, const block_part parts[6], const uint32_t *counts, const data_schema *sc,
+                        sample_block *b, const char *name, unsigned long long bi, unsigned long long off, uint64_t *pos,
+                        char *err, size_t errlen)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    for (int i = 0; i < 6; i++)
+        if (parts[i].n) XXH3_64bits_update(&st, parts[i].dst, parts[i].n);
+    if (XXH3_64bits_digest(&st) != bh->hash)
+        RFAIL(-EBADMSG, "%s: checksum mismatch in block %llu at byte offset %llu", name, bi, off);
+    if (bh->flags & CBX_BLOCK_ONEHOT)
+        for (uint64_t i = 0; i < bh->nnz; i++) b->val[i] = 1.0f;
+    uint64_t sum = 0;
+    *pos = 0;
+    for (uint32_t i = 0; i < bh->rows; i++) {
+        if (b->label[i] != 0.0f && b->label[i] != 1.0f)
+            RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: row %u has label %g", name, bi, off, i, b->label[i]);
+        *pos += b->label[i] == 1.0f;
+        sum += counts[i];
+        b->row_ptr[i + 1] = sum;
+    }
+    if (sum != bh->nnz) RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: row counts do not add up", name, bi, off);
+    for (uint64_t i = 0; i < bh->nnz; i++)
+        if (b->field[i] >= sc->n_fields || sc->kind[b->field[i]] != FIELD_CAT)
+            RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: field %u outside the schema", name, bi, off, b->field[i]);
+    b->rows = bh->rows;
+    b->nnz = bh->nnz;
+    return 0;
+}
+
 int cbx_reader_next(cbx_reader *r, sample_block *b, char *err, size_t errlen)
 {
     const char *name = io_stream_name(r->s);
@@ -434,60 +515,189 @@ int cbx_reader_next(cbx_reader *r, sample_block *b, char *err, size_t errlen)
     int ret = read_exact(r, h + 8, BLOCK_HEADER_BYTES - 8, err, errlen);
     if (ret < 0) return ret;
     if (ret == 0) RFAIL(-EBADMSG, "%s: truncated block %llu header at byte offset %llu", name, bi, off);
-    if (get32(h) != BLOCK_MAGIC || XXH64(h, 40, 0) != get64(h + 40))
-        RFAIL(-EBADMSG, "%s: corrupt block %llu header at byte offset %llu", name, bi, off);
-    uint32_t flags = get32(h + 4), rows = get32(h + 8), nd = get32(h + 12);
-    uint64_t nnz = get64(h + 16), payload = get64(h + 24), hash = get64(h + 32);
-    int onehot = (flags & CBX_BLOCK_ONEHOT) != 0;
-    uint64_t want = (uint64_t)rows * 8 + (uint64_t)rows * nd * 4 + nnz * (onehot ? 10 : 14);
-    if (nd != r->schema.n_dense || rows == 0 || rows > MAX_BLOCK_ROWS || nnz > (uint64_t)rows * CBX_MAX_FIELDS * 64 ||
-        payload != want || payload > MAX_PAYLOAD || (flags & ~CBX_BLOCK_ONEHOT))
-        RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu has inconsistent sizes", name, bi, off);
-
-    if (b->n_dense != nd) {
-        block_free(b);
-        block_init(b, nd);
-    }
-    block_clear(b);
-    block_reserve(b, rows, nnz);
-    if (r->counts_cap < rows) r->counts = xrealloc(r->counts, (r->counts_cap = rows) * sizeof *r->counts);
-    struct { void *dst; size_t n; } parts[6] = {
-        { b->label, (size_t)rows * 4 }, { b->dense, (size_t)rows * nd * 4 }, { r->counts, (size_t)rows * 4 },
-        { b->field, nnz * 2 }, { b->key, nnz * 8 }, { b->val, onehot ? 0 : nnz * 4 },
-    };
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
+    block_head bh;
+    if ((ret = parse_head(h, &r->schema, name, bi, off, &bh, err, errlen)) < 0) return ret;
+    block_part parts[6];
+    payload_parts(&bh, b, &r->counts, &r->counts_cap, parts);
     for (int i = 0; i < 6; i++) {
         if (parts[i].n == 0) continue;
         ret = read_exact(r, parts[i].dst, parts[i].n, err, errlen);
         if (ret < 0) return ret;
         if (ret == 0)
             RFAIL(-EBADMSG, "%s: truncated block %llu at byte offset %llu", name, bi, off);
-        XXH3_64bits_update(&st, parts[i].dst, parts[i].n);
     }
-    if (XXH3_64bits_digest(&st) != hash)
-        RFAIL(-EBADMSG, "%s: checksum mismatch in block %llu at byte offset %llu", name, bi, off);
-    if (onehot)
-        for (uint64_t i = 0; i < nnz; i++) b->val[i] = 1.0f;
-    uint64_t sum = 0, pos = 0;
-    for (uint32_t i = 0; i < rows; i++) {
-        if (b->label[i] != 0.0f && b->label[i] != 1.0f)
-            RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: row %u has label %g", name, bi, off, i, b->label[i]);
-        pos += b->label[i] == 1.0f;
-        sum += r->counts[i];
-        b->row_ptr[i + 1] = sum;
-    }
-    if (sum != nnz) RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: row counts do not add up", name, bi, off);
-    for (uint64_t i = 0; i < nnz; i++)
-        if (b->field[i] >= r->schema.n_fields || r->schema.kind[b->field[i]] != FIELD_CAT)
-            RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu: field %u outside the schema", name, bi, off, b->field[i]);
-    b->rows = rows;
-    b->nnz = nnz;
+    uint64_t pos;
+    if ((ret = finish_block(&bh, parts, r->counts, &r->schema, b, name, bi, off, &pos, err, errlen)) < 0) return ret;
     r->block_index++;
-    r->offset += BLOCK_HEADER_BYTES + payload;
+    r->offset += BLOCK_HEADER_BYTES + bh.payload;
     r->seen.blocks++;
-    r->seen.rows += rows;
-    r->seen.nnz += nnz;
+    r->seen.rows += bh.rows;
+    r->seen.nnz += bh.nnz;
     r->seen.positives += pos;
     return 1;
+}
+
+/* ---- the blocks of a file, for reading some of them ---- */
+
+struct cbx_index {
+    char *path;
+    int fd;
+    data_schema schema;
+    uint64_t n;                 /* blocks */
+    uint64_t *off;              /* (n) byte offset of block i's header */
+    uint32_t *rows;             /* (n) */
+    uint64_t *bytes;            /* (n) header and payload */
+    cbx_trailer trailer;
+    uint32_t *counts;
+    size_t counts_cap;
+};
+
+/* pread exactly n bytes at off: 1, 0 (the file ends first), <0. */
+static int pread_exact(int fd, void *dst, size_t n, uint64_t off)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t got = pread(fd, (uint8_t *)dst + done, n - done, (off_t)(off + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return -errno;
+        if (got == 0) return 0;
+        done += (size_t)got;
+    }
+    return 1;
+}
+
+int cbx_index_open(cbx_index **out, const char *path, char *err, size_t errlen)
+{
+    *out = NULL;
+    cbx_reader *r;
+    int ret = cbx_reader_open(&r, path, err, errlen);
+    if (ret < 0) return ret;
+    cbx_index *x = xcalloc(1, sizeof *x);
+    x->path = xstrdup(path);
+    x->fd = -1;
+    schema_copy(&x->schema, &r->schema);
+    uint64_t off = r->offset;
+    cbx_reader_close(r);
+    x->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (x->fd < 0) {
+        ret = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(x->fd, &st) < 0) {
+        ret = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    uint64_t size = (uint64_t)st.st_size, cap = 0, nnz = 0, rows = 0;
+    for (;;) {
+        uint8_t h[TRAILER_BYTES];
+        unsigned long long bi = (unsigned long long)x->n, o = (unsigned long long)off;
+        if ((ret = pread_exact(x->fd, h, 8, off)) <= 0) {
+            if (ret == 0) snprintf(err, errlen, "%s: truncated: ends after block %llu at byte offset %llu with no trailer", path, bi, o);
+            else snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+            ret = ret ? ret : -EBADMSG;
+            goto fail;
+        }
+        if (memcmp(h, trailer_magic, 8) == 0) {
+            if ((ret = pread_exact(x->fd, h, TRAILER_BYTES, off)) <= 0 || XXH64(h, TRAILER_BYTES - 8, 0) != get64(h + TRAILER_BYTES - 8)) {
+                snprintf(err, errlen, "%s: %s trailer at byte offset %llu", path, ret < 0 ? strerror(-ret) : ret == 0 ? "truncated" : "corrupt", o);
+                ret = ret < 0 ? ret : -EBADMSG;
+                goto fail;
+            }
+            cbx_trailer *tr = &x->trailer;
+            tr->blocks = get64(h + 8), tr->rows = get64(h + 16), tr->positives = get64(h + 24), tr->nnz = get64(h + 32);
+            tr->stats.lines = get64(h + 40);
+            for (int i = 0; i < CBX_STATS_SLOTS; i++) tr->stats.bad[i] = get64(h + 48 + 8 * i);
+            if (tr->blocks != x->n || tr->rows != rows || tr->nnz != nnz) {
+                snprintf(err, errlen, "%s: trailer says %llu blocks / %llu rows but the file holds %llu / %llu", path,
+                         (unsigned long long)tr->blocks, (unsigned long long)tr->rows, bi, (unsigned long long)rows);
+                ret = -EBADMSG;
+                goto fail;
+            }
+            if (off + TRAILER_BYTES != size) {
+                snprintf(err, errlen, "%s: unexpected bytes after the trailer at byte offset %llu", path,
+                         (unsigned long long)(off + TRAILER_BYTES));
+                ret = -EBADMSG;
+                goto fail;
+            }
+            break;
+        }
+        if ((ret = pread_exact(x->fd, h + 8, BLOCK_HEADER_BYTES - 8, off + 8)) <= 0) {
+            snprintf(err, errlen, "%s: truncated block %llu header at byte offset %llu", path, bi, o);
+            ret = ret ? ret : -EBADMSG;
+            goto fail;
+        }
+        block_head bh;
+        if ((ret = parse_head(h, &x->schema, path, bi, o, &bh, err, errlen)) < 0) goto fail;
+        if (off + BLOCK_HEADER_BYTES + bh.payload > size) {
+            snprintf(err, errlen, "%s: truncated block %llu at byte offset %llu", path, bi, o);
+            ret = -EBADMSG;
+            goto fail;
+        }
+        if (x->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            x->off = xrealloc(x->off, cap * sizeof *x->off);
+            x->rows = xrealloc(x->rows, cap * sizeof *x->rows);
+            x->bytes = xrealloc(x->bytes, cap * sizeof *x->bytes);
+        }
+        x->bytes[x->n] = BLOCK_HEADER_BYTES + bh.payload;
+        x->off[x->n] = off;
+        x->rows[x->n++] = bh.rows;
+        rows += bh.rows, nnz += bh.nnz;
+        off += BLOCK_HEADER_BYTES + bh.payload;
+    }
+    *out = x;
+    return 0;
+fail:
+    cbx_index_close(x);
+    return ret;
+}
+
+void cbx_index_close(cbx_index *x)
+{
+    if (!x) return;
+    if (x->fd >= 0) close(x->fd);
+    schema_free(&x->schema);
+    free(x->path), free(x->off), free(x->rows), free(x->bytes), free(x->counts);
+    free(x);
+}
+
+const data_schema *cbx_index_schema(const cbx_index *x) { return &x->schema; }
+const cbx_trailer *cbx_index_trailer(const cbx_index *x) { return &x->trailer; }
+uint64_t cbx_index_blocks(const cbx_index *x) { return x->n; }
+uint32_t cbx_index_rows(const cbx_index *x, uint64_t i) { return x->rows[i]; }
+
+uint64_t cbx_index_bytes(const cbx_index *x, uint64_t i) { return x->bytes[i]; }
+
+int cbx_index_read(cbx_index *x, uint64_t i, sample_block *b, char *err, size_t errlen)
+{
+    CHECK(i < x->n);
+    unsigned long long bi = (unsigned long long)i, off = (unsigned long long)x->off[i];
+    uint8_t h[BLOCK_HEADER_BYTES];
+    int ret = pread_exact(x->fd, h, sizeof h, x->off[i]);
+    if (ret <= 0) RFAIL(ret ? ret : -EBADMSG, "%s: block %llu at byte offset %llu: %s", x->path, bi, off, ret ? strerror(-ret) : "truncated");
+    block_head bh;
+    if ((ret = parse_head(h, &x->schema, x->path, bi, off, &bh, err, errlen)) < 0) return ret;
+    if (bh.rows != x->rows[i]) RFAIL(-EBADMSG, "%s: block %llu at byte offset %llu changed while read", x->path, bi, off);
+    block_part parts[6];
+    payload_parts(&bh, b, &x->counts, &x->counts_cap, parts);
+    struct iovec iov[6];
+    int n = 0;
+    for (int k = 0; k < 6; k++)
+        if (parts[k].n) iov[n++] = (struct iovec){ parts[k].dst, parts[k].n };
+    uint64_t at = x->off[i] + BLOCK_HEADER_BYTES, left = bh.payload;
+    struct iovec *v = iov;
+    while (left > 0) {   /* preadv of the payload straight into the block's arrays */
+        ssize_t got = preadv(x->fd, v, n, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) RFAIL(got < 0 ? -errno : -EBADMSG, "%s: block %llu at byte offset %llu: %s", x->path, bi, off,
+                            got < 0 ? strerror(errno) : "truncated");
+        at += (uint64_t)got, left -= (uint64_t)got;
+        while (n > 0 && (size_t)got >= v->iov_len) got -= (ssize_t)v->iov_len, v++, n--;
+        if (n > 0) v->iov_base = (uint8_t *)v->iov_base + got, v->iov_len -= (size_t)got;
+    }
+    uint64_t pos;
+    return finish_block(&bh, parts, x->counts, &x->schema, b, x->path, bi, off, &pos, err, errlen);
 }

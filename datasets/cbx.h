@@ -66,6 +66,23 @@ int cbx_reader_next(cbx_reader *r, sample_block *b, char *err, size_t errlen);
 const cbx_trailer *cbx_reader_trailer(const cbx_reader *r);
 int cbx_reader_is_direct(const cbx_reader *r);
 
+/* The blocks of a cbx file, for reading some of them (a reader among several, datasets/source.h):
+ * found by reading the file's header and every block's 48-byte header, not their payloads; the
+ * trailer's block, row and entry counts are checked against them (its positives are not: they need
+ * the payloads). A block read is checked as cbx_reader_next checks it. */
+typedef struct cbx_index cbx_index;
+
+int cbx_index_open(cbx_index **out, const char *path, char *err, size_t errlen);
+void cbx_index_close(cbx_index *x);
+const data_schema *cbx_index_schema(const cbx_index *x);
+const cbx_trailer *cbx_index_trailer(const cbx_index *x);
+uint64_t cbx_index_blocks(const cbx_index *x);
+uint32_t cbx_index_rows(const cbx_index *x, uint64_t i);
+/* Block i's bytes in the file (header and payload). */
+uint64_t cbx_index_bytes(const cbx_index *x, uint64_t i);
+/* Block i into b (replacing its contents). 0, or <0 with err naming the file, block and offset. */
+int cbx_index_read(cbx_index *x, uint64_t i, sample_block *b, char *err, size_t errlen);
+
 /* Whether the first bytes are a cbx header. */
 int cbx_is_magic(const void *data, size_t len);
 /* Whether the file at path starts with the cbx magic. */

@@ -8,11 +8,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cbx.h"
 #include "../io/stream.h"
 #include "../io/util.h"
+
+#define SPLIT_WINDOW 4             /* pieces a reader reads in a window */
+#define SPLIT_MIN_PIECE (64u << 10)
+#define SPLIT_MAX_PIECE (8u << 20)
+
+typedef struct {
+    int entered;                  /* the fields below are set */
+    int whole;                    /* read whole by every reader (compressed, or not a regular file) */
+    uint64_t size, unit, pieces;  /* text: bytes, a piece's bytes, pieces; cbx: blocks in pieces */
+    uint64_t lines_before;        /* text: lines of the pieces of earlier windows */
+    cbx_index *cbx;
+} split_file;
+
+typedef struct {
+    int file, owner;
+    uint64_t at;                  /* text: the piece's first byte; cbx: its block */
+    uint64_t end;                 /* text: the byte after its range */
+    char *buf;                    /* this reader's text piece: the bytes of its lines */
+    size_t len;
+    int64_t lines;                /* this reader's: its lines (text, a csv header among them) or rows (cbx) */
+} split_piece;
+
+struct split {
+    int readers, me;
+    split_file *f;                /* (n_paths) */
+    int file;                     /* where the next window starts: file, piece */
+    uint64_t pos;
+    uint64_t dealt;               /* pieces dealt so far (piece i to reader i % readers) */
+    split_piece *w;               /* the window */
+    size_t nw;
+    int whole;                    /* the window is file `file`, read whole, not yet at its end */
+    uint64_t bytes_read;          /* of the inputs, by this reader */
+    int fd;                       /* the text file pieces are read from now, or -1 */
+    int fd_file;
+};
 
 struct data_source {
     source_opts o;
@@ -31,7 +68,10 @@ struct data_source {
     uint64_t *recs;             /* with a filter: (rows of the last block) their record numbers */
     size_t cap_recs;
     sample_block all;           /* cbx with a filter: a block as read, before the filter */
+    struct split *sp;           /* reading by pieces (source_split), or NULL */
 };
+
+static void split_free(struct split *p);
 
 void source_opts_default(source_opts *o)
 {
@@ -154,6 +194,7 @@ void source_close(data_source *s)
     io_free_paths(s->paths, s->n_paths);
     free(s->recs);
     block_free(&s->all);
+    split_free(s->sp);
     free(s);
 }
 
@@ -224,6 +265,27 @@ static void count_bad(data_source *s, int reason, uint64_t lineno, const char *d
     }
 }
 
+/* One line (record rec, line lineno of file s->cur) into b, or counted as bad: 0, or <0 with err
+ * (the bad-line limit). */
+static int take_line(data_source *s, const io_line *line, uint64_t lineno, uint64_t rec, sample_block *b, char *err,
+                     size_t errlen)
+{
+    s->stats.lines++;
+    if (line->overlong) {
+        char d[96];
+        snprintf(d, sizeof d, "line too long: over %zu bytes", s->o.max_line);
+        count_bad(s, BAD_OVERLONG, lineno, d);
+        return check_ratio(s, 0, err, errlen);
+    }
+    size_t rows = b->rows;
+    int r = parser_parse(s->parser, line->ptr, line->len, b);
+    if ((s->keep || s->sp) && b->rows > rows) note_record(s, rows, rec);
+    if (r == BAD_OK) return 0;
+    count_bad(s, r, lineno, parser_detail(s->parser));
+    /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
+    return check_ratio(s, 0, err, errlen);
+}
+
 static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
 {
     while (s->cur < s->n_paths) {
@@ -247,8 +309,12 @@ static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
     return 0;
 }
 
+static void whole_done(data_source *s);
+static int split_done(const data_source *s);
+
 int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
 {
+    if (s->sp && !s->sp->whole) return 0;   /* by pieces: a whole file's window only */
     if (s->o.fmt == FMT_CBX) return next_cbx(s, b, err, errlen);
     const data_schema *sc = parser_schema(s->parser);
     if (b->n_dense != sc->n_dense) {
@@ -264,29 +330,19 @@ int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
             return ret;
         }
         if (ret == 0) {
+            if (s->sp) {   /* a whole file in a window of its own: the window ends with it */
+                whole_done(s);
+                break;
+            }
             ret = open_file(s, s->cur + 1, err, errlen);
             if (ret < 0) return ret;
             continue;
         }
         uint64_t rec = s->rec++;
         if (s->keep && !s->keep(s->keep_ctx, rec)) continue;
-        s->stats.lines++;
-        uint64_t lineno = line.lineno;
-        if (line.overlong) {
-            char d[96];
-            snprintf(d, sizeof d, "line too long: over %zu bytes", s->o.max_line);
-            count_bad(s, BAD_OVERLONG, lineno, d);
-            if ((ret = check_ratio(s, 0, err, errlen)) < 0) return ret;
-            continue;
-        }
-        size_t rows = b->rows;
-        int r = parser_parse(s->parser, line.ptr, line.len, b);
-        if (s->keep && b->rows > rows) note_record(s, rows, rec);
-        if (r != BAD_OK) count_bad(s, r, lineno, parser_detail(s->parser));
-        /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
-        if (r != BAD_OK && (ret = check_ratio(s, 0, err, errlen)) < 0) return ret;
+        if ((ret = take_line(s, &line, line.lineno, rec, b, err, errlen)) < 0) return ret;
     }
-    int ret = check_ratio(s, s->cur >= s->n_paths, err, errlen);
+    int ret = check_ratio(s, s->sp ? split_done(s) : s->cur >= s->n_paths, err, errlen);
     if (ret < 0) return ret;
     return b->rows > 0 ? 1 : 0;
 }
@@ -299,6 +355,289 @@ const data_schema *source_schema(const data_source *s)
 const line_stats *source_stats(const data_source *s) { return &s->stats; }
 data_format source_format(const data_source *s) { return s->o.fmt; }
 int source_is_direct(const data_source *s) { return s->direct; }
+
+/* ---- reading by pieces (source_split) ---- */
+
+static void split_free_window(struct split *p)
+{
+    for (size_t i = 0; i < p->nw; i++) free(p->w[i].buf);
+    p->nw = 0;
+}
+
+static void split_free(struct split *p)
+{
+    if (!p) return;
+    split_free_window(p);
+    free(p->w);
+    if (p->fd >= 0) close(p->fd);
+    free(p->f);   /* cbx indexes are closed as windows pass their files */
+    free(p);
+}
+
+void source_split(data_source *s, int readers, int me)
+{
+    CHECK(!s->sp && readers >= 1 && me >= 0 && me < readers && s->rec == 0);
+    close_current(s);   /* files are opened as windows reach them */
+    struct split *p = xcalloc(1, sizeof *p);
+    p->readers = readers, p->me = me;
+    p->f = xcalloc((size_t)s->n_paths, sizeof *p->f);
+    p->w = xcalloc((size_t)SPLIT_WINDOW * (size_t)readers, sizeof *p->w);
+    p->fd = -1;
+    s->sp = p;
+}
+
+uint64_t source_bytes_read(const data_source *s) { return s->sp ? s->sp->bytes_read : 0; }
+
+static int split_done(const data_source *s) { return s->sp->file >= s->n_paths && !s->sp->whole; }
+
+/* Past file i (its last piece dealt, or read whole). */
+static void split_next_file(data_source *s)
+{
+    struct split *p = s->sp;
+    p->file++;
+    p->pos = 0;
+}
+
+static void whole_done(data_source *s)
+{
+    close_current(s);
+    s->sp->whole = 0;
+    split_next_file(s);
+}
+
+/* What file i is and how it is cut; a csv file's header read (every reader). */
+static int enter_file(data_source *s, int i, char *err, size_t errlen)
+{
+    split_file *f = &s->sp->f[i];
+    const char *path = s->paths[i];
+    f->entered = 1;
+    if (s->o.fmt == FMT_CBX) {
+        int ret = cbx_index_open(&f->cbx, path, err, errlen);
+        if (ret < 0) return ret;
+        if (i == 0) {
+            schema_free(&s->schema);
+            schema_copy(&s->schema, cbx_index_schema(f->cbx));
+        } else if (!schema_equal(&s->schema, cbx_index_schema(f->cbx))) {
+            snprintf(err, errlen, "%s: schema differs from %s's", path, s->paths[0]);
+            return -EINVAL;
+        }
+        f->pieces = cbx_index_blocks(f->cbx);
+        return 0;
+    }
+    if (cbx_file_is_cbx(path)) {
+        snprintf(err, errlen, "%s: a cbx file among %s text inputs; give cbx files alone", path, parse_format_name(s->o.fmt));
+        return -EINVAL;
+    }
+    struct stat st;
+    uint8_t magic[4];
+    int fd = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t got = fd >= 0 ? pread(fd, magic, sizeof magic, 0) : -1;
+    if (fd >= 0) close(fd);
+    f->whole = got < 0 || io_bytes_compression(magic, (size_t)got) != IO_COMP_NONE;
+    if (f->whole) return 0;   /* opened (and its header read) when its window comes */
+    f->size = (uint64_t)st.st_size;
+    uint64_t u = f->size / ((uint64_t)s->sp->readers * 8);
+    u = u < SPLIT_MIN_PIECE ? SPLIT_MIN_PIECE : u > SPLIT_MAX_PIECE ? SPLIT_MAX_PIECE : (u + 4095) & ~(uint64_t)4095;
+    f->unit = u;
+    f->pieces = (f->size + u - 1) / u;
+    if (!parser_has_header(s->parser)) return 0;
+    int ret = open_file(s, i, err, errlen);   /* the header, as one reader reads it */
+    close_current(s);
+    return ret;
+}
+
+int source_window_next(data_source *s, source_window *w, char *err, size_t errlen)
+{
+    struct split *p = s->sp;
+    CHECK(p && !p->whole);
+    split_free_window(p);
+    for (int i = 0; i < p->file && i < s->n_paths; i++) {   /* files behind the window */
+        cbx_index_close(p->f[i].cbx);
+        p->f[i].cbx = NULL;
+    }
+    memset(w, 0, sizeof *w);
+    size_t cap = (size_t)SPLIT_WINDOW * (size_t)p->readers;
+    while (p->file < s->n_paths && p->nw < cap) {
+        split_file *f = &p->f[p->file];
+        int ret;
+        if (!f->entered && (ret = enter_file(s, p->file, err, errlen)) < 0) return ret;
+        if (f->whole) {
+            if (p->nw) break;   /* its window comes after this one */
+            if ((ret = open_file(s, p->file, err, errlen)) < 0) return ret;
+            p->whole = w->whole = 1;
+            return 1;
+        }
+        while (p->pos < f->pieces && p->nw < cap) {
+            split_piece *q = &p->w[p->nw++];
+            memset(q, 0, sizeof *q);
+            q->file = p->file;
+            q->owner = (int)(p->dealt++ % (uint64_t)p->readers);
+            if (s->o.fmt == FMT_CBX) {
+                q->at = p->pos;
+            } else {
+                q->at = p->pos * f->unit;
+                q->end = q->at + f->unit < f->size ? q->at + f->unit : f->size;
+            }
+            p->pos++;
+        }
+        if (p->pos == f->pieces) split_next_file(s);   /* its cbx index is closed with the next window */
+    }
+    w->pieces = p->nw;
+    return p->nw > 0;
+}
+
+int source_window_owner(const data_source *s, size_t i) { return s->sp->w[i].owner; }
+
+/* The bytes of a text piece's lines into q->buf: the lines that start in [at, end), the last read on
+ * to its end (or to past max_line, enough to know it is overlong); their count in q->lines. */
+static int read_text_piece(data_source *s, split_piece *q, char *err, size_t errlen)
+{
+    struct split *p = s->sp;
+    split_file *f = &p->f[q->file];
+    const char *path = s->paths[q->file];
+    if (p->fd_file != q->file || p->fd < 0) {
+        if (p->fd >= 0) close(p->fd);
+        p->fd = open(path, O_RDONLY | O_CLOEXEC);
+        p->fd_file = q->file;
+        if (p->fd < 0) {
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            return -errno;
+        }
+    }
+    uint64_t from = q->at ? q->at - 1 : 0, to = q->end + 4096 < f->size ? q->end + 4096 : f->size;
+    size_t cap = (size_t)(to - from), len = 0, more = 64u << 10;
+    char *b = xmalloc(cap + 1);
+    for (;;) {   /* [from, to) into b[len ..) */
+        while (from + len < to) {
+            ssize_t got = pread(p->fd, b + len, (size_t)(to - from - len), (off_t)(from + len));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                int e = got < 0 ? errno : EIO;
+                snprintf(err, errlen, "%s: read error at byte %llu: %s", path, (unsigned long long)(from + len),
+                         got < 0 ? strerror(e) : "the file got shorter while read");
+                free(b);
+                return -e;
+            }
+            len += (size_t)got;
+            p->bytes_read += (uint64_t)got;
+        }
+        /* the first line start in the piece, and the last */
+        size_t first = 0;
+        if (q->at) {
+            if (b[0] == '\n') {
+                first = 1;
+            } else {
+                char *nl = memchr(b, '\n', (size_t)(q->end - from) - 1);
+                first = nl ? (size_t)(nl - b) + 1 : (size_t)(q->end - from);
+            }
+        }
+        size_t stop = (size_t)(q->end - from);   /* line starts are below it */
+        int64_t lines = 0;
+        size_t last = first;
+        for (size_t at = first; at < stop;) {
+            lines++;
+            last = at;
+            char *nl = memchr(b + at, '\n', stop - at);
+            if (!nl) break;
+            at = (size_t)(nl - b) + 1;
+        }
+        if (lines == 0) {
+            q->lines = 0;
+            free(b);
+            return 0;
+        }
+        char *nl = memchr(b + last, '\n', len - last);
+        size_t end = nl ? (size_t)(nl - b) + 1 : len;
+        if (nl || from + len == f->size || len - last > s->o.max_line + 2) {
+            q->buf = b;
+            q->len = end - first;
+            memmove(b, b + first, q->len);
+            q->lines = lines;
+            return 0;
+        }
+        /* the last line goes on past what was read: read on */
+        to = to + more < f->size ? to + more : f->size;
+        more *= 2;
+        if ((size_t)(to - from) > cap) b = xrealloc(b, (cap = (size_t)(to - from)) + 1);
+    }
+}
+
+int source_window_read(data_source *s, int64_t *counts, char *err, size_t errlen)
+{
+    struct split *p = s->sp;
+    for (size_t i = 0; i < p->nw; i++) {
+        split_piece *q = &p->w[i];
+        counts[i] = 0;
+        if (q->owner != p->me) continue;
+        if (s->o.fmt == FMT_CBX) {
+            q->lines = cbx_index_rows(p->f[q->file].cbx, q->at);
+            p->bytes_read += cbx_index_bytes(p->f[q->file].cbx, q->at);
+        } else {
+            int ret = read_text_piece(s, q, err, errlen);
+            if (ret < 0) return ret;
+        }
+        counts[i] = q->lines;
+    }
+    return 0;
+}
+
+int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, char *err, size_t errlen)
+{
+    struct split *p = s->sp;
+    uint32_t nd = source_schema(s)->n_dense;
+    if (b->n_dense != nd) {
+        block_free(b);
+        block_init(b, nd);
+    }
+    block_clear(b);
+    int header = s->o.fmt != FMT_CBX && parser_has_header(s->parser), ret = 0;
+    for (size_t i = 0; i < p->nw && ret == 0; i++) {
+        split_piece *q = &p->w[i];
+        split_file *f = &p->f[q->file];
+        int head = header && q->at == 0 && counts[i] > 0;   /* the piece holding a csv file's header line */
+        uint64_t records = (uint64_t)counts[i] - (uint64_t)head, line0 = f->lines_before, rec = s->rec;
+        f->lines_before += (uint64_t)counts[i];
+        s->rec += records;   /* every reader numbers every piece's records alike */
+        if (q->owner != p->me) continue;
+        s->cur = q->file;   /* for the messages */
+        if (s->o.fmt == FMT_CBX) {
+            if ((ret = cbx_index_read(f->cbx, q->at, &s->all, err, errlen)) < 0) break;
+            CHECK(s->all.rows == records);
+            for (size_t r = 0; r < s->all.rows; r++) note_record(s, b->rows + r, rec + r);
+            block_append(b, &s->all, 0, s->all.rows);
+            if (p->me == 0 && q->at + 1 == f->pieces) {   /* the conversion's line counts, once over the readers */
+                const cbx_trailer *t = cbx_index_trailer(f->cbx);
+                s->stats.lines += t->stats.lines;
+                for (int k = 0; k < CBX_STATS_SLOTS; k++) s->stats.bad[k] += t->stats.bad[k];
+            }
+            continue;
+        }
+        io_stream *ms;
+        if ((ret = io_stream_open_mem_plain(&ms, q->buf, q->len, s->paths[q->file])) < 0) {
+            snprintf(err, errlen, "%s: cannot read", s->paths[q->file]);
+            break;
+        }
+        io_stream_set_max_line(ms, s->o.max_line);
+        io_line line;
+        int got;
+        uint64_t seen = 0;
+        while (ret == 0 && (got = io_stream_next_line(ms, &line)) > 0) {
+            seen++;
+            if (head && line.lineno == 1) continue;   /* read by every reader when the file was entered */
+            ret = take_line(s, &line, line0 + line.lineno, rec++, b, err, errlen);
+        }
+        if (ret == 0 && got < 0) {
+            snprintf(err, errlen, "%s", io_stream_error(ms));
+            ret = got;
+        }
+        CHECK(ret < 0 || seen == (uint64_t)counts[i]);   /* the lines counted are the lines read */
+        io_stream_close(ms);
+        free(q->buf);
+        q->buf = NULL;
+    }
+    if (ret < 0) return ret;
+    return check_ratio(s, split_done(s), err, errlen);
+}
 
 /* ---- what a file looks like, for messages ---- */
 

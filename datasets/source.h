@@ -65,4 +65,39 @@ const uint64_t *source_block_records(const data_source *s);
 /* Records seen so far (kept or not). */
 uint64_t source_records(const data_source *s);
 
+/* ---- reading by pieces: several readers, each reading its own share of the bytes ----
+ *
+ * The inputs are cut into pieces, in order: a plain text file (regular, not compressed) into byte
+ * ranges (1/8 of its share for each reader, 64 KiB to 8 MiB; a line belongs to the piece its first
+ * byte lies in, and its reader reads on past the range to the line's end); a cbx file into its
+ * blocks. Piece i, counted over all files, is read by reader i % readers. A compressed file or a
+ * pipe cannot be cut: every reader reads it whole, keeping the records the filter keeps.
+ * Records are numbered as above (lines after a csv header, bad ones too; cbx rows), so the
+ * readers together see the records one reader sees, with the same numbers.
+ * Every reader goes through the same windows, in order:
+ *   source_window_next   the next window: up to 4 pieces a reader, or one whole file (w->whole)
+ *   pieces:  source_window_read  reads this reader's pieces and counts their lines (counts[i]: piece
+ *                                i's, 0 for the others' pieces);
+ *            the caller sums the counts over the readers;
+ *            source_window_parse this reader's pieces' rows into b, their records in
+ *                                source_block_records; bad lines are reported with their line number
+ *   whole:   source_next (with the filter) until it returns 0: the file's end.
+ * The bad-line ratio is each reader's, over the lines it parsed. */
+typedef struct {
+    int whole;                    /* one file every reader reads whole */
+    size_t pieces;                /* otherwise: the window's pieces */
+} source_window;
+
+/* Read by pieces, as reader `me` of `readers` (before the first read). */
+void source_split(data_source *s, int readers, int me);
+/* 1 with *w, 0 at the end of the inputs, <0 with err. */
+int source_window_next(data_source *s, source_window *w, char *err, size_t errlen);
+/* The reader of piece i of the window. */
+int source_window_owner(const data_source *s, size_t i);
+int source_window_read(data_source *s, int64_t *counts, char *err, size_t errlen);
+/* counts: every piece's, summed over the readers. 0 (b may have no rows), or <0 with err. */
+int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, char *err, size_t errlen);
+/* Bytes of the inputs this reader has read (by pieces; a whole file's are not counted). */
+uint64_t source_bytes_read(const data_source *s);
+
 #endif

@@ -209,3 +209,86 @@ void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t 
     dst->rows += rows;
     dst->nnz += nnz;
 }
+
+/* ---- rows as bytes, for another process of the job ---- */
+
+#define PAD8(n) (((n) + 7) & ~(size_t)7)
+
+static uint8_t *pack_put(uint8_t *p, const void *src, size_t n)
+{
+    if (n) memcpy(p, src, n);
+    memset(p + n, 0, PAD8(n) - n);
+    return p + PAD8(n);
+}
+
+void block_pack(const sample_block *b, size_t r0, size_t r1, const uint64_t *recs, uint8_t **buf, size_t *len,
+                size_t *cap)
+{
+    CHECK(r0 <= r1 && r1 <= b->rows);
+    size_t rows = r1 - r0, k0 = (size_t)b->row_ptr[r0], nnz = (size_t)b->row_ptr[r1] - k0, nd = b->n_dense;
+    size_t i0 = b->id_ptr ? (size_t)b->id_ptr[r0] : 0, idl = b->id_ptr ? (size_t)b->id_ptr[r1] - i0 : 0;
+    size_t need = 5 * 8 + rows * 8 + (rows + 1) * 8 + PAD8(rows * 4) + PAD8(rows * nd * 4) + PAD8(nnz * 2) + nnz * 8 +
+                  PAD8(nnz * 4) + (b->id_ptr ? (rows + 1) * 8 + PAD8(idl) : 0);
+    if (*len + need > *cap) {
+        *cap = (*len + need) * 2;
+        *buf = xrealloc(*buf, *cap);
+    }
+    uint8_t *p = *buf + *len;
+    uint64_t head[5] = { rows, nnz, nd, b->id_ptr != NULL, idl };
+    p = pack_put(p, head, sizeof head);
+    p = pack_put(p, recs + r0, rows * 8);
+    uint64_t *rp = (uint64_t *)(void *)p;
+    for (size_t i = 0; i <= rows; i++) rp[i] = b->row_ptr[r0 + i] - k0;
+    p += (rows + 1) * 8;
+    p = pack_put(p, b->label + r0, rows * 4);
+    p = pack_put(p, b->dense + r0 * nd, rows * nd * 4);
+    p = pack_put(p, b->field + k0, nnz * 2);
+    p = pack_put(p, b->key + k0, nnz * 8);
+    p = pack_put(p, b->val + k0, nnz * 4);
+    if (b->id_ptr) {
+        uint64_t *ip = (uint64_t *)(void *)p;
+        for (size_t i = 0; i <= rows; i++) ip[i] = b->id_ptr[r0 + i] - i0;
+        p += (rows + 1) * 8;
+        p = pack_put(p, b->ids + i0, idl);
+    }
+    CHECK((size_t)(p - *buf - *len) == need);
+    *len += need;
+}
+
+size_t block_unpack(sample_block *b, const uint8_t *buf, size_t len, uint64_t **recs, size_t *cap_recs)
+{
+    size_t done = 0;
+    CHECK(((uintptr_t)buf & 7) == 0);
+    while (len > 0) {
+        CHECK(len >= 40);
+        const uint64_t *head = (const uint64_t *)(const void *)buf;
+        size_t rows = (size_t)head[0], nnz = (size_t)head[1], nd = (size_t)head[2], idl = (size_t)head[4];
+        int ids = head[3] != 0;
+        CHECK(nd == b->n_dense);
+        const uint8_t *p = buf + 40;
+        sample_block v = { .rows = rows, .nnz = nnz, .n_dense = (uint32_t)nd };
+        const uint64_t *rec = (const uint64_t *)(const void *)p;
+        p += rows * 8;
+        v.row_ptr = (uint64_t *)(uintptr_t)p, p += (rows + 1) * 8;
+        v.label = (float *)(uintptr_t)p, p += PAD8(rows * 4);
+        v.dense = (float *)(uintptr_t)p, p += PAD8(rows * nd * 4);
+        v.field = (uint16_t *)(uintptr_t)p, p += PAD8(nnz * 2);
+        v.key = (uint64_t *)(uintptr_t)p, p += nnz * 8;
+        v.val = (float *)(uintptr_t)p, p += PAD8(nnz * 4);
+        if (ids) {
+            v.id_ptr = (uint64_t *)(uintptr_t)p, p += (rows + 1) * 8;
+            v.ids = (char *)(uintptr_t)p, p += PAD8(idl);
+        }
+        size_t used = (size_t)(p - buf);
+        CHECK(used <= len);
+        if (b->rows + rows > *cap_recs) {
+            *cap_recs = (b->rows + rows) * 2 + 1024;
+            *recs = xrealloc(*recs, *cap_recs * sizeof **recs);
+        }
+        memcpy(*recs + b->rows, rec, rows * 8);
+        block_append(b, &v, 0, rows);
+        done += rows;
+        buf += used, len -= used;
+    }
+    return done;
+}

@@ -65,6 +65,15 @@ void block_reserve(sample_block *b, size_t rows, size_t nnz);
 void block_push_id(sample_block *b, const char *s, size_t n);
 /* Append rows [r0, r1) of src to dst (same n_dense; their ids too). */
 void block_append(sample_block *dst, const sample_block *src, size_t r0, size_t r1);
+/* Rows [r0, r1) of b with their record numbers recs[r0 .. r1) (ids too), appended as bytes to *buf
+ * (*len of them used, *cap allocated; grown as needed): for another process of the same job, which
+ * block_unpack gives them to. Sections are 8-byte aligned (the buffer is malloc'ed). */
+void block_pack(const sample_block *b, size_t r0, size_t r1, const uint64_t *recs, uint8_t **buf, size_t *len,
+                size_t *cap);
+/* The rows block_pack wrote into buf[0, len) appended to b (same n_dense), their record numbers to
+ * (*recs)[rows before .. ) (grown with *cap_recs). Returns the rows appended. The bytes come from
+ * this build's block_pack (a programmer error otherwise: CHECK). */
+size_t block_unpack(sample_block *b, const uint8_t *buf, size_t len, uint64_t **recs, size_t *cap_recs);
 /* Give back the capacity beyond rows and nnz (a block kept for a while). */
 void block_shrink_to_fit(sample_block *b);
 /* The bytes the block holds allocated (its capacity, ids included). */

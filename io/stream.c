@@ -222,17 +222,25 @@ static int next_chunk(io_stream *s)
     }
 }
 
+io_comp io_bytes_compression(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return IO_COMP_GZIP;
+    if (n >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd) return IO_COMP_ZSTD;
+    return IO_COMP_NONE;
+}
+
 static int detect(io_stream *s)
 {
     int r = raw_next(s);
     if (r < 0) return r;
-    const uint8_t *p = s->raw;
-    if (s->raw_len >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+    io_comp c = io_bytes_compression(s->raw, s->raw_len);
+    if (c == IO_COMP_GZIP) {
         s->comp = IO_COMP_GZIP;
         if (inflateInit2(&s->z, 15 + 16) != Z_OK) return fail(s, -ENOMEM, "cannot start zlib");
         s->z_init = 1;
         s->z_member_done = 0;
-    } else if (s->raw_len >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd) {
+    } else if (c == IO_COMP_ZSTD) {
         s->comp = IO_COMP_ZSTD;
         s->zs = ZSTD_createDStream();
         if (!s->zs) return fail(s, -ENOMEM, "cannot start zstd");
@@ -279,6 +287,21 @@ int io_stream_open_mem(io_stream **out, const void *data, size_t len, const char
     s->mem = data;
     s->mem_len = len;
     int ret = detect(s);
+    if (ret < 0) {
+        io_stream_close(s);
+        *out = NULL;
+        return ret;
+    }
+    *out = s;
+    return 0;
+}
+
+int io_stream_open_mem_plain(io_stream **out, const void *data, size_t len, const char *name)
+{
+    io_stream *s = stream_new(name);
+    s->mem = data;
+    s->mem_len = len;
+    int ret = raw_next(s);
     if (ret < 0) {
         io_stream_close(s);
         *out = NULL;

@@ -31,7 +31,11 @@ enum { IO_STREAM_DIRECT = 1 };
 int io_stream_open(io_stream **out, const char *path, int flags, char *err, size_t errlen);
 /* A stream over memory the caller keeps alive until close. */
 int io_stream_open_mem(io_stream **out, const void *data, size_t len, const char *name);
+/* The same over bytes taken as they are, never decompressed (a piece of a file cut at any byte). */
+int io_stream_open_mem_plain(io_stream **out, const void *data, size_t len, const char *name);
 void io_stream_close(io_stream *s);
+/* The compression the first n bytes of a file say (its magic). */
+io_comp io_bytes_compression(const void *data, size_t n);
 
 void io_stream_set_max_line(io_stream *s, size_t max_line);
 /* 1: a line; 0: end of input; <0: error (see io_stream_error). */
