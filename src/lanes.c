@@ -57,8 +57,8 @@ struct lanes {
     uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
     lanes_step_fn on_step;        /* called after each step (every rank), or NULL */
     void *on_step_ctx;
-    double exchange_s;
-    uint64_t bytes_sent;
+    double exchange_s, input_s;   /* seconds in the steps' MPI calls; in the input's (counts, rows) */
+    uint64_t bytes_sent, input_bytes;
 };
 
 static int mine(const lanes *L, int lane) { return lane % L->N == L->rank; }
@@ -712,61 +712,167 @@ static int train_chunk(lanes *L, sample_block *lb, size_t *cnt, lanes_state *st,
 static int lane_of(const lanes *L, uint64_t rec) { return (int)((rec / LANES_BLOCK) % (uint64_t)L->G); }
 static int keep_mine(void *ctx, uint64_t rec) { lanes *L = ctx; return mine(L, lane_of(L, rec)); }
 
+/* An epoch's reading: the rows of this rank's lanes gathered into shuffle buffers, each trained when
+ * the records of the files pass its end. */
+typedef struct {
+    lanes *L;
+    lanes_state *st;
+    lanes_stats *x;
+    sample_block *lb;             /* (G) the buffer's rows, lane by lane */
+    size_t *cnt;                  /* (G) their counts */
+    uint64_t cap, chunk, skip;    /* records a buffer; the buffer being filled; buffers committed */
+    int failed;
+    char *err;
+    size_t errlen;
+} epoch_read;
+
+static void end_chunk(epoch_read *e)
+{
+    if (e->chunk >= e->skip) e->failed = train_chunk(e->L, e->lb, e->cnt, e->st, e->x, e->err, e->errlen);
+    e->chunk++;
+    for (int k = 0; k < e->L->G; k++) block_clear(&e->lb[k]);
+    memset(e->cnt, 0, (size_t)e->L->G * sizeof *e->cnt);
+}
+
+/* Rows of this rank's lanes, in record order (rows order[i] of b, or its rows in turn without
+ * order), into their lanes' buffers; the buffers before a row's are trained first. */
+static void take_rows(epoch_read *e, const sample_block *b, const uint64_t *rec, const size_t *order)
+{
+    lanes *L = e->L;
+    for (size_t i = 0; i < b->rows && !e->failed;) {
+        size_t r = order ? order[i] : i;
+        uint64_t c = rec[r] / e->cap;
+        while (e->chunk < c && !e->failed) end_chunk(e);
+        if (e->failed) break;
+        int l = lane_of(L, rec[r]);
+        CHECK(mine(L, l));
+        size_t j = i + 1;   /* the run of rows of one lane in one buffer, next to each other in b */
+        while (j < b->rows && (order ? order[j] : j) == r + (j - i) && rec[r + (j - i)] / e->cap == c &&
+               lane_of(L, rec[r + (j - i)]) == l)
+            j++;
+        if (e->chunk >= e->skip) block_append(&e->lb[l], b, r, r + (j - i));   /* a committed buffer is only read past */
+        e->cnt[l] += j - i;
+        i = j;
+    }
+}
+
+/* A window's rows (b, records rec[], all in [lo, hi)) to the ranks whose lanes they are in, those of
+ * committed buffers (below `from`) left out; this rank's, from every rank, into *in (records *in_rec),
+ * *order their record order. */
+static void ship_rows(lanes *L, const sample_block *b, const uint64_t *rec, uint64_t from, uint64_t lo, uint64_t hi,
+                      sample_block *in, uint64_t **in_rec, size_t *in_cap, size_t **order)
+{
+    int N = L->N;
+    uint8_t **buf = xcalloc((size_t)N, sizeof *buf);
+    size_t *len = xcalloc((size_t)N, sizeof *len), *cap = xcalloc((size_t)N, sizeof *cap);
+    for (size_t r = 0; r < b->rows;) {
+        int to = lane_of(L, rec[r]) % N;
+        size_t e = r + 1;
+        while (e < b->rows && lane_of(L, rec[e]) % N == to) e++;
+        size_t a = r;
+        while (a < e && rec[a] < from) a++;
+        if (a < e) block_pack(b, a, e, rec, &buf[to], &len[to], &cap[to]);
+        r = e;
+    }
+    size_t total = 0;
+    for (int k = 0; k < N; k++) total += len[k];
+    uint8_t *send = xmalloc(total ? total : 1), *p = send;
+    for (int k = 0; k < N; k++) {
+        if (len[k]) memcpy(p, buf[k], len[k]);
+        p += len[k];
+        free(buf[k]);
+    }
+    void *recv;
+    size_t *recv_bytes = xmalloc((size_t)N * sizeof *recv_bytes);
+    double t0 = now_sec();
+    dist_alltoallv(send, len, &recv, recv_bytes);
+    L->input_s += now_sec() - t0;
+    for (int k = 0; k < N; k++)
+        if (k != L->rank) L->input_bytes += len[k];
+    free(send), free(buf), free(len), free(cap);
+    block_clear(in);
+    const uint8_t *q = recv;
+    for (int k = 0; k < N; k++) {   /* each part holds runs of 8-byte aligned sections */
+        if (recv_bytes[k]) block_unpack(in, q, recv_bytes[k], in_rec, in_cap);
+        q += recv_bytes[k];
+    }
+    free(recv), free(recv_bytes);
+    /* records are distinct and in [lo, hi): their order by placing each at its offset */
+    size_t span = (size_t)(hi - lo), *at = xmalloc((span ? span : 1) * sizeof *at), n = 0;
+    for (size_t i = 0; i < span; i++) at[i] = SIZE_MAX;
+    for (size_t i = 0; i < in->rows; i++) {
+        CHECK((*in_rec)[i] >= lo && (*in_rec)[i] < hi && at[(*in_rec)[i] - lo] == SIZE_MAX);
+        at[(*in_rec)[i] - lo] = i;
+    }
+    *order = xrealloc(*order, (in->rows ? in->rows : 1) * sizeof **order);
+    for (size_t i = 0; i < span; i++)
+        if (at[i] != SIZE_MAX) (*order)[n++] = at[i];
+    free(at);
+}
+
 int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t errlen)
 {
     const train_opts *o = L->o;
     int G = L->G;
     memset(x, 0, sizeof *x);
-    L->exchange_s = 0;
-    L->bytes_sent = 0;
+    L->exchange_s = L->input_s = 0;
+    L->bytes_sent = L->input_bytes = 0;
     data_source *s;
     if (source_open(&s, o->train, o->n_train, &o->in, err, errlen) < 0) return -2;
-    source_set_filter(s, keep_mine, L);   /* this rank parses its lanes' records only */
+    source_split(s, L->N, L->rank);       /* this rank reads its pieces of the files */
+    source_set_filter(s, keep_mine, L);   /* and parses its lanes' lines of a file every rank reads whole */
     uint32_t nd = source_schema(s)->n_dense;
-    sample_block b, *lb = xmalloc((size_t)G * sizeof *lb);
+    sample_block b, in;
     block_init(&b, nd);
-    for (int l = 0; l < G; l++) block_init(&lb[l], nd);
-    size_t *cnt = xcalloc((size_t)G, sizeof *cnt);
+    block_init(&in, nd);
+    uint64_t *in_rec = NULL;
+    size_t in_cap = 0, *order = NULL;
+    epoch_read e = { L, st, x, xmalloc((size_t)G * sizeof *e.lb), xcalloc((size_t)G, sizeof *e.cnt), 0, 0, st->chunk,
+                     0, err, errlen };
+    for (int l = 0; l < G; l++) block_init(&e.lb[l], nd);
     /* a pass: --pass-rows records of the files, or the shuffle buffer's */
-    uint64_t cap = o->pass_rows ? o->pass_rows : o->shuffle_rows ? o->shuffle_rows : (uint64_t)o->mc.batch * 16;
-    uint64_t chunk = 0, skip = st->chunk;   /* the buffer being filled; buffers committed */
-    int ret, failed = 0;
-    /* buffers end where a later record is seen (every rank reads every record, so all agree) */
-#define END_CHUNK()                                                                  \
-    do {                                                                             \
-        if (chunk >= skip) failed = train_chunk(L, lb, cnt, st, x, err, errlen);     \
-        chunk++;                                                                     \
-        for (int k = 0; k < G; k++) block_clear(&lb[k]);                             \
-        memset(cnt, 0, (size_t)G * sizeof *cnt);                                     \
-    } while (0)
-    while (!failed && (ret = source_next(s, &b, err, errlen)) > 0) {
-        const uint64_t *rec = source_block_records(s);
-        for (size_t r = 0; r < b.rows && !failed;) {
-            uint64_t c = rec[r] / cap;
-            while (chunk < c && !failed) END_CHUNK();
-            if (failed) break;
-            /* the run of rows of one lane in one buffer */
-            int l = lane_of(L, rec[r]);
-            size_t e = r + 1;
-            while (e < b.rows && rec[e] / cap == c && lane_of(L, rec[e]) == l) e++;
-            if (chunk >= skip) block_append(&lb[l], &b, r, e);   /* a committed buffer is only read past */
-            cnt[l] += e - r;
-            x->own_rows += e - r;
-            r = e;
+    e.cap = o->pass_rows ? o->pass_rows : o->shuffle_rows ? o->shuffle_rows : (uint64_t)o->mc.batch * 16;
+    int64_t *counts = NULL;
+    size_t n_counts = 0;
+    int ret;
+    source_window w;
+    while (!e.failed && (ret = source_window_next(s, &w, err, errlen)) > 0) {
+        if (w.whole) {   /* every rank reads it, each keeping its lanes' records */
+            while (!e.failed && (ret = source_next(s, &b, err, errlen)) > 0) {
+                x->own_rows += b.rows;
+                take_rows(&e, &b, source_block_records(s), NULL);
+            }
+            if (ret < 0) break;
+        } else {
+            if (w.pieces > n_counts) counts = xrealloc(counts, (n_counts = w.pieces) * sizeof *counts);
+            uint64_t lo = source_records(s);
+            if ((ret = source_window_read(s, counts, err, errlen)) < 0) break;
+            double t0 = now_sec();
+            dist_sum_i64(counts, w.pieces);   /* every piece's lines, for the records' numbers */
+            L->input_s += now_sec() - t0;
+            if ((ret = source_window_parse(s, counts, &b, err, errlen)) < 0) break;
+            x->own_rows += b.rows;
+            ship_rows(L, &b, source_block_records(s), e.skip * e.cap, lo, source_records(s), &in, &in_rec, &in_cap, &order);
+            take_rows(&e, &in, in_rec, order);
         }
+        /* the buffers the records read have passed: every rank trains them now, before the next window */
+        while (!e.failed && (e.chunk + 1) * e.cap <= source_records(s)) end_chunk(&e);
     }
-    if (!failed && ret < 0) failed = -2;
+    if (!e.failed && ret < 0) e.failed = -2;
     x->records = source_records(s);
+    x->own_bytes = source_bytes_read(s);
     /* the buffers left: up to the one of the last record */
-    while (!failed && x->records && chunk <= (x->records - 1) / cap) END_CHUNK();
-#undef END_CHUNK
+    while (!e.failed && x->records && e.chunk <= (x->records - 1) / e.cap) end_chunk(&e);
     source_close(s);
-    block_free(&b);
-    for (int l = 0; l < G; l++) block_free(&lb[l]);
-    free(lb), free(cnt);
+    block_free(&b), block_free(&in);
+    free(in_rec), free(order), free(counts);
+    for (int l = 0; l < G; l++) block_free(&e.lb[l]);
+    free(e.lb), free(e.cnt);
     x->exchange_s = L->exchange_s;
     x->bytes_sent = L->bytes_sent;
-    return failed;
+    x->input_s = L->input_s;
+    x->input_bytes = L->input_bytes;
+    return e.failed;
 }
 
 int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size_t errlen)

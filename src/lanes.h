@@ -5,9 +5,13 @@
  *
  * The records of the training files (their lines, bad ones included, or a cbx file's rows; counted
  * over all files, in order) are dealt to G lanes, a fixed number the user sets (not the number of
- * ranks): record i goes to lane (i / LANES_BLOCK) % G, and lane l is trained by rank l % N. Every
- * rank reads the whole input but parses only its lanes' lines (datasets/source.h's filter); each
- * judges its own lines' bad-line ratio. Each shuffle buffer (--shuffle-rows records of the files) is
+ * ranks): record i goes to lane (i / LANES_BLOCK) % G, and lane l is trained by rank l % N. Each
+ * rank reads its own pieces of the files (byte ranges of a text file, blocks of a cbx file:
+ * datasets/source.h), window by window: the pieces' line counts are summed over the ranks, which
+ * numbers every record alike everywhere, and each row goes to the rank of its lane (one
+ * MPI_Alltoallv a window). A compressed file cannot be cut: every rank reads it whole and parses
+ * its lanes' lines only. Each judges the bad-line ratio of the lines it parsed. Each shuffle buffer
+ * (--shuffle-rows records of the files) is
  * one pass: shuffled lane by lane (seeded by epoch, buffer and lane), and a step takes the next B/G
  * rows of every lane (the first B % G lanes one more): the global batch is B rows, whatever N is.
  * A step: every rank asks the owners (embedding/shard.h) for the rows of its lanes' keys, computes
@@ -62,7 +66,11 @@ typedef struct {
     uint64_t steps, rows;
     double hook_s;            /* seconds in the step hook (evaluations): not training */
     uint64_t records;         /* records of the files (lines, rows of cbx files) */
-    uint64_t own_rows;        /* rows of this rank's lanes: the ones it parsed (or decoded) and kept */
+    uint64_t own_rows;        /* rows this rank parsed (or decoded): of its pieces of the files, and of
+                               * its lanes in a file every rank reads whole */
+    uint64_t own_bytes;       /* bytes of the files this rank read by pieces */
+    double input_s;           /* seconds in MPI calls for the input: pieces' line counts, rows shipped */
+    uint64_t input_bytes;     /* rows this rank shipped to the ranks of their lanes, in bytes */
 } lanes_stats;
 
 /* Called by every rank after each step: 0, or <0 with err to stop the epoch (-1: every rank

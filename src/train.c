@@ -1031,10 +1031,11 @@ static int train_lanes(trainer *t)
         t->rs.rows_done = st.rows_done;
         t->rs.loss_sum = st.epoch_loss;
         t->rs.loss_n = st.epoch_rows;
-        double ex[3] = { x.exchange_s, sec, (double)x.own_rows };   /* own_rows: the largest share */
-        int64_t sums[2] = { (int64_t)x.bytes_sent, (int64_t)x.keys };
-        dist_max_f64(ex, 3);
-        dist_sum_i64(sums, 2);
+        /* own_rows, own_bytes: the largest share */
+        double ex[5] = { x.exchange_s, sec, (double)x.own_rows, (double)x.own_bytes, x.input_s };
+        int64_t sums[3] = { (int64_t)x.bytes_sent, (int64_t)x.keys, (int64_t)x.input_bytes };
+        dist_max_f64(ex, 5);
+        dist_sum_i64(sums, 3);
         float *pp, *pg;
         size_t np;
         model_dense(t->m, &pp, &pg, &np);
@@ -1043,10 +1044,10 @@ static int train_lanes(trainer *t)
             fprintf(t->log, "{\"kind\": \"lanes\", \"epoch\": %d, \"ranks\": %d, \"lanes\": %d, \"steps\": %llu, \"rows\": %llu, "
                     "\"train_loss\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"exchange_s\": %.3f, "
                     "\"exchange_bytes\": %lld, \"keys_asked\": %lld, \"dense_params\": %zu, \"records\": %llu, "
-                    "\"own_rows_max\": %.0f}\n", st.epoch, N, G,
-                    (unsigned long long)x.steps, (unsigned long long)x.rows, loss, ex[1],
+                    "\"own_rows_max\": %.0f, \"own_bytes_max\": %.0f, \"input_exchange_s\": %.3f, \"input_bytes\": %lld}\n",
+                    st.epoch, N, G, (unsigned long long)x.steps, (unsigned long long)x.rows, loss, ex[1],
                     ex[1] > 0 ? (double)x.rows / ex[1] : 0.0, ex[0], (long long)sums[0], (long long)sums[1], np,
-                    (unsigned long long)x.records, ex[2]);
+                    (unsigned long long)x.records, ex[2], ex[3], ex[4], (long long)sums[2]);
         if (lead && !o->quiet)
             fprintf(stderr, "epoch %d: %llu rows in %llu steps, train loss %.6f, %.0f samples/s (%.1f s exchanging)\n",
                     st.epoch, (unsigned long long)st.epoch_rows, (unsigned long long)st.epoch_steps, loss,

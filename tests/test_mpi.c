@@ -97,6 +97,32 @@ Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
     }
 }
 
+/* The same rows as a gzip file (read whole by every rank) followed by a plain one (cut into
+ * pieces), and as a cbx file (cut into blocks): the model file is the same for 1, 2 and 3
+ * processes and for one plain process; the text and cbx inputs hold the same records, so all
+ * four give the plain text model. */
+Test(mpi, compressed_plain_and_cbx_inputs_give_one_model)
+{
+    need_mpirun();
+    gen();
+    cr_assert_eq(th_run(NULL, "head -n 4000 tr.tsv | gzip > a.tsv.gz && tail -n +4001 tr.tsv > b.tsv && "
+                              "$B/ctrbox-data convert --format criteo --in tr.tsv --out tr.cbx 2>/dev/null"),
+                 0);
+    const char *base = "$B/ctrbox train --format criteo %s --threads 1 --quiet --lanes 6 --model deepfm --dim 4 "
+                       "--hidden 8 --batch 256 --epochs 2 --shuffle-rows 3000 %s";
+    free(run_ok(base, "--train tr.tsv", "--out plain"));
+    static const char *const inputs[] = { "--train a.tsv.gz --train b.tsv", "--train tr.cbx" };
+    for (size_t i = 0; i < 2; i++)
+        for (int np = 1; np <= 3; np++) {
+            char f[512], out[32], model[48];
+            snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
+            snprintf(out, sizeof out, "--out m%zu%d", i, np);
+            snprintf(model, sizeof model, "m%zu%d/model.ctrbox", i, np);
+            free(run_ok(f, inputs[i], out));
+            th_same_file("plain/model.ctrbox", model);
+        }
+}
+
 /* The number in a log line after `"name": `, from the last line of kind "lanes". */
 static double lanes_log(const char *dir, const char *name)
 {
@@ -113,10 +139,12 @@ static double lanes_log(const char *dir, const char *name)
     return x;
 }
 
-/* Each rank parses only its lanes' lines: a bad line is reported once over all ranks, by the rank
- * of its lane, and the most rows one rank kept is its lanes' share. The bad lines count as records,
- * so lanes and passes do not depend on N either: 1, 2 and 3 processes write a plain process's model. */
-Test(mpi, each_process_parses_its_share_of_the_lines)
+/* Each rank reads only its pieces of the file (datasets/source.h): the most bytes one read and
+ * the most rows one parsed are its share; a bad line is reported once over all ranks, by the one
+ * that read it, with its line number. The rows go to the ranks of their lanes, and the bad lines
+ * count as records, so lanes and passes do not depend on N: 1, 2 and 3 processes write a plain
+ * process's model. */
+Test(mpi, each_process_reads_its_share_of_the_bytes)
 {
     need_mpirun();
     gen();
@@ -128,6 +156,9 @@ Test(mpi, each_process_parses_its_share_of_the_lines)
     free(run_ok(base, "", "--out plain"));
     cr_assert_eq(lanes_log("plain", "records"), 9004);
     cr_assert_eq(lanes_log("plain", "own_rows_max"), 9000);
+    size_t len;
+    free(th_read(th_path("bad.tsv"), &len));
+    double size = (double)len;
     static const int lines[] = { 701, 2302, 5003, 8404 };
     for (int np = 1; np <= 3; np++) {
         char f[512], out[32];
@@ -144,10 +175,12 @@ Test(mpi, each_process_parses_its_share_of_the_lines)
         free(o);
         snprintf(out, sizeof out, "np%d", np);
         cr_assert_eq(lanes_log(out, "records"), 9004);
-        /* 6 lanes of 64-record blocks: a rank of 2 holds 3 lanes, of 3 holds 2 (plus a block's rounding) */
-        double share = lanes_log(out, "own_rows_max"), most = 9004.0 * (np == 1 ? 1 : np == 2 ? 0.5 : 1 / 3.0) + 64;
-        cr_assert(share <= most && share >= most - 200, "%d processes: the most rows one parsed is %.0f, its share %.0f", np,
-                  share, most - 64);
+        /* each reads its pieces of the file (8 a rank, of equal bytes) and parses their lines */
+        double bytes = lanes_log(out, "own_bytes_max"), rows = lanes_log(out, "own_rows_max");
+        cr_assert(bytes >= size / np && bytes <= size / np * 1.05 + 8 * 4096, "%d processes: the most bytes one read is "
+                  "%.0f of %.0f", np, bytes, size);
+        cr_assert(rows >= 9000.0 / np && rows <= 9000.0 / np * 1.1, "%d processes: the most rows one parsed is %.0f", np,
+                  rows);
         char model[48];
         snprintf(model, sizeof model, "np%d/model.ctrbox", np);
         th_same_file("plain/model.ctrbox", model);
