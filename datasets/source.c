@@ -35,6 +35,7 @@ typedef struct {
     char *buf;                    /* this reader's text piece: the bytes of its lines */
     size_t len;
     int64_t lines;                /* this reader's: its lines (text, a csv header among them) or rows (cbx) */
+    int64_t rows;                 /* this reader's, once parsed: the rows of its good lines */
 } split_piece;
 
 struct split {
@@ -430,6 +431,11 @@ static int enter_file(data_source *s, int i, char *err, size_t errlen)
     }
     struct stat st;
     uint8_t magic[4];
+    if (s->sp->readers > 1 && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) {
+        snprintf(err, errlen, "%s: not a regular file: several processes cannot each read it (write it to a file first)",
+                 path);
+        return -EINVAL;
+    }
     int fd = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     ssize_t got = fd >= 0 ? pread(fd, magic, sizeof magic, 0) : -1;
     if (fd >= 0) close(fd);
@@ -487,6 +493,12 @@ int source_window_next(data_source *s, source_window *w, char *err, size_t errle
 }
 
 int source_window_owner(const data_source *s, size_t i) { return s->sp->w[i].owner; }
+
+void source_window_rows(const data_source *s, int64_t *rows)
+{
+    const struct split *p = s->sp;
+    for (size_t i = 0; i < p->nw; i++) rows[i] = p->w[i].owner == p->me ? p->w[i].rows : 0;
+}
 
 /* The bytes of a text piece's lines into q->buf: the lines that start in [at, end), the last read on
  * to its end (or to past max_line, enough to know it is overlong); their count in q->lines. */
@@ -600,11 +612,13 @@ int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, 
         s->rec += records;   /* every reader numbers every piece's records alike */
         if (q->owner != p->me) continue;
         s->cur = q->file;   /* for the messages */
+        size_t rows0 = b->rows;
         if (s->o.fmt == FMT_CBX) {
             if ((ret = cbx_index_read(f->cbx, q->at, &s->all, err, errlen)) < 0) break;
             CHECK(s->all.rows == records);
             for (size_t r = 0; r < s->all.rows; r++) note_record(s, b->rows + r, rec + r);
             block_append(b, &s->all, 0, s->all.rows);
+            q->rows = (int64_t)s->all.rows;
             if (p->me == 0 && q->at + 1 == f->pieces) {   /* the conversion's line counts, once over the readers */
                 const cbx_trailer *t = cbx_index_trailer(f->cbx);
                 s->stats.lines += t->stats.lines;
@@ -631,6 +645,7 @@ int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, 
             ret = got;
         }
         CHECK(ret < 0 || seen == (uint64_t)counts[i]);   /* the lines counted are the lines read */
+        q->rows = (int64_t)(b->rows - rows0);
         io_stream_close(ms);
         free(q->buf);
         q->buf = NULL;

@@ -97,6 +97,9 @@ int source_window_owner(const data_source *s, size_t i);
 int source_window_read(data_source *s, int64_t *counts, char *err, size_t errlen);
 /* counts: every piece's, summed over the readers. 0 (b may have no rows), or <0 with err. */
 int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, char *err, size_t errlen);
+/* After source_window_parse: the rows each piece of the window gave this reader (0 for the others'
+ * pieces); b held them piece after piece. */
+void source_window_rows(const data_source *s, int64_t *rows);
 /* Bytes of the inputs this reader has read (by pieces; a whole file's are not counted). */
 uint64_t source_bytes_read(const data_source *s);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/block.h"
 #include "../io/util.h"
 
 static int active, rank, size = 1;
@@ -160,4 +161,54 @@ void dist_bcast(void *buf, size_t n)
 {
     if (!active || size == 1) return;
     MPI_Bcast(buf, to_int(n), MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+void dist_ship_rows(const sample_block *b, const uint64_t *num, int (*dest)(void *ctx, uint64_t num), void *ctx,
+                    uint64_t from, uint64_t lo, uint64_t hi, sample_block *in, uint64_t **in_num, size_t *in_cap,
+                    size_t **order, double *secs, uint64_t *bytes)
+{
+    uint8_t **buf = xcalloc((size_t)size, sizeof *buf);
+    size_t *len = xcalloc((size_t)size, sizeof *len), *cap = xcalloc((size_t)size, sizeof *cap);
+    for (size_t r = 0; r < b->rows;) {   /* runs of rows for one rank */
+        int to = dest(ctx, num[r]);
+        size_t e = r + 1;
+        while (e < b->rows && dest(ctx, num[e]) == to) e++;
+        size_t a = r;
+        while (a < e && num[a] < from) a++;
+        if (a < e) block_pack(b, a, e, num, &buf[to], &len[to], &cap[to]);
+        r = e;
+    }
+    size_t total = 0;
+    for (int k = 0; k < size; k++) total += len[k];
+    uint8_t *send = xmalloc(total ? total : 1), *p = send;
+    for (int k = 0; k < size; k++) {
+        if (len[k]) memcpy(p, buf[k], len[k]);
+        p += len[k];
+        free(buf[k]);
+        if (k != rank) *bytes += len[k];
+    }
+    void *recv;
+    size_t *recv_bytes = xmalloc((size_t)size * sizeof *recv_bytes);
+    double t0 = now_sec();
+    dist_alltoallv(send, len, &recv, recv_bytes);
+    *secs += now_sec() - t0;
+    free(send), free(buf), free(len), free(cap);
+    block_clear(in);
+    const uint8_t *q = recv;
+    for (int k = 0; k < size; k++) {   /* each rank's part: whole runs (8-byte aligned sections) */
+        if (recv_bytes[k]) block_unpack(in, q, recv_bytes[k], in_num, in_cap);
+        q += recv_bytes[k];
+    }
+    free(recv), free(recv_bytes);
+    /* numbers are distinct and in [lo, hi): their order by placing each at its offset */
+    size_t span = (size_t)(hi - lo), *at = xmalloc((span ? span : 1) * sizeof *at), n = 0;
+    for (size_t i = 0; i < span; i++) at[i] = SIZE_MAX;
+    for (size_t i = 0; i < in->rows; i++) {
+        CHECK((*in_num)[i] >= lo && (*in_num)[i] < hi && at[(*in_num)[i] - lo] == SIZE_MAX);
+        at[(*in_num)[i] - lo] = i;
+    }
+    *order = xrealloc(*order, (in->rows ? in->rows : 1) * sizeof **order);
+    for (size_t i = 0; i < span; i++)
+        if (at[i] != SIZE_MAX) (*order)[n++] = at[i];
+    free(at);
 }

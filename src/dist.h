@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../io/block.h"
+
 /* 1 when a launcher started this process (it then takes part in a job, even of one rank). */
 int dist_launched(void);
 /* MPI_Init when launched; safe to call once at start. A launched rank that exits without
@@ -43,5 +45,13 @@ size_t dist_alltoallv(const void *send, const size_t *send_bytes, void **recv, s
 size_t dist_gather_bytes(const void *buf, size_t bytes, void **out);
 /* Rank 0's bytes to every rank (same n everywhere). */
 void dist_bcast(void *buf, size_t n);
+
+/* Rows between the ranks (collective): each row r of b (numbered num[r], distinct over all ranks,
+ * all in [lo, hi); those below `from` left out) goes to rank dest(ctx, num); *in gets the rows every
+ * rank sent this one, their numbers in *in_num (grown with *in_cap), and *order (realloc'ed) their
+ * order by number. Seconds in MPI added to *secs, bytes sent to other ranks to *bytes. */
+void dist_ship_rows(const sample_block *b, const uint64_t *num, int (*dest)(void *ctx, uint64_t num), void *ctx,
+                    uint64_t from, uint64_t lo, uint64_t hi, sample_block *in, uint64_t **in_num, size_t *in_cap,
+                    size_t **order, double *secs, uint64_t *bytes);
 
 #endif

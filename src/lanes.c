@@ -756,59 +756,7 @@ static void take_rows(epoch_read *e, const sample_block *b, const uint64_t *rec,
     }
 }
 
-/* A window's rows (b, records rec[], all in [lo, hi)) to the ranks whose lanes they are in, those of
- * committed buffers (below `from`) left out; this rank's, from every rank, into *in (records *in_rec),
- * *order their record order. */
-static void ship_rows(lanes *L, const sample_block *b, const uint64_t *rec, uint64_t from, uint64_t lo, uint64_t hi,
-                      sample_block *in, uint64_t **in_rec, size_t *in_cap, size_t **order)
-{
-    int N = L->N;
-    uint8_t **buf = xcalloc((size_t)N, sizeof *buf);
-    size_t *len = xcalloc((size_t)N, sizeof *len), *cap = xcalloc((size_t)N, sizeof *cap);
-    for (size_t r = 0; r < b->rows;) {
-        int to = lane_of(L, rec[r]) % N;
-        size_t e = r + 1;
-        while (e < b->rows && lane_of(L, rec[e]) % N == to) e++;
-        size_t a = r;
-        while (a < e && rec[a] < from) a++;
-        if (a < e) block_pack(b, a, e, rec, &buf[to], &len[to], &cap[to]);
-        r = e;
-    }
-    size_t total = 0;
-    for (int k = 0; k < N; k++) total += len[k];
-    uint8_t *send = xmalloc(total ? total : 1), *p = send;
-    for (int k = 0; k < N; k++) {
-        if (len[k]) memcpy(p, buf[k], len[k]);
-        p += len[k];
-        free(buf[k]);
-    }
-    void *recv;
-    size_t *recv_bytes = xmalloc((size_t)N * sizeof *recv_bytes);
-    double t0 = now_sec();
-    dist_alltoallv(send, len, &recv, recv_bytes);
-    L->input_s += now_sec() - t0;
-    for (int k = 0; k < N; k++)
-        if (k != L->rank) L->input_bytes += len[k];
-    free(send), free(buf), free(len), free(cap);
-    block_clear(in);
-    const uint8_t *q = recv;
-    for (int k = 0; k < N; k++) {   /* each part holds runs of 8-byte aligned sections */
-        if (recv_bytes[k]) block_unpack(in, q, recv_bytes[k], in_rec, in_cap);
-        q += recv_bytes[k];
-    }
-    free(recv), free(recv_bytes);
-    /* records are distinct and in [lo, hi): their order by placing each at its offset */
-    size_t span = (size_t)(hi - lo), *at = xmalloc((span ? span : 1) * sizeof *at), n = 0;
-    for (size_t i = 0; i < span; i++) at[i] = SIZE_MAX;
-    for (size_t i = 0; i < in->rows; i++) {
-        CHECK((*in_rec)[i] >= lo && (*in_rec)[i] < hi && at[(*in_rec)[i] - lo] == SIZE_MAX);
-        at[(*in_rec)[i] - lo] = i;
-    }
-    *order = xrealloc(*order, (in->rows ? in->rows : 1) * sizeof **order);
-    for (size_t i = 0; i < span; i++)
-        if (at[i] != SIZE_MAX) (*order)[n++] = at[i];
-    free(at);
-}
+static int lane_rank(void *ctx, uint64_t rec) { lanes *L = ctx; return lane_of(L, rec) % L->N; }
 
 int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t errlen)
 {
@@ -852,7 +800,9 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
             L->input_s += now_sec() - t0;
             if ((ret = source_window_parse(s, counts, &b, err, errlen)) < 0) break;
             x->own_rows += b.rows;
-            ship_rows(L, &b, source_block_records(s), e.skip * e.cap, lo, source_records(s), &in, &in_rec, &in_cap, &order);
+            /* each row to the rank of its lane, those of committed buffers left out */
+            dist_ship_rows(&b, source_block_records(s), lane_rank, L, e.skip * e.cap, lo, source_records(s), &in, &in_rec,
+                           &in_cap, &order, &L->input_s, &L->input_bytes);
             take_rows(&e, &in, in_rec, order);
         }
         /* the buffers the records read have passed: every rank trains them now, before the next window */

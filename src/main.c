@@ -146,7 +146,8 @@ static const char eval_help[] =
     "       ctrbox eval --scores FILE [--json]\n"
     "AUC, logloss and calibration (mean predicted CTR / observed CTR: 1 is calibrated, above 1 the model\n"
     "over-predicts) of a model on labeled data. The data is read as the model was trained (format, schema,\n"
-    "field offsets, numeric mode): --data alone is enough.\n"
+    "field offsets, numeric mode): --data alone is enough. Under mpirun each process reads its share of\n"
+    "the data and predicts its batches; the output is one process's.\n"
     "  --model DIR            the model folder, or its model.ctrbox file\n"
     "  --bundle FILE          a serving bundle (ctrbox export-serving) instead of --model\n"
     "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
@@ -165,7 +166,8 @@ static const char predict_help[] =
     "usage: ctrbox predict --model DIR|DIR/model.ctrbox --data FILE... --out FILE [options]\n"
     "       ctrbox predict --bundle FILE [--delta FILE]... --data FILE... --out FILE [options]\n"
     "one probability per line in row order; the data may lack labels (criteo: 39 columns; libsvm/libffm:\n"
-    "no leading label; csv: no label column). The data is read as the model was trained.\n"
+    "no leading label; csv: no label column). The data is read as the model was trained. Under mpirun\n"
+    "each process reads its share of the data and predicts its batches; rank 0 writes the file.\n"
     "  --model DIR            the model folder, or its model.ctrbox file\n"
     "  --bundle FILE          a serving bundle instead of --model\n"
     "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
@@ -296,18 +298,39 @@ static int model_data_eval(const eval_job *j)
     model_meta meta;
     const score_src src = { dir, j->bundle, j->deltas, j->n_deltas, j->table_dir };
     score_load(&src, &m, &meta);
-    sample_block b;
-    score_read(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &b);
     int gf = -1;
     if (group) {
         for (uint32_t f = 0; f < meta.schema.n_fields; f++)
             if (!strcmp(meta.schema.names[f], group)) gf = (int)f;
         if (gf < 0 || meta.schema.kind[gf] != FIELD_CAT) die("--group %s: no categorical field of that name", group);
     }
-    if (!predict_only && !b.rows) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
-    double *prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
+    sample_block b;
+    double *prob;
     eval_result r;
-    train_evaluate_block(m, &b, prob, gf, &r);
+    if (dist_size() > 1) {   /* each rank reads its share and predicts its batches; rank 0 writes */
+        sample_block mine;
+        uint64_t *row, total;
+        score_read_shared(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &mine, &row, &total);
+        if (!predict_only && !total) {
+            if (dist_rank() == 0) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
+            exit(1);
+        }
+        score_predict_shared(m, &mine, row, total, gf, &b, &prob);
+        block_free(&mine);
+        free(row);
+        if (dist_rank() != 0) {
+            block_free(&b);
+            model_meta_free(&meta);
+            model_destroy(m);
+            return 0;
+        }
+        train_block_metrics(&b, prob, gf, &r);
+    } else {
+        score_read(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &b);
+        if (!predict_only && !b.rows) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
+        prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
+        train_evaluate_block(m, &b, prob, gf, &r);
+    }
     if (pred_out) {
         durable_file f;
         int ret = durable_open(&f, pred_out);
@@ -396,6 +419,10 @@ static int cmd_eval(int argc, char **argv, int predict)
         return ret;
     }
     if (!scores) cli_fail(&cc, "give --model DIR --data FILE, or --scores FILE");
+    if (dist_size() > 1) {
+        if (dist_rank() == 0) fprintf(stderr, "ctrbox eval: --scores runs as one process (without mpirun)\n");
+        return 2;
+    }
     float *label;
     double *prob;
     size_t n = read_scores(scores, &label, &prob);
@@ -855,10 +882,10 @@ static int run_command(int argc, char **argv)
     const char *cmd = argv[1];
     argv[1] = argv[0];
     argc--, argv++;
-    if (dist_size() > 1 && strcmp(cmd, "train")) {
+    if (dist_size() > 1 && strcmp(cmd, "train") && strcmp(cmd, "eval") && strcmp(cmd, "predict")) {
         if (dist_rank() == 0)
-            fprintf(stderr, "ctrbox %s: under mpirun only `train` runs on several processes; run %s as one process "
-                    "(without mpirun)\n", cmd, cmd);
+            fprintf(stderr, "ctrbox %s: under mpirun only train, eval and predict run on several processes; run %s as one "
+                    "process (without mpirun)\n", cmd, cmd);
         return 2;
     }
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv, 0);

@@ -9,6 +9,7 @@
 
 #include "../datasets/source.h"
 #include "../io/util.h"
+#include "dist.h"
 #include "passes.h"
 #include "train.h"
 
@@ -78,33 +79,210 @@ void score_load(const score_src *src, model **m, model_meta *meta)
     }
 }
 
-void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
-                int format_given, int unlabeled, const char *id_column, sample_block *b)
+/* The source options that read data as the model's input (score_read's first half): another layout at
+ * a glance is refused before a line is read; *guess and looks say what the first file looks like. */
+static source_opts score_opts(const model_meta *meta, char **data, const cli_input *in, int format_given, int unlabeled,
+                              const char *id_column, data_format *guess, char *looks, size_t looks_n)
 {
     char err[1024];
     source_opts so = meta->input;   /* read the data as the model was trained, with what the user changed */
     so.max_bad_ratio = in->so.max_bad_ratio;
     cli_input_over(in, &so);
-    char looks[300];   /* the first file at a glance: once, a pipe not at all */
-    data_format guess = source_sniff(data[0], looks, sizeof looks);
-    if (so.fmt == FMT_CBX && !format_given && meta->source_fmt && guess && guess != FMT_CBX) {
+    *guess = source_sniff(data[0], looks, looks_n);   /* the first file at a glance: once, a pipe not at all */
+    if (so.fmt == FMT_CBX && !format_given && meta->source_fmt && *guess && *guess != FMT_CBX) {
         so.fmt = meta->source_fmt;   /* trained on cbx converted from this text format */
         so.num = meta->schema.num_mode == NUM_BUCKET ? NUM_BUCKET : NUM_LOG;
     }
     so.unlabeled = unlabeled;
     so.id_column = id_column;
     /* another layout at a glance is refused before a line is read (csv: by its header, below) */
-    if (!format_given && so.fmt != FMT_CBX && so.fmt != FMT_CSV && guess && guess != FMT_CBX && guess != so.fmt &&
-        !(guess == FMT_LIBSVM && so.fmt == FMT_LIBFFM)) {
+    if (!format_given && so.fmt != FMT_CBX && so.fmt != FMT_CSV && *guess && *guess != FMT_CBX && *guess != so.fmt &&
+        !(*guess == FMT_LIBSVM && so.fmt == FMT_LIBFFM)) {
         snprintf(err, sizeof err, "%s: not %s data", data[0], parse_format_name(so.fmt));
         refuse_data(data[0], looks, meta, err, NULL);
     }
+    return so;
+}
+
+/* A read that failed: the error is the whole story when the layout is right, else the layouts. */
+static void __attribute__((noreturn)) read_failed(char **data, data_format guess, const char *looks, const source_opts *so,
+                                                  const model_meta *meta, const char *err)
+{
+    if (!guess || guess == so->fmt || guess == FMT_CBX) die("%s", err);
+    refuse_data(data[0], looks, meta, err, NULL);
+}
+
+void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
+                int format_given, int unlabeled, const char *id_column, sample_block *b)
+{
+    char err[1024], looks[300];
+    data_format guess;
+    source_opts so = score_opts(meta, data, in, format_given, unlabeled, id_column, &guess, looks, sizeof looks);
     data_schema ds;
-    if (train_read_rows(data, n_data, &so, b, &ds, err, sizeof err) < 0) {
-        if (!guess || guess == so.fmt || guess == FMT_CBX) die("%s", err);   /* the layout is right: the error is the whole story */
-        refuse_data(data[0], looks, meta, err, NULL);
-    }
+    if (train_read_rows(data, n_data, &so, b, &ds, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
     if (!schema_equal(&ds, &meta->schema)) refuse_data(data[0], looks, meta, NULL, &ds);
     schema_free(&ds);
     if (meta->table_dir && model_pull_from_tier(m, src->dir, meta, b, err, sizeof err) < 0) die("%s", err);
+}
+
+/* Under mpirun: rows to the rank of their batch. */
+typedef struct {
+    uint64_t B;
+    int N;
+} batch_owner;
+
+static int batch_rank(void *ctx, uint64_t row)
+{
+    const batch_owner *o = ctx;
+    return (int)(row / o->B % (uint64_t)o->N);
+}
+
+void score_read_shared(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
+                       int format_given, int unlabeled, const char *id_column, sample_block *b, uint64_t **row,
+                       uint64_t *total)
+{
+    char err[1024], looks[300];
+    data_format guess;
+    source_opts so = score_opts(meta, data, in, format_given, unlabeled, id_column, &guess, looks, sizeof looks);
+    data_source *s;
+    if (source_open(&s, data, n_data, &so, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
+    int N = dist_size(), me = dist_rank();
+    batch_owner own = { (uint64_t)model_config_of(m)->batch, N };
+    source_split(s, N, me);
+    uint32_t nd = source_schema(s)->n_dense;
+    sample_block got, in_rows;
+    block_init(&got, nd), block_init(&in_rows, nd), block_init(b, nd);
+    uint64_t *num = NULL, *in_num = NULL, before = 0, bytes = 0;
+    size_t num_cap = 0, in_cap = 0, row_cap = 0, *order = NULL, n_counts = 0;
+    int64_t *counts = NULL;
+    double secs = 0;
+    *row = NULL;
+    source_window w;
+    int ret;
+    while ((ret = source_window_next(s, &w, err, sizeof err)) > 0) {
+        if (w.whole) {   /* every rank reads it all, keeping its batches' rows */
+            while ((ret = source_next(s, &got, err, sizeof err)) > 0) {
+                for (size_t i = 0; i < got.rows; i++)
+                    if (batch_rank(&own, before + i) == me) {
+                        if (b->rows == row_cap) *row = xrealloc(*row, (row_cap = row_cap * 2 + 1024) * sizeof **row);
+                        (*row)[b->rows] = before + i;
+                        block_append(b, &got, i, i + 1);
+                    }
+                before += got.rows;
+            }
+            if (ret < 0) break;
+            continue;
+        }
+        if (w.pieces > n_counts) counts = xrealloc(counts, (n_counts = w.pieces) * sizeof *counts);
+        if ((ret = source_window_read(s, counts, err, sizeof err)) < 0) break;
+        dist_sum_i64(counts, w.pieces);
+        if ((ret = source_window_parse(s, counts, &got, err, sizeof err)) < 0) break;
+        source_window_rows(s, counts);
+        int64_t *mine = xmalloc(w.pieces * sizeof *mine);
+        memcpy(mine, counts, w.pieces * sizeof *mine);
+        dist_sum_i64(counts, w.pieces);   /* every piece's rows: the rows' numbers */
+        if (got.rows > num_cap) num = xrealloc(num, (num_cap = got.rows) * sizeof *num);
+        uint64_t at = before;
+        size_t r = 0;
+        for (size_t i = 0; i < w.pieces; i++) {
+            for (int64_t k = 0; k < mine[i]; k++) num[r++] = at + (uint64_t)k;
+            at += (uint64_t)counts[i];
+        }
+        CHECK(r == got.rows);
+        free(mine);
+        dist_ship_rows(&got, num, batch_rank, &own, 0, before, at, &in_rows, &in_num, &in_cap, &order, &secs, &bytes);
+        for (size_t i = 0; i < in_rows.rows; i++) {
+            size_t k = order[i];
+            if (b->rows == row_cap) *row = xrealloc(*row, (row_cap = row_cap * 2 + 1024) * sizeof **row);
+            (*row)[b->rows] = in_num[k];
+            block_append(b, &in_rows, k, k + 1);
+        }
+        before = at;
+    }
+    if (ret < 0) read_failed(data, guess, looks, &so, meta, err);
+    if (!schema_equal(source_schema(s), &meta->schema)) refuse_data(data[0], looks, meta, NULL, source_schema(s));
+    source_close(s);
+    block_free(&got), block_free(&in_rows);
+    free(num), free(in_num), free(order), free(counts);
+    *total = before;
+    if (meta->table_dir && model_pull_from_tier(m, src->dir, meta, b, err, sizeof err) < 0) die("%s", err);
+}
+
+/* A row's prediction as it goes to rank 0. */
+typedef struct {
+    uint64_t row;
+    double prob;
+    float label;
+    uint32_t has_group;
+    uint64_t group;               /* the key of the row's group field */
+    uint64_t id_len;              /* bytes of its id after the records, in row order */
+} scored;
+
+void score_predict_shared(model *m, const sample_block *b, const uint64_t *row, uint64_t total, int group_field,
+                          sample_block *all, double **prob)
+{
+    size_t n = b->rows, B = (size_t)model_config_of(m)->batch;
+    double *p = xmalloc((n ? n : 1) * sizeof *p);
+    for (size_t a = 0; a < n;) {   /* each batch alone: the rows one process predicts together */
+        size_t e = a + 1;
+        while (e < n && row[e] / B == row[a] / B) e++;
+        model_predict_batch(m, b, a, e, p + a);
+        a = e;
+    }
+    size_t ids = b->id_ptr ? (size_t)b->id_ptr[n] : 0, bytes = n * sizeof(scored) + ids;
+    uint8_t *buf = xmalloc(bytes ? bytes : 1);
+    for (size_t i = 0; i < n; i++) {
+        scored x = { row[i], p[i], b->label[i], 0, 0, b->id_ptr ? b->id_ptr[i + 1] - b->id_ptr[i] : 0 };
+        for (uint64_t k = b->row_ptr[i]; group_field >= 0 && k < b->row_ptr[i + 1]; k++)
+            if (b->field[k] == group_field) {
+                x.has_group = 1, x.group = b->key[k];
+                break;
+            }
+        memcpy(buf + i * sizeof x, &x, sizeof x);
+    }
+    if (ids) memcpy(buf + n * sizeof(scored), b->ids, ids);
+    free(p);
+    /* each rank's records and ids, then the records' count: rank 0 finds every part */
+    int64_t cnt = (int64_t)n;
+    void *got, *got_n;
+    size_t len = dist_gather_bytes(buf, bytes, &got);
+    dist_gather_bytes(&cnt, sizeof cnt, &got_n);
+    free(buf);
+    block_init(all, 0);
+    *prob = NULL;
+    if (dist_rank() != 0) return;
+    size_t *where = xmalloc((total ? total : 1) * sizeof *where);   /* row -> offset of its record */
+    const uint8_t **idp = xmalloc((total ? total : 1) * sizeof *idp);
+    const uint8_t *q = got;
+    for (int r = 0; r < dist_size(); r++) {
+        int64_t k;
+        memcpy(&k, (const uint8_t *)got_n + (size_t)r * sizeof k, sizeof k);
+        const uint8_t *id = q + (size_t)k * sizeof(scored);
+        for (int64_t i = 0; i < k; i++) {
+            scored x;
+            memcpy(&x, q + (size_t)i * sizeof x, sizeof x);
+            CHECK(x.row < total);
+            where[x.row] = (size_t)(q + (size_t)i * sizeof x - (const uint8_t *)got);
+            idp[x.row] = id;
+            id += x.id_len;
+        }
+        q = id;
+    }
+    CHECK((size_t)(q - (const uint8_t *)got) == len);
+    *prob = xmalloc((total ? total : 1) * sizeof **prob);
+    for (uint64_t i = 0; i < total; i++) {
+        scored x;
+        memcpy(&x, (const uint8_t *)got + where[i], sizeof x);
+        block_reserve(all, 1, 1);
+        if (b->id_ptr) block_push_id(all, (const char *)idp[i], (size_t)x.id_len);
+        all->label[all->rows] = x.label;
+        if (x.has_group) {
+            all->field[all->nnz] = (uint16_t)group_field;
+            all->key[all->nnz] = x.group;
+            all->val[all->nnz++] = 1.0f;
+        }
+        all->row_ptr[++all->rows] = all->nnz;
+        (*prob)[i] = x.prob;
+    }
+    free(where), free(idp), free(got), free(got_n);
 }

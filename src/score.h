@@ -31,6 +31,21 @@ void score_load(const score_src *src, model **m, model_meta *meta);
 void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
                 int format_given, int unlabeled, const char *id_column, sample_block *b);
 
+/* The same under mpirun (collective): each rank reads its pieces of the data (datasets/source.h) and
+ * gets the rows one process would predict in batch k of the model's batch size for every k with
+ * k % N == its rank, in order: b's row i is row (*row)[i] of the data (malloc'ed; caller frees); *total:
+ * the data's rows over all ranks. */
+void score_read_shared(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
+                       int format_given, int unlabeled, const char *id_column, sample_block *b, uint64_t **row,
+                       uint64_t *total);
+
+/* Under mpirun, after score_read_shared (collective): this rank's batches predicted, each as one
+ * process predicts it, and gathered on rank 0 in row order: there *all holds every row's label, its
+ * group field's entry (group_field >= 0) and its id (when b has ids), *prob (malloc'ed, caller frees)
+ * the predictions; elsewhere *all is empty and *prob NULL. */
+void score_predict_shared(model *m, const sample_block *b, const uint64_t *row, uint64_t total, int group_field,
+                          sample_block *all, double **prob);
+
 /* The model's input settings in words: "criteo (13 dense values, 26 categorical fields: I1 ...)". */
 void score_describe_input(const model_meta *mm, char *out, size_t n);
 

@@ -128,7 +128,7 @@ static double group_auc(const sample_block *b, const double *prob, int field)
 }
 
 /* The metrics of predictions p (b->rows) of b's rows. */
-static void eval_metrics(const sample_block *b, const double *p, int group_field, eval_result *r)
+void train_block_metrics(const sample_block *b, const double *p, int group_field, eval_result *r)
 {
     memset(r, 0, sizeof *r);
     r->rows = b->rows;
@@ -147,7 +147,7 @@ void train_evaluate_block(model *m, const sample_block *b, double *prob, int gro
 {
     double *p = prob ? prob : xmalloc((b->rows ? b->rows : 1) * sizeof *p);
     model_predict_batch(m, b, 0, b->rows, p);
-    eval_metrics(b, p, group_field, r);
+    train_block_metrics(b, p, group_field, r);
     if (!prob) free(p);
 }
 
@@ -928,7 +928,7 @@ static int lanes_eval(trainer *t, lanes *L, lanes_state *st, double *prob, const
     eval_result er;
     int r = lanes_predict(L, &t->valid, prob, err, errlen);
     if (r < 0) return r;
-    eval_metrics(&t->valid, prob, -1, &er);
+    train_block_metrics(&t->valid, prob, -1, &er);
     log_eval(t, kind, &er, now_sec() - t->t_start);
     int better = !(er.auc <= st->best_auc);
     if (lead && !t->o->quiet)

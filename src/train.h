@@ -69,5 +69,7 @@ typedef struct {
 /* Evaluate m on all rows of b; prob (b->rows) receives the predictions if not NULL.
  * group_field >= 0 adds gAUC grouped by the first key of that field. */
 void train_evaluate_block(model *m, const sample_block *b, double *prob, int group_field, eval_result *r);
+/* The metrics of predictions p of b's rows (labels; the group field's keys for gAUC). */
+void train_block_metrics(const sample_block *b, const double *p, int group_field, eval_result *r);
 
 #endif

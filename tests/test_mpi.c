@@ -123,6 +123,47 @@ Test(mpi, compressed_plain_and_cbx_inputs_give_one_model)
         }
 }
 
+/* eval and predict under mpirun: each rank reads its share of the data (a gzip file whole, a plain
+ * one by pieces, with bad lines) and predicts its batches; rank 0 prints the metrics (gAUC too) and
+ * writes the predictions in input order: the same bytes as one process's, for 1, 2 and 3 processes;
+ * csv ids come along. */
+Test(mpi, eval_and_predict_give_one_process_results)
+{
+    need_mpirun();
+    gen();
+    const char *one = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
+    cr_assert_eq(th_run(NULL, "$B/ctrbox train --format criteo --train tr.tsv --threads 1 --quiet --model deepfm --dim 4 "
+                              "--hidden 8 --batch 128 --epochs 1 --out m && "
+                              "awk 'NR == 77 || NR == 1500 { print \"not a row\" } { print }' va.tsv > vb.tsv && "
+                              "head -n 1000 vb.tsv | gzip > v1.gz && tail -n +1001 vb.tsv > v2.tsv"), 0);
+    /* a csv with ids */
+    FILE *f = fopen(th_path("ids.csv"), "w");
+    fprintf(f, "id,label,a,b,c\n");
+    for (int i = 0; i < 3000; i++) fprintf(f, "r%d,%d,%d,b%d,c%d\n", i, (i * 7 + i / 3) % 3 == 0, i % 17, i % 23, (i * 13) % 31);
+    fclose(f);
+    cr_assert_eq(th_run(NULL, "$B/ctrbox train --format csv --schema 'id:skip,label:label,a:num,b:cat,c:cat' --train ids.csv "
+                              "--threads 1 --quiet --model lr --batch 64 --epochs 1 --out mc"), 0);
+    char *want, *o, cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s$B/ctrbox eval --model m --data v1.gz --data v2.tsv --json --group C3 "
+             "--max-bad-ratio 0.01 2>/dev/null && %s$B/ctrbox predict --model m --data v1.gz --data v2.tsv --out one.pred "
+             "--max-bad-ratio 0.01 2>/dev/null && %s$B/ctrbox predict --model mc --data ids.csv --id-column id "
+             "--out one.ids", one, one, one);
+    cr_assert_eq(th_run(&want, "%s", cmd), 0, "%s", want);
+    cr_assert(strstr(want, "\"gauc\""), "%s", want);
+    for (int np = 1; np <= 3; np++) {
+        snprintf(cmd, sizeof cmd, "%s" MPIRUN "%d $B/ctrbox eval --model m --data v1.gz --data v2.tsv --json --group C3 "
+                 "--max-bad-ratio 0.01 2>/dev/null && %s" MPIRUN "%d $B/ctrbox predict --model m --data v1.gz --data v2.tsv "
+                 "--out np.pred --max-bad-ratio 0.01 2>/dev/null && %s" MPIRUN "%d $B/ctrbox predict --model mc "
+                 "--data ids.csv --id-column id --out np.ids", one, np, one, np, one, np);
+        cr_assert_eq(th_run(&o, "%s", cmd), 0, "%d processes: %s", np, o);
+        cr_assert_str_eq(o, want, "%d processes: eval printed\n%s\none process:\n%s", np, o, want);
+        th_same_file("one.pred", "np.pred");
+        th_same_file("one.ids", "np.ids");
+        free(o);
+    }
+    free(want);
+}
+
 /* The number in a log line after `"name": `, from the last line of kind "lanes". */
 static double lanes_log(const char *dir, const char *name)
 {
@@ -245,8 +286,12 @@ Test(mpi, unsupported_options_are_refused)
         free(o);
     }
     char *o;
-    cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox eval --model m0 --data va.tsv"), 0);
-    cr_assert(strstr(o, "under mpirun only `train` runs on several processes"), "%s", o);
+    cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox export-serving --model m0 --out x.bundle"), 0);
+    cr_assert(strstr(o, "under mpirun only train, eval and predict run on several processes"), "%s", o);
+    free(o);
+    th_write_str(th_path("s.tsv"), "1\t0.9\n0\t0.2\n");
+    cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox eval --scores s.tsv"), 0);
+    cr_assert(strstr(o, "--scores runs as one process"), "%s", o);
     free(o);
 }
 
@@ -335,6 +380,10 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
     th_same_file("mem.pred", "tier2.pred");
     th_same_file("mem.pred", "tier1.pred");
     th_same_file("mem.bundle", "tier2.bundle");
+    /* predict under mpirun: each rank reads its share and its rows from the sharded folder */
+    cr_assert_eq(th_run(NULL, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " MPIRUN "2 $B/ctrbox predict --model tier2 "
+                              "--data va.tsv --out tier2np.pred"), 0);
+    th_same_file("mem.pred", "tier2np.pred");
     /* ctrbox-table reads a sharded folder as one table, given itself or the model naming it: its rows
      * (optimizer state included), sorted, are those of the one-process folder and of the in-memory
      * model file; tools that write refuse it */
