@@ -4,8 +4,9 @@
 #   one:    by one process batch by batch, --threads 2 (the reference every other mode is held to)
 #   lanes1: mpirun -np 1 --threads 2 --lanes 12 (the lanes' arithmetic on one process)
 #   lanes2: mpirun -np 2 --threads 1 --lanes 12 (two processes, one core each)
-#   text1, text2: lanes1 and lanes2 on the same rows as a criteo text file (each rank parses only
-#           its lanes' lines: the text's ratio should be the cbx one's)
+#   text1, text2: lanes1 and lanes2 on the same rows as a criteo text file (each rank reads only
+#           its pieces of the file and sends the rows to their lanes' ranks: the text's ratio
+#           should be the cbx one's)
 # and prints samples/s of each (the epoch's training, from log.jsonl), the ratios, and per step the
 # seconds the slowest rank spent in MPI calls and the bytes all ranks sent each other, with the
 # distinct keys asked per step (the parts of the bytes: see docs/performance.md). Results in
@@ -50,7 +51,8 @@ for name in ("lanes1", "lanes2", "text1", "text2"):
                  "mpi_s_per_step": l["exchange_s"] / steps, "bytes_per_step": l["exchange_bytes"] / steps,
                  "keys_asked_per_step": l["keys_asked"] / steps, "dense_params": l["dense_params"],
                  "train_loss": l["train_loss"], "records": l["records"], "own_rows_max": l["own_rows_max"],
-                 "seconds": l["seconds"]}
+                 "own_bytes_max": l["own_bytes_max"], "input_exchange_s": l["input_exchange_s"],
+                 "input_bytes": l["input_bytes"], "seconds": l["seconds"]}
 res["np2_over_np1"] = res["lanes2"]["samples_per_s"] / res["lanes1"]["samples_per_s"]
 res["np2_over_one_process"] = res["lanes2"]["samples_per_s"] / one
 res["text_np2_over_np1"] = res["text2"]["samples_per_s"] / res["text1"]["samples_per_s"]
@@ -67,7 +69,8 @@ print(f"  -np 2 --threads 1 / -np 1 --threads 2: {res['np2_over_np1']:.3f}; / on
 for name in ("text1", "text2"):
     r = res[name]
     print(f"  text input, {r['ranks']} process(es): {r['samples_per_s']:.0f} samples/s, the most rows one rank parsed "
-          f"{r['own_rows_max']:.0f} of {r['records']}")
+          f"{r['own_rows_max']:.0f} of {r['records']}, the most bytes one read {r['own_bytes_max'] / 1e6:.1f} MB; rows "
+          f"sent to their lanes' ranks {r['input_bytes'] / 1e6:.1f} MB in {r['input_exchange_s']:.2f} s of MPI")
 print(f"  text input: -np 2 / -np 1: {res['text_np2_over_np1']:.3f}")
 
 # Beyond this machine, on paper (docs/performance.md): a node is one rank as measured here (one
