@@ -14,6 +14,8 @@
 
 #include "cbx.h"
 #include "../io/stream.h"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include "../io/util.h"
 
 #define SPLIT_WINDOW 4             /* pieces a reader reads in a window */
@@ -493,6 +495,17 @@ int source_window_next(data_source *s, source_window *w, char *err, size_t errle
 }
 
 int source_window_owner(const data_source *s, size_t i) { return s->sp->w[i].owner; }
+
+uint64_t source_window_digest(const data_source *s)
+{
+    const struct split *p = s->sp;
+    uint64_t h = XXH64(&p->whole, sizeof p->whole, p->nw);
+    for (size_t i = 0; i < p->nw; i++) {
+        uint64_t v[4] = { (uint64_t)p->w[i].file, p->w[i].at, p->w[i].end, (uint64_t)p->w[i].owner };
+        h = XXH64(v, sizeof v, h);
+    }
+    return p->whole ? XXH64(&p->file, sizeof p->file, h) : h;
+}
 
 void source_window_rows(const data_source *s, int64_t *rows)
 {

@@ -92,6 +92,9 @@ typedef struct {
 void source_split(data_source *s, int readers, int me);
 /* 1 with *w, 0 at the end of the inputs, <0 with err. */
 int source_window_next(data_source *s, source_window *w, char *err, size_t errlen);
+/* The window's identity (its pieces, their files, ranges and readers): readers that see files of
+ * other sizes (a file that grew or was replaced while they opened it) see other windows. */
+uint64_t source_window_digest(const data_source *s);
 /* The reader of piece i of the window. */
 int source_window_owner(const data_source *s, size_t i);
 int source_window_read(data_source *s, int64_t *counts, char *err, size_t errlen);

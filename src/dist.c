@@ -163,6 +163,17 @@ void dist_bcast(void *buf, size_t n)
     MPI_Bcast(buf, to_int(n), MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
+int dist_same(const void *buf, size_t n)
+{
+    if (!active || size == 1) return 1;
+    void *r0 = xmalloc(n ? n : 1);
+    memcpy(r0, buf, n);
+    dist_bcast(r0, n);
+    int same = memcmp(r0, buf, n) == 0;
+    free(r0);
+    return dist_all(same);
+}
+
 void dist_ship_rows(const sample_block *b, const uint64_t *num, int (*dest)(void *ctx, uint64_t num), void *ctx,
                     uint64_t from, uint64_t lo, uint64_t hi, sample_block *in, uint64_t **in_num, size_t *in_cap,
                     size_t **order, double *secs, uint64_t *bytes)

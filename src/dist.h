@@ -45,6 +45,8 @@ size_t dist_alltoallv(const void *send, const size_t *send_bytes, void **recv, s
 size_t dist_gather_bytes(const void *buf, size_t bytes, void **out);
 /* Rank 0's bytes to every rank (same n everywhere). */
 void dist_bcast(void *buf, size_t n);
+/* 1 on every rank if every rank's n bytes equal rank 0's, else 0 on every rank. */
+int dist_same(const void *buf, size_t n);
 
 /* Rows between the ranks (collective): each row r of b (numbered num[r], distinct over all ranks,
  * all in [lo, hi); those below `from` left out) goes to rank dest(ctx, num); *in gets the rows every

@@ -784,7 +784,15 @@ int lanes_epoch(lanes *L, lanes_state *st, lanes_stats *x, char *err, size_t err
     size_t n_counts = 0;
     int ret;
     source_window w;
-    while (!e.failed && (ret = source_window_next(s, &w, err, errlen)) > 0) {
+    while (!e.failed && (ret = source_window_next(s, &w, err, errlen)) >= 0) {
+        uint64_t agree[2] = { (uint64_t)ret, ret ? source_window_digest(s) : 0 };
+        if (!dist_same(agree, sizeof agree)) {   /* a file grew or changed while the ranks opened it */
+            snprintf(err, errlen, "%s: the processes see the input files with other sizes (a file changed while read)",
+                     o->train[0]);
+            e.failed = -1;   /* every rank alike */
+            break;
+        }
+        if (ret == 0) break;
         if (w.whole) {   /* every rank reads it, each keeping its lanes' records */
             while (!e.failed && (ret = source_next(s, &b, err, errlen)) > 0) {
                 x->own_rows += b.rows;

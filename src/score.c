@@ -159,7 +159,13 @@ void score_read_shared(const score_src *src, model *m, model_meta *meta, char **
     *row = NULL;
     source_window w;
     int ret;
-    while ((ret = source_window_next(s, &w, err, sizeof err)) > 0) {
+    while ((ret = source_window_next(s, &w, err, sizeof err)) >= 0) {
+        uint64_t agree[2] = { (uint64_t)ret, ret ? source_window_digest(s) : 0 };
+        if (!dist_same(agree, sizeof agree)) {   /* a file grew or changed while the ranks opened it */
+            if (me == 0) die("%s: the processes see the data files with other sizes (a file changed while read)", data[0]);
+            exit(1);
+        }
+        if (ret == 0) break;
         if (w.whole) {   /* every rank reads it all, keeping its batches' rows */
             while ((ret = source_next(s, &got, err, sizeof err)) > 0) {
                 for (size_t i = 0; i < got.rows; i++)

@@ -164,6 +164,29 @@ Test(mpi, eval_and_predict_give_one_process_results)
     free(want);
 }
 
+/* Ranks that see the input with other sizes (here each is given a file of its own; in life a log
+ * that grew while they opened it) stop at once with one line, not in a collective that never
+ * ends; eval alike. */
+Test(mpi, ranks_that_see_other_files_stop_with_a_message)
+{
+    need_mpirun();
+    gen();
+    cr_assert_eq(th_run(NULL, "cp tr.tsv f0.tsv && head -n 8000 tr.tsv > f1.tsv && cp va.tsv v0.tsv && "
+                              "head -n 2000 va.tsv > v1.tsv && $B/ctrbox train --format criteo --train tr.tsv --quiet "
+                              "--model lr --epochs 1 --out m"), 0);
+    char *o;
+    int rc = th_run(&o, MPIRUN "2 timeout 120 sh -c \"exec $B/ctrbox train --model lr --format criteo "
+                        "--train f\\$OMPI_COMM_WORLD_RANK.tsv --quiet --epochs 1 --out m2\"");
+    cr_assert(rc != 0 && rc != 124, "exit %d\n%s", rc, o);
+    cr_assert(strstr(o, "see the input files with other sizes"), "%s", o);
+    cr_assert(!th_file_exists(th_path("m2/model.ctrbox")));
+    free(o);
+    rc = th_run(&o, MPIRUN "2 timeout 120 sh -c \"exec $B/ctrbox eval --model m --data v\\$OMPI_COMM_WORLD_RANK.tsv\"");
+    cr_assert(rc != 0 && rc != 124, "exit %d\n%s", rc, o);
+    cr_assert(strstr(o, "see the data files with other sizes"), "%s", o);
+    free(o);
+}
+
 /* The number in a log line after `"name": `, from the last line of kind "lanes". */
 static double lanes_log(const char *dir, const char *name)
 {
