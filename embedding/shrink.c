@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <zstd.h>
 
 #include "../io/keymap.h"
 #include "../io/util.h"
@@ -79,4 +80,61 @@ int emb_shrink_table(emb_table *t, emb_tier *tier, int tb, emb_tier_batch **batc
     }
     key_map_free(&spare);
     return ret;
+}
+
+/* ---- the tables' deletion records as one blob ---- */
+
+int emb_deletions_blob(emb_table *const *tables, int n_tables, char **blob, size_t *len)
+{
+    char *raw;
+    size_t n;
+    FILE *f = open_memstream(&raw, &n);
+    if (!f) return -1;
+    int ok = 1;
+    for (int i = 0; ok && i < n_tables; i++) ok = emb_table_save_deleted(tables[i], f) == 0;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        free(raw);
+        return -1;
+    }
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 3);
+    ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1);
+    *blob = xmalloc(ZSTD_compressBound(n));
+    *len = ZSTD_compress2(z, *blob, ZSTD_compressBound(n), raw, n);
+    ZSTD_freeCCtx(z);
+    free(raw);
+    if (ZSTD_isError(*len)) {
+        free(*blob);
+        return -1;
+    }
+    return 0;
+}
+
+int emb_deletions_load(emb_table *const *tables, int n_tables, const void *blob, size_t len, int merge, char *err,
+                       size_t errlen)
+{
+    unsigned long long n = ZSTD_getFrameContentSize(blob, len);
+    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n > ((uint64_t)1 << 40)) {
+        snprintf(err, errlen, "deletion record: not a zstd frame of known size");
+        return -1;
+    }
+    char *raw = xmalloc(n ? n : 1);
+    size_t got = ZSTD_decompress(raw, n, blob, len);
+    if (ZSTD_isError(got) || got != n) {
+        snprintf(err, errlen, "deletion record: %s", ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+        free(raw);
+        return -1;
+    }
+    FILE *f = fmemopen(raw, n ? n : 1, "rb");
+    int ret = 0;
+    for (int i = 0; ret == 0 && i < n_tables; i++)
+        ret = merge ? emb_table_merge_deleted(tables[i], f, err, errlen) : emb_table_load_deleted(tables[i], f, err, errlen);
+    if (ret == 0 && (size_t)ftell(f) != n) {
+        snprintf(err, errlen, "deletion record: bytes after its %d tables", n_tables);
+        ret = -1;
+    }
+    fclose(f);
+    free(raw);
+    return ret < 0 ? -1 : 0;
 }

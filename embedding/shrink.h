@@ -48,4 +48,13 @@ typedef struct {
 int emb_shrink_table(emb_table *t, emb_tier *tier, int tb, emb_tier_batch **batch, const emb_shrink_opts *o,
                      emb_shrink_result *r, char *err, size_t errlen);
 
+/* The deletion records of tables[0 .. n_tables) as one blob: the emb_table_save_deleted of each,
+ * one after the other, in one zstd frame with its content checksum (the tier's "d" record, and what
+ * the processes of one job send each other). 0, or -1. */
+int emb_deletions_blob(emb_table *const *tables, int n_tables, char **blob, size_t *len);
+/* Such a blob into the tables: replacing their records, or merged into them (emb_table_merge_deleted).
+ * 0, or -1 with err. */
+int emb_deletions_load(emb_table *const *tables, int n_tables, const void *blob, size_t len, int merge, char *err,
+                       size_t errlen);
+
 #endif

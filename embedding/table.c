@@ -665,7 +665,12 @@ int emb_table_save_deleted(const emb_table *t, void *file)
     return ok ? 0 : -(errno ? errno : EIO);
 }
 
-int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen)
+static int load_deleted(emb_table *t, void *file, int merge, char *err, size_t errlen);
+
+int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen) { return load_deleted(t, file, 0, err, errlen); }
+int emb_table_merge_deleted(emb_table *t, void *file, char *err, size_t errlen) { return load_deleted(t, file, 1, err, errlen); }
+
+static int load_deleted(emb_table *t, void *file, int merge, char *err, size_t errlen)
 {
     FILE *f = file;
     char magic[8];
@@ -704,11 +709,13 @@ int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen)
             ret = -EBADMSG;
         }
     if (!ret) {
-        dead_reset(t, (uint32_t)dh[0]);
+        if (!merge) dead_reset(t, (uint32_t)dh[0]);
+        else if ((uint32_t)dh[0] > t->dead_from || t->dead_from == UINT32_MAX) t->dead_from = (uint32_t)dh[0];
         uint64_t key = 0;
         for (size_t i = 0; i < nd; i++) {
             key += col[i];
-            dead_put(t, key, col[nd + i] + 1);
+            uint64_t had = merge && t->dead.cap ? key_map_get(&t->dead, key) : 0;
+            if (had < col[nd + i] + 1) dead_put(t, key, col[nd + i] + 1);   /* the later deletion */
         }
     }
     free(col);

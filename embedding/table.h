@@ -148,6 +148,9 @@ uint32_t emb_table_deletions_from(const emb_table *t);
  * (err says what was wrong). */
 int emb_table_save_deleted(const emb_table *t, void *file);
 int emb_table_load_deleted(emb_table *t, void *file, char *err, size_t errlen);
+/* The same, added to t's record (a key in both keeps the later pass; the union is complete from the
+ * later of the two starts): another owner's deletions, when several processes trained the table. */
+int emb_table_merge_deleted(emb_table *t, void *file, char *err, size_t errlen);
 void emb_table_set_deletions_from(emb_table *t, uint32_t pass);
 
 /* Whether a record's counters, values and optimizer state are all finite (not NaN or inf). */

@@ -23,6 +23,7 @@
 #include "../datasets/source.h"
 #include "../embedding/cache.h"
 #include "../embedding/shard.h"
+#include "../embedding/shrink.h"
 #include "../embedding/tier.h"
 #include "../io/keymap.h"
 #include "../io/util.h"
@@ -71,7 +72,6 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
                       : o->init && o->table_dir ? "--init with a table folder"
-                      : o->shrink_threshold >= 0 || o->shrink_unseen ? "shrink"
                       : o->eval_every && o->table_dir ? "--eval-every with a table folder"
                       : NULL;
     if (why) {
@@ -525,10 +525,8 @@ static int catalog_load(lanes *L, const void *blob, size_t len, lanes_state *st,
 /* The pass's rows made durable on every rank, as one commit of the job: each prepares, rank 0
  * records the count once all have, each publishes. 0, or -2 with err (the job keeps its last
  * commit: a rank whose prepare failed says why, the others that another did). */
-static int commit_pass(lanes *L, const lanes_state *st, char *err, size_t errlen)
+static int commit_batch(lanes *L, emb_tier_batch *b, const lanes_state *st, char *err, size_t errlen)
 {
-    emb_tier_batch *b = L->wb ? L->wb : emb_tier_begin(L->tier);
-    L->wb = NULL;
     uint64_t bytes = 0;
     emb_cache_put_dirty(L->cache, b, &bytes);
     size_t len;
@@ -548,6 +546,53 @@ static int commit_pass(lanes *L, const lanes_state *st, char *err, size_t errlen
     }
     if (emb_tier_publish(L->tier, err, errlen) < 0) return -2;   /* the record stands: a resume publishes it */
     L->commits++;
+    return 0;
+}
+
+static int commit_pass(lanes *L, const lanes_state *st, char *err, size_t errlen)
+{
+    emb_tier_batch *b = L->wb ? L->wb : emb_tier_begin(L->tier);
+    L->wb = NULL;
+    return commit_batch(L, b, st, err, errlen);
+}
+
+int lanes_shrink(lanes *L, const lanes_state *st, uint64_t *deleted, char *err, size_t errlen)
+{
+    const train_opts *o = L->o;
+    *deleted = 0;
+    if (o->shrink_threshold < 0 && !o->shrink_unseen) return 0;
+    /* each owner judges its rows by the same rules at the same pass clock: the keys deleted do not
+     * depend on who owns them */
+    emb_shrink_opts so = { { o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff },
+                           model_config_of(L->m)->decay, st->pass, 0, 0, 0 };
+    emb_tier_batch *b = NULL;
+    if (L->tier) {
+        b = L->wb ? L->wb : emb_tier_begin(L->tier);
+        L->wb = NULL;
+    }
+    int ret = 0;
+    uint64_t n = 0;
+    for (int tb = 0; tb < L->T && ret == 0; tb++) {
+        emb_shrink_result r = { 0 };
+        if (emb_shrink_table(emb_shard_table(L->shard, tb), L->tier, tb, L->tier ? &b : NULL, &so, &r, err, errlen) < 0)
+            ret = -2;
+        n += r.deleted;
+    }
+    if (!dist_all(ret == 0)) {   /* every rank alike, before the commit (a collective) */
+        if (ret == 0) snprintf(err, errlen, "another process could not shrink its rows");
+        if (b) emb_tier_abort(b);
+        return ret < 0 ? ret : -1;
+    }
+    if (L->tier) {   /* the deletions and each rank's deletion record, committed as the job's */
+        char *blob;
+        size_t len;
+        if (emb_deletions_blob(emb_shard_table_array(L->shard), L->T, &blob, &len) < 0) die("cannot serialise the deletion record");
+        emb_tier_set_deletions(b, blob, len);
+        if ((ret = commit_batch(L, b, st, err, errlen)) < 0) return ret;
+    }
+    int64_t d = (int64_t)n;
+    dist_sum_i64(&d, 1);
+    *deleted = (uint64_t)d;
     return 0;
 }
 
@@ -614,6 +659,11 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     if (k) {
         r = catalog_load(L, blob, len, st, err, errlen);
         *resumed = r == 0;
+        void *d = NULL;
+        size_t dl = 0;
+        if (r == 0 && (r = emb_tier_deletions(L->tier, &d, &dl, err, errlen)) == 0 && d)   /* what shrink deleted */
+            r = emb_deletions_load(emb_shard_table_array(L->shard), L->T, d, dl, 0, err, errlen);
+        free(d);
     } else if (o->resume && L->rank == 0 && !o->quiet) {
         fprintf(stderr, "--resume: %s has no committed pass yet; starting from the beginning\n", L->top);
     }
@@ -933,5 +983,23 @@ int lanes_collect(lanes *L, char *err, size_t errlen)
         }
         free(all);
     }
+    /* the owners' deletion records (shrink), merged into rank 0's tables: a delta bundle carries them */
+    char *blob = NULL;
+    size_t len = 0;
+    if (emb_deletions_blob(emb_shard_table_array(L->shard), L->T, &blob, &len) < 0) die("cannot serialise the deletion record");
+    uint64_t n = len;
+    void *lens, *all;
+    dist_gather_bytes(&n, sizeof n, &lens);
+    dist_gather_bytes(blob, len, &all);
+    free(blob);
+    if (L->rank == 0) {
+        const uint8_t *p = all;
+        for (int r = 0; r < L->N && ret == 0; r++) {
+            memcpy(&n, (const uint8_t *)lens + (size_t)r * sizeof n, sizeof n);
+            if (emb_deletions_load(model_tables(m), L->T, p, (size_t)n, 1, err, errlen) < 0) ret = -2;
+            p += n;
+        }
+    }
+    free(lens), free(all);
     return ret;
 }

@@ -29,8 +29,11 @@
  * --pass-rows N makes a pass N records of the files instead of the shuffle buffer's. --init loads the
  * model file on every rank, each keeping the rows it owns; the pass clock and step go on.
  * Dropout draws each lane's masks from its own stream (model_set_dropout_stream).
+ * Shrink (--shrink-threshold, --shrink-unseen) runs at each epoch's end, before its evaluation:
+ * every owner judges its rows by the accessor's rules at the job's pass clock (lanes_shrink); with
+ * a table folder the deletions are one commit of the job.
  * What this mode refuses (said at start): admission (--min-show), batch norm, placement on
- * a device, --follow, --init or --eval-every with a table folder, shrink.
+ * a device, --follow, --init or --eval-every with a table folder.
  */
 #ifndef CTRBOX_SRC_LANES_H
 #define CTRBOX_SRC_LANES_H
@@ -100,6 +103,10 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
 void lanes_adopt_rows(lanes *L);
 /* The sparse learning rate of the rows this rank owns (after the model's changed). */
 void lanes_set_sparse_lr(lanes *L, float lr);
+/* At an epoch's end (collective): the keys the accessor's delete rules doom, deleted by their
+ * owners (with a table folder, in one commit of the job, with each rank's deletion record);
+ * *deleted over all ranks. 0, or <0 with err as lanes_epoch. */
+int lanes_shrink(lanes *L, const lanes_state *st, uint64_t *deleted, char *err, size_t errlen);
 /* Whether the rows are in a table folder (lanes_open_tier). */
 int lanes_tiered(const lanes *L);
 /* With a table folder, for the model file that names it (collective): on rank 0 the id a reader

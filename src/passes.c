@@ -33,7 +33,6 @@
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-#include <zstd.h>
 
 #include "../embedding/cache.h"
 #include "../embedding/shrink.h"
@@ -602,33 +601,10 @@ static int catalog_write(passes *ps, FILE *f)
     return ok;
 }
 
-/* The tables' deletion records, as the tier's "d" record: the emb_table_save_deleted of each
- * table, one after the other, in one zstd frame (with its content checksum). */
+/* The tables' deletion records, as the tier's "d" record (embedding/shrink.h). */
 static int deletions_make(passes *ps, char **blob, size_t *len)
 {
-    char *raw;
-    size_t n;
-    FILE *f = open_memstream(&raw, &n);
-    if (!f) return -1;
-    int ok = 1;
-    for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_deleted(model_table(ps->m, i), f) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        free(raw);
-        return -1;
-    }
-    ZSTD_CCtx *z = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 3);
-    ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1);
-    *blob = xmalloc(ZSTD_compressBound(n));
-    *len = ZSTD_compress2(z, *blob, ZSTD_compressBound(n), raw, n);
-    ZSTD_freeCCtx(z);
-    free(raw);
-    if (ZSTD_isError(*len)) {
-        free(*blob);
-        return -1;
-    }
-    return 0;
+    return emb_deletions_blob(model_tables(ps->m), ps->n_tables, blob, len);
 }
 
 static int deletions_load(passes *ps, char *err, size_t errlen)
@@ -641,29 +617,9 @@ static int deletions_load(passes *ps, char *err, size_t errlen)
         snprintf(err, errlen, "catalog: the deletion record it goes with is missing");
         return -1;
     }
-    unsigned long long n = ZSTD_getFrameContentSize(blob, len);
-    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n > ((uint64_t)1 << 40)) {
-        snprintf(err, errlen, "deletion record: not a zstd frame of known size");
-        free(blob);
-        return -1;
-    }
-    char *raw = xmalloc(n ? n : 1);
-    size_t got = ZSTD_decompress(raw, n, blob, len);
+    ret = emb_deletions_load(model_tables(ps->m), ps->n_tables, blob, len, 0, err, errlen);
     free(blob);
-    if (ZSTD_isError(got) || got != n) {
-        snprintf(err, errlen, "deletion record: %s", ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
-        free(raw);
-        return -1;
-    }
-    FILE *f = fmemopen(raw, n ? n : 1, "rb");
-    for (int i = 0; ret == 0 && i < ps->n_tables; i++) ret = emb_table_load_deleted(model_table(ps->m, i), f, err, errlen);
-    if (ret == 0 && (size_t)ftell(f) != n) {
-        snprintf(err, errlen, "deletion record: bytes after its %d tables", ps->n_tables);
-        ret = -1;
-    }
-    fclose(f);
-    free(raw);
-    return ret < 0 ? -1 : 0;
+    return ret;
 }
 
 /* Read a commit's catalog into ps and its model. warm: from another run (a warm start): its

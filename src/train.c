@@ -1025,6 +1025,12 @@ static int train_lanes(trainer *t)
             break;
         }
         double sec = now_sec() - t0 - x.hook_s;   /* training alone */
+        uint64_t shrunk;
+        if ((r = lanes_shrink(L, &st, &shrunk, err, sizeof err)) < 0) {
+            FAIL_RANK(r);
+            break;
+        }
+        if (shrunk && lead && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
         t->rs.epoch = st.epoch;
         t->rs.pass = st.pass;
         t->rs.train_seconds += sec;

@@ -318,6 +318,63 @@ Test(mpi, unsupported_options_are_refused)
     free(o);
 }
 
+static long long shard_commits(const char *dir);
+
+/* Shrink in lanes: every owner deletes the keys the accessor's rules doom at each epoch's end;
+ * the model file (its deletion record too) is the same for 1, 2 and 3 processes and one plain
+ * process; with a table folder per rank the deletions are the job's commits and the model is the
+ * in-memory one, also after kill -9 of a rank just after the first epoch's shrink and --resume. */
+Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --threads 1 --model fm --dim 4 --batch 256 "
+                       "--epochs 3 --shuffle-rows 700 --lanes 4 --shrink-threshold 1.5 --shrink-unseen 3 --decay 0.8 %s %s";
+    char *want = run_ok(base, "", "--out mem");
+    const char *at = strstr(want, "shrink: ");
+    cr_assert(at && atol(at + 8) > 0, "no keys deleted:\n%s", want);
+    long first = atol(at + 8);
+    char f[512], out[32], model[48];
+    for (int np = 1; np <= 3; np++) {
+        snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
+        snprintf(out, sizeof out, "--out np%d", np);
+        char *o = run_ok(f, "", out);
+        at = strstr(o, "shrink: ");
+        cr_assert(at && atol(at + 8) == first, "%d processes: %s", np, o);
+        free(o);
+        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
+        th_same_file("mem/model.ctrbox", model);
+    }
+    free(want);
+    snprintf(f, sizeof f, MPIRUN "2 %s", base);
+    free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2 --quiet"));
+    cr_assert_eq(shard_commits("t2"), 3 * 14, "13 buffers and the shrink an epoch");
+    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
+                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
+    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
+    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "t2", "tier2", "tier2", "tier2"), 0);
+    th_same_file("mem.pred", "tier2.pred");
+    th_same_file("mem.sorted", "tier2.sorted");
+    /* killed just after the first epoch's shrink (commit 14), resumed */
+    char cmd[2048], full[2048];
+    snprintf(cmd, sizeof cmd, "(" MPIRUN "2 %s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", base);
+    snprintf(full, sizeof full, cmd, "--table-dir cut --cache-mb 0.05", "--out out_cut --quiet");
+    cr_assert_eq(th_run(NULL, "%s", full), 0);
+    for (int waited = 0; shard_commits("cut") < 14 && !th_file_exists(th_path("job.rc")) && waited < 6000; waited++)
+        cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
+    cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill");
+    char *o;
+    cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out out_cut'); do case $(readlink /proc/$p/exe) in */ctrbox) "
+                            "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
+                            "break; sleep 0.05; done; cat job.rc"), 0, "%s", o);
+    cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
+    free(o);
+    free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_cut --quiet"));
+    cr_assert_eq(th_run(NULL, check, "out_cut", "cut", "cut", "cut", "cut", "cut"), 0);
+    th_same_file("mem.pred", "cut.pred");
+    th_same_file("mem.sorted", "cut.sorted");
+}
+
 /* Training that diverges stops every rank at the same step; the job says so once, writes no model. */
 Test(mpi, divergence_is_said_once)
 {
