@@ -54,6 +54,7 @@ struct lanes {
     emb_tier *tier;
     emb_cache *cache;
     emb_tier_batch *wb;
+    key_vec *pass_keys;           /* (T) the keys of the pass in training, as owner (pinned in memory) */
     uint64_t commits;
     uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
     lanes_step_fn on_step;        /* called after each step (every rank), or NULL */
@@ -64,6 +65,12 @@ struct lanes {
 
 static int mine(const lanes *L, int lane) { return lane % L->N == L->rank; }
 
+static void free_keys(key_vec *keys, int T)
+{
+    for (int tb = 0; keys && tb < T; tb++) key_vec_free(&keys[tb]);
+    free(keys);
+}
+
 int lanes_check(const train_opts *o, char *err, size_t errlen)
 {
     const model_config *c = &o->mc;
@@ -72,7 +79,6 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
                       : o->init && o->table_dir ? "--init with a table folder"
-                      : o->eval_every && o->table_dir ? "--eval-every with a table folder"
                       : NULL;
     if (why) {
         snprintf(err, errlen, "training on several processes (mpirun, or --lanes) does not support %s yet", why);
@@ -105,6 +111,7 @@ void lanes_destroy(lanes *L)
 {
     if (!L) return;
     if (L->wb) emb_tier_abort(L->wb);
+    free_keys(L->pass_keys, L->T);
     emb_cache_destroy(L->cache);
     emb_tier_close(L->tier);
     free(L->top);
@@ -214,7 +221,7 @@ static void *ask_owners(lanes *L, size_t *rb)
  * budget (those changed since their copy in the tier are written back first, into the batch the
  * next commit makes durable). Rows of keys the tier does not hold are made when a step serves
  * them (counted as coming). 0, or -2 with err. */
-static int load_asked(lanes *L, const void *in, const size_t *rb, char *err, size_t errlen)
+static int load_asked(lanes *L, const void *in, const size_t *rb, int predict, char *err, size_t errlen)
 {
     int T = L->T;
     key_vec *keys = xcalloc((size_t)T, sizeof *keys);
@@ -236,11 +243,18 @@ static int load_asked(lanes *L, const void *in, const size_t *rb, char *err, siz
         emb_cache_install(L->cache, f);
         if (!L->wb) L->wb = emb_tier_begin(L->tier);
         emb_cache_stats cs = { 0 };
+        /* a prediction in the middle of a pass keeps the pass's rows too: its later steps find them */
+        for (int tb = 0; predict && L->pass_keys && tb < T; tb++)
+            for (size_t i = 0; i < L->pass_keys[tb].n; i++) key_vec_push(&keys[tb], L->pass_keys[tb].k[i]);
         emb_cache_evict(L->cache, keys, NULL, coming, L->pass, L->wb, &cs);
     }
     emb_fetch_free(f);
-    for (int tb = 0; tb < T; tb++) key_vec_free(&keys[tb]);
-    free(keys);
+    if (!predict && ret == 0) {   /* the pass's keys, until the next pass's */
+        free_keys(L->pass_keys, T);
+        L->pass_keys = keys;
+        keys = NULL;
+    }
+    free_keys(keys, T);
     return ret < 0 ? -2 : 0;
 }
 
@@ -257,7 +271,7 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
     size_t nk = L->nk;
     size_t *sb = xmalloc((size_t)N * sizeof *sb), *rb = xmalloc((size_t)N * sizeof *rb);
     void *in = ask_owners(L, rb);
-    int ret = L->tier && !create ? load_asked(L, in, rb, err, errlen) : 0;
+    int ret = L->tier && !create ? load_asked(L, in, rb, 1, err, errlen) : 0;
     /* as owner: serve each sender's keys, in order */
     emb_shard_begin(L->shard);
     size_t reply_floats = 0, served = 0;
@@ -699,7 +713,7 @@ static int train_chunk(lanes *L, sample_block *lb, size_t *cnt, lanes_state *st,
         size_t *rb = xmalloc((size_t)L->N * sizeof *rb);
         void *in = ask_owners(L, rb);
         L->pass = st->pass;
-        ret = load_asked(L, in, rb, err, errlen);
+        ret = load_asked(L, in, rb, 0, err, errlen);
         free(in), free(rb);
         if (ret < 0) return ret;
     }

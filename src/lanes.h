@@ -33,7 +33,8 @@
  * every owner judges its rows by the accessor's rules at the job's pass clock (lanes_shrink); with
  * a table folder the deletions are one commit of the job.
  * What this mode refuses (said at start): admission (--min-show), batch norm, placement on
- * a device, --follow, --init or --eval-every with a table folder.
+ * a device, --follow, --init with a table folder. With a table folder, an evaluation in the middle
+ * of a pass (--eval-every) loads the validation rows beside the pass's, which stay.
  */
 #ifndef CTRBOX_SRC_LANES_H
 #define CTRBOX_SRC_LANES_H

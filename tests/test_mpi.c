@@ -375,6 +375,49 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
     th_same_file("mem.sorted", "cut.sorted");
 }
 
+/* Every valid_auc of a model folder's log.jsonl, in order, as one string. */
+static char *log_aucs(const char *dir)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/log.jsonl", dir);
+    char *s = th_read(th_path(p), NULL), *q = s, *out = calloc(1, 1);
+    size_t n = 0;
+    while ((q = strstr(q, "\"valid_auc\": "))) {
+        q += 13;
+        size_t k = strcspn(q, ",}");
+        out = realloc(out, n + k + 2);
+        memcpy(out + n, q, k);
+        n += k;
+        out[n++] = ' ';
+        out[n] = 0;
+    }
+    free(s);
+    return out;
+}
+
+/* --eval-every with a table folder per rank at a tiny budget: the evaluations in the middle of a
+ * pass load the validation rows without evicting the pass's, so every evaluation is the in-memory
+ * run's and the folder ends with its rows. */
+Test(mpi, evaluations_in_a_pass_leave_the_tiered_rows_alone)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --valid va.tsv --threads 1 --quiet --model deepfm "
+                       "--dim 4 --hidden 16 --batch 256 --epochs 2 --shuffle-rows 700 --lanes 4 --eval-every 5 %s %s";
+    free(run_ok(base, "", "--out mem"));
+    char f[512];
+    snprintf(f, sizeof f, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " MPIRUN "2 %s", base);
+    free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2"));
+    char *a = log_aucs("mem"), *b = log_aucs("tier2");
+    cr_assert(strlen(a) > 100, "few evaluations: %s", a);
+    cr_assert_str_eq(a, b, "in memory: %s\ntiered on 2 processes: %s", a, b);
+    free(a), free(b);
+    free(run_ok(base, "--table-dir t1 --cache-mb 0.05", "--out tier1"));
+    cr_assert_eq(th_run(NULL, "for x in t1 t2; do $B/ctrbox-table export $x --to text $x.txt --with-optimizer && "
+                              "sort $x.txt > $x.sorted || exit 1; done"), 0);
+    th_same_file("t1.sorted", "t2.sorted");
+}
+
 /* Training that diverges stops every rank at the same step; the job says so once, writes no model. */
 Test(mpi, divergence_is_said_once)
 {
