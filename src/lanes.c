@@ -78,7 +78,6 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                       : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
-                      : o->init && o->table_dir ? "--init with a table folder"
                       : NULL;
     if (why) {
         snprintf(err, errlen, "training on several processes (mpirun, or --lanes) does not support %s yet", why);
@@ -625,7 +624,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     }
     dist_bcast(&k, sizeof k);   /* rank 0's record, everywhere */
     dist_bcast(shape, sizeof shape);
-    if (k && !o->resume) {
+    if (k && !o->resume && !o->init) {
         snprintf(err, errlen, "%s: holds a committed run; add --resume to continue it, or give an empty folder", L->top);
         return -1;
     }
@@ -670,7 +669,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
         free(blob);
         return -1;
     }
-    if (k) {
+    if (k) {   /* --resume, or the same --init command again: the job goes on from its last commit */
         r = catalog_load(L, blob, len, st, err, errlen);
         *resumed = r == 0;
         void *d = NULL;
@@ -683,6 +682,13 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     }
     free(blob);
     L->commits = k;
+    /* a warm start's rows (lanes_adopt_rows) are the first pass's; resumed, the folder's are newer */
+    for (int tb = 0; k && tb < L->T; tb++) {
+        emb_table *own = emb_shard_table(L->shard, tb);
+        uint8_t *keep = xcalloc(emb_table_rows(own) + 1, 1);
+        emb_table_keep_rows(own, keep);
+        free(keep);
+    }
     int *ftab = xmalloc((n_fields ? n_fields : 1) * sizeof *ftab);
     for (uint32_t f = 0; f < n_fields; f++) ftab[f] = model_field_table(L->m, (uint16_t)f);
     L->cache = emb_cache_create(emb_shard_table_array(L->shard), L->T, ftab, n_fields, rows_budget, o->cache_lfu);

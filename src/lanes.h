@@ -33,7 +33,9 @@
  * every owner judges its rows by the accessor's rules at the job's pass clock (lanes_shrink); with
  * a table folder the deletions are one commit of the job.
  * What this mode refuses (said at start): admission (--min-show), batch norm, placement on
- * a device, --follow, --init with a table folder. With a table folder, an evaluation in the middle
+ * a device, --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
+ * front of its tier (a killed run goes on when the same command runs again, as in one process).
+ * With a table folder, an evaluation in the middle
  * of a pass (--eval-every) loads the validation rows beside the pass's, which stay.
  */
 #ifndef CTRBOX_SRC_LANES_H

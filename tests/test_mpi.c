@@ -291,7 +291,6 @@ Test(mpi, unsupported_options_are_refused)
         const char *args, *want;
     } bad[] = {
         { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
-        { "--table-dir tdir --init nowhere", "does not support --init with a table folder" },
         { "--min-show 2", "does not support --min-show" },
         { "--batchnorm", "does not support --batchnorm" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
@@ -319,6 +318,29 @@ Test(mpi, unsupported_options_are_refused)
 }
 
 static long long shard_commits(const char *dir);
+/* Start `job` (a shell command writing a sharded folder `dir`, its model into `out`) in the
+ * background, kill -9 one of its ranks once the job has made `at` commits, and wait for mpirun to
+ * end the job; the commits it reached. `out` names this test's job among all (tests run at once). */
+static long long kill_a_rank_at(const char *job, const char *dir, const char *out, long long at)
+{
+    char cmd[3072];
+    cr_assert_eq(th_run(NULL, "rm -f job.rc"), 0);
+    snprintf(cmd, sizeof cmd, "(%s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", job);
+    cr_assert_eq(th_run(NULL, "%s", cmd), 0);
+    for (int waited = 0; shard_commits(dir) < at && !th_file_exists(th_path("job.rc")) && waited < 6000; waited++)
+        cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
+    cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill at commit %lld", at);
+    /* a rank's process (the binary ctrbox, run again by itself: not mpirun's, whose command line
+     * names the same options) */
+    char *o;
+    cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out %s'); do case $(readlink /proc/$p/exe) in */ctrbox) "
+                            "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
+                            "break; sleep 0.05; done; cat job.rc", out), 0, "%s", o);
+    cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
+    free(o);
+    return shard_commits(dir);
+}
+
 
 /* Shrink in lanes: every owner deletes the keys the accessor's rules doom at each epoch's end;
  * the model file (its deletion record too) is the same for 1, 2 and 3 processes and one plain
@@ -356,21 +378,12 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
     th_same_file("mem.pred", "tier2.pred");
     th_same_file("mem.sorted", "tier2.sorted");
     /* killed just after the first epoch's shrink (commit 14), resumed */
-    char cmd[2048], full[2048];
-    snprintf(cmd, sizeof cmd, "(" MPIRUN "2 %s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", base);
-    snprintf(full, sizeof full, cmd, "--table-dir cut --cache-mb 0.05", "--out out_cut --quiet");
-    cr_assert_eq(th_run(NULL, "%s", full), 0);
-    for (int waited = 0; shard_commits("cut") < 14 && !th_file_exists(th_path("job.rc")) && waited < 6000; waited++)
-        cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
-    cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill");
-    char *o;
-    cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out out_cut'); do case $(readlink /proc/$p/exe) in */ctrbox) "
-                            "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
-                            "break; sleep 0.05; done; cat job.rc"), 0, "%s", o);
-    cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
-    free(o);
-    free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_cut --quiet"));
-    cr_assert_eq(th_run(NULL, check, "out_cut", "cut", "cut", "cut", "cut", "cut"), 0);
+    char full[2048];
+    snprintf(full, sizeof full, f, "--table-dir cut --cache-mb 0.05", "--out out_shrink --quiet");
+    long long cut = kill_a_rank_at(full, "cut", "out_shrink", 14);
+    cr_assert(cut >= 14 && cut < 3 * 14, "killed at commit %lld", cut);
+    free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_shrink --quiet"));
+    cr_assert_eq(th_run(NULL, check, "out_shrink", "cut", "cut", "cut", "cut", "cut"), 0);
     th_same_file("mem.pred", "cut.pred");
     th_same_file("mem.sorted", "cut.sorted");
 }
@@ -416,6 +429,37 @@ Test(mpi, evaluations_in_a_pass_leave_the_tiered_rows_alone)
     cr_assert_eq(th_run(NULL, "for x in t1 t2; do $B/ctrbox-table export $x --to text $x.txt --with-optimizer && "
                               "sort $x.txt > $x.sorted || exit 1; done"), 0);
     th_same_file("t1.sorted", "t2.sorted");
+}
+
+/* --init into a table folder per rank: each rank keeps the warm start's rows it owns in front of
+ * its tier; the model is the in-memory warm start's, also after kill -9 of a rank and the same
+ * command again, as in one process (the ranks go on from the folder's commit, not from the model
+ * file again). */
+Test(mpi, a_warm_start_into_a_table_folder)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --threads 1 --quiet --model deepfm --dim 4 "
+                       "--hidden 16 --batch 256 --shuffle-rows 700 --lanes 4 %s %s";
+    free(run_ok(base, "--epochs 1", "--out first"));
+    char f[512];
+    snprintf(f, sizeof f, MPIRUN "2 %s", base);
+    free(run_ok(f, "--epochs 2 --init first", "--out mem"));
+    free(run_ok(f, "--epochs 2 --init first --table-dir w2 --cache-mb 0.05", "--out tier2"));
+    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
+                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
+    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
+    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "w2", "tier2", "tier2", "tier2"), 0);
+    th_same_file("mem.pred", "tier2.pred");
+    th_same_file("mem.sorted", "tier2.sorted");
+    char full[2048];
+    snprintf(full, sizeof full, f, "--epochs 2 --init first --table-dir cut --cache-mb 0.05", "--out out_warm");
+    long long at = kill_a_rank_at(full, "cut", "out_warm", 5);
+    cr_assert(at >= 5 && at < 26, "killed at commit %lld", at);
+    free(run_ok(f, "--epochs 2 --init first --table-dir cut --cache-mb 0.05", "--out out_warm"));   /* the same command */
+    cr_assert_eq(th_run(NULL, check, "out_warm", "cut", "cut", "cut", "cut", "cut"), 0);
+    th_same_file("mem.pred", "cut.pred");
+    th_same_file("mem.sorted", "cut.sorted");
 }
 
 /* Training that diverges stops every rank at the same step; the job says so once, writes no model. */
@@ -530,26 +574,10 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
     /* kill -9 one rank mid-run: mpirun ends the job; --resume goes on from the job's last commit */
     static const int kill_at[] = { 2, 17 };
     for (size_t i = 0; i < sizeof kill_at / sizeof *kill_at; i++) {
-        char cmd[2048];
         cr_assert_eq(th_run(NULL, "rm -rf cut out_cut cut.pred cut.txt cut.sorted"), 0);
-        snprintf(cmd, sizeof cmd, "(" MPIRUN "2 %s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", base);
         char full[2048];
-        snprintf(full, sizeof full, cmd, "--table-dir cut --cache-mb 0.05", "--out out_cut");
-        cr_assert_eq(th_run(NULL, "%s", full), 0);
-        int waited = 0;
-        while (shard_commits("cut") < kill_at[i] && !th_file_exists(th_path("job.rc")) && waited < 6000) {
-            cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
-            waited++;
-        }
-        cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill at commit %d", kill_at[i]);
-        /* a rank's process (the binary ctrbox, run again by itself: not mpirun's, whose command line
-         * names the same options) */
-        cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out out_cut'); do case $(readlink /proc/$p/exe) in */ctrbox) "
-                                "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
-                                "break; sleep 0.05; done; cat job.rc"), 0, "%s", o);
-        cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
-        free(o);
-        long long at = shard_commits("cut");
+        snprintf(full, sizeof full, f, "--table-dir cut --cache-mb 0.05", "--out out_cut");
+        long long at = kill_a_rank_at(full, "cut", "out_cut", kill_at[i]);
         cr_assert(at >= kill_at[i] && at < 3 * 13, "killed at commit %lld", at);
         free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_cut"));
         cr_assert_eq(th_run(NULL, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model out_cut --data va.tsv "
