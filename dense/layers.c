@@ -13,11 +13,15 @@
 /* The element-wise kernels are memory- and ALU-bound loops: compile them for the vector units the
  * CPU has (AVX-512, AVX2, or the SSE2 baseline), chosen once at load time. A build with
  * CTRBOX_NO_AVX512 (make SIMD=avx2) has no AVX-512 variant: how an AVX2-only CPU runs, measured on
- * an AVX-512 one (bench/bench_train.sh ISA=avx2). */
+ * an AVX-512 one (bench/bench_train.sh ISA=avx2).
+ * No contraction into fused multiply-adds: the vector body and its scalar prologue and epilogue
+ * would contract the same sum differently, so a result would depend on where a buffer lies (a
+ * batch-norm gradient differed between two calls on the same rows as its scratch moved by 16
+ * bytes). Without it, each element is the same IEEE operations in either path. */
 #ifdef CTRBOX_NO_AVX512
-#define VECTORIZED __attribute__((target_clones("avx2", "default"), optimize("O3")))
+#define VECTORIZED __attribute__((target_clones("avx2", "default"), optimize("O3", "fp-contract=off")))
 #else
-#define VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+#define VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "fp-contract=off")))
 #endif
 
 void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)

@@ -288,3 +288,52 @@ Test(layers, cpu_backend_table)
     cr_assert_eq((void *)be->pool_backward, (void *)dense_pool_backward);
     cr_assert_eq((void *)be->bce_forward_backward, (void *)dense_bce_forward_backward);
 }
+
+/* ---- the same bits wherever the buffers lie ----
+ * Each kernel runs on the same numbers placed at 16 offsets (0..15 floats past an aligned
+ * address), with blocks of shifting sizes allocated in between so that a kernel's own scratch
+ * moves too; every output must equal the first run's bit for bit: the model must not depend on
+ * where the allocator put a batch (a batch-norm gradient once did, through contracted sums). */
+typedef struct { int B, C; const float *dy, *x, *g, *be; float out[2][50 * 16], stat[4][16]; } same_bits;
+
+static float *at(float *base, int o, const float *src, size_t n)
+{
+    float *p = base + o;
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+static void bn_at(same_bits *s, int o, float *buf)
+{
+    size_t n = (size_t)s->B * s->C, stride = n + 16;
+    float *x = at(buf, o, s->x, n), *dy = at(buf + stride, o, s->dy, n), *y = buf + 2 * stride + o, *dx = buf + 3 * stride + o;
+    float *mean = buf + 4 * stride + o, *rstd = mean + 16, *dg = rstd + 16, *db = dg + 16;
+    memset(dg, 0, 32 * sizeof *dg);
+    dense_batchnorm_forward(y, mean, rstd, NULL, NULL, x, s->g, s->be, s->B, s->C, 0.1f, 1e-5f, 1);
+    dense_batchnorm_backward(dx, dg, db, dy, x, mean, rstd, s->g, s->B, s->C);
+    memcpy(s->out[0], y, n * sizeof *y), memcpy(s->out[1], dx, n * sizeof *dx);
+    size_t c = (size_t)s->C * sizeof *mean;
+    memcpy(s->stat[0], mean, c), memcpy(s->stat[1], rstd, c), memcpy(s->stat[2], dg, c), memcpy(s->stat[3], db, c);
+}
+
+Test(layers, results_do_not_depend_on_buffer_alignment)
+{
+    static const int cols[] = { 8, 13, 16 };
+    for (int k = 0; k < 3; k++) {
+        int C = cols[k];
+        same_bits ref = { 50, C }, s;
+        size_t n = (size_t)ref.B * C;
+        ref.x = rnd(n), ref.dy = rnd(n), ref.g = rnd((size_t)C), ref.be = rnd((size_t)C);
+        s = ref;
+        float *buf = own(aligned_alloc(64, (5 * (n + 16) + 96) * sizeof(float)));
+        bn_at(&ref, 0, buf);
+        for (int o = 0; o < 16; o++)
+            for (int rep = 0; rep < 3; rep++) {
+                own(malloc((size_t)(16 * ((o + rep) % 5) + C * 4)));   /* the kernels' scratch moves */
+                memset(&s.out, 0, sizeof s.out), memset(&s.stat, 0, sizeof s.stat);
+                bn_at(&s, o, buf);
+                cr_assert(!memcmp(s.out, ref.out, sizeof ref.out) && !memcmp(s.stat, ref.stat, sizeof ref.stat),
+                          "batch norm, %d columns, at offset %d (call %d): not the bits of offset 0", C, o, rep);
+            }
+    }
+}
