@@ -1147,6 +1147,14 @@ void model_dense(model *m, float **params, float **grads, size_t *n)
     *n = m->p.n_params;
 }
 
+void model_buffers(model *m, float **buffers, size_t *n)
+{
+    placed_sync_host(m);
+    m->host_edited = m->n_placed > 0;
+    *buffers = m->p.buffers;
+    *n = m->p.n_buffers;
+}
+
 int model_row_grad(const model *m, int table, uint32_t row, float *g) { return emb_batch_row_grad(m->rows, table, row, g); }
 
 #define DENSE_MAGIC "CTRBXDNS"

@@ -105,6 +105,9 @@ uint64_t model_dense_apply(model *m);
 /* Dense parameters and their gradients (n floats each), brought up to date from layers placed on
  * a device; edits made through them reach those layers at the next step or prediction. */
 void model_dense(model *m, float **params, float **grads, size_t *n);
+/* The batch-norm running statistics (one block; n 0 without batch norm), on the host: a caller may
+ * change them, as model_dense's parameters. */
+void model_buffers(model *m, float **buffers, size_t *n);
 /* Gradient of a table row's values from the last model_loss_and_grads (values floats); 0 if the
  * row took part, -1 if not. */
 int model_row_grad(const model *m, int table, uint32_t row, float *g);

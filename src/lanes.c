@@ -75,7 +75,6 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
 {
     const model_config *c = &o->mc;
     const char *why = c->min_show > 1 ? "--min-show (admission)"
-                      : c->batchnorm ? "--batchnorm (statistics over the whole batch)"
                       : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
                       : NULL;
@@ -374,11 +373,21 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     uint32_t *sp_j = NULL;   /* (lane k, key j) entries: the key, its gradient (values) */
     float *sp_g = NULL;
     size_t *sp_first = xmalloc(((size_t)n_grp + 1) * sizeof *sp_first), sp_used = 0;
-    double *loss = xcalloc((size_t)L->G, sizeof *loss), maxabs[2] = { 0, 0 };
+    double *loss = xcalloc((size_t)L->G, sizeof *loss), maxabs[3] = { 0, 0, 0 };
+    /* batch norm: each lane normalizes by its own rows' statistics (ghost batches), and the running
+     * statistics move once a step, from where they were, by the lanes' updates weighted by their rows */
+    float *run;
+    size_t R;
+    model_buffers(m, &run, &R);
+    float *run0 = xmalloc((R ? R : 1) * sizeof *run0), *rdelta = xmalloc(((size_t)n_grp * R + 1) * sizeof *rdelta);
+    memcpy(run0, run, R * sizeof *run0);
     for (int k = 0; k < n_grp; k++) {
         size_t nb = grp[k + 1] - grp[k];
         model_set_dropout_stream(m, (uint64_t)grp_lane[k] + 1);
+        memcpy(run, run0, R * sizeof *run);
         loss[grp_lane[k]] = model_loss_and_grads(m, sb, grp[k], grp[k + 1]) * (double)nb;
+        for (size_t i = 0; i < R; i++) rdelta[(size_t)k * R + i] = run[i] - run0[i];
+        maxabs[2] = absmax(rdelta + (size_t)k * R, R, maxabs[2]);
         model_dense(m, &params, &grads, &P);
         memcpy(dstash + (size_t)k * P, grads, P * sizeof *grads);
         maxabs[0] = absmax(grads, P, maxabs[0]);
@@ -410,31 +419,34 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     }
     sp_first[n_grp] = sp_n;
     double t0 = now_sec();
-    dist_max_f64(maxabs, 2);
+    dist_max_f64(maxabs, 3);
     dist_sum_f64_ordered(loss, (size_t)L->G);
     L->exchange_s += now_sec() - t0;
     double total = 0;
     for (int l = 0; l < L->G; l++) total += loss[l];
-    if (!isfinite(maxabs[0]) || !isfinite(maxabs[1]) || !isfinite(total)) {
-        free(dstash), free(voff), free(sp_j), free(sp_g), free(sp_first), free(loss);
+    if (!isfinite(maxabs[0]) || !isfinite(maxabs[1]) || !isfinite(maxabs[2]) || !isfinite(total)) {
+        memcpy(run, run0, R * sizeof *run);
+        free(dstash), free(voff), free(sp_j), free(sp_g), free(sp_first), free(loss), free(run0), free(rdelta);
         return NAN;
     }
-    /* dense: the lanes' sum, exact, over every rank */
-    int ed = fixed_exp(maxabs[0], L->G), es = fixed_exp(maxabs[1], L->G);
-    int64_t *acc = xcalloc(P ? P : 1, sizeof *acc);
+    /* dense (and the running statistics' moves): the lanes' sums, exact, over every rank */
+    int ed = fixed_exp(maxabs[0], L->G), es = fixed_exp(maxabs[1], L->G), eb = fixed_exp(maxabs[2], L->G);
+    int64_t *acc = xcalloc(P + R + 1, sizeof *acc);
     for (int k = 0; k < n_grp; k++) {
         double wk = (double)(grp[k + 1] - grp[k]) / (double)B;
-        const float *g = dstash + (size_t)k * P;
-        double sc = ldexp(wk, ed);   /* g * wk * 2^ed, the power of two exact either way */
+        const float *g = dstash + (size_t)k * P, *d = rdelta + (size_t)k * R;
+        double sc = ldexp(wk, ed), sr = ldexp(wk, eb);   /* g * wk * 2^ed, the power of two exact either way */
         for (size_t i = 0; i < P; i++) acc[i] += llrint((double)g[i] * sc);
+        for (size_t i = 0; i < R; i++) acc[P + i] += llrint((double)d[i] * sr);
     }
     t0 = now_sec();
-    dist_sum_i64(acc, P);
+    dist_sum_i64(acc, P + R);
     L->exchange_s += now_sec() - t0;
-    L->bytes_sent += N > 1 ? P * sizeof *acc : 0;
-    double inv = ldexp(1.0, -ed);
+    L->bytes_sent += N > 1 ? (P + R) * sizeof *acc : 0;
+    double inv = ldexp(1.0, -ed), binv = ldexp(1.0, -eb);
     for (size_t i = 0; i < P; i++) grads[i] = (float)((double)acc[i] * inv);
-    free(acc);
+    for (size_t i = 0; i < R; i++) run[i] = (float)((double)run0[i] + (double)acc[P + i] * binv);
+    free(acc), free(run0), free(rdelta);
     uint64_t st = model_dense_apply(m);
     /* sparse: per key [shows, clicks, values] in send order, to the owners */
     size_t words = 0;

@@ -32,8 +32,11 @@
  * Shrink (--shrink-threshold, --shrink-unseen) runs at each epoch's end, before its evaluation:
  * every owner judges its rows by the accessor's rules at the job's pass clock (lanes_shrink); with
  * a table folder the deletions are one commit of the job.
- * What this mode refuses (said at start): admission (--min-show), batch norm, placement on
- * a device, --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
+ * Batch norm normalizes each lane's rows by their own statistics (ghost batches of B/G rows, as a
+ * data-parallel worker's batch norm uses its local batch); the running statistics move once a step,
+ * from where they were, by the lanes' moves weighted by their rows, summed exactly as the gradients.
+ * What this mode refuses (said at start): admission (--min-show), placement on a device,
+ * --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
  * front of its tier (a killed run goes on when the same command runs again, as in one process).
  * With a table folder, an evaluation in the middle
  * of a pass (--eval-every) loads the validation rows beside the pass's, which stay.

@@ -64,7 +64,8 @@ static double log_auc(const char *dir)
 }
 
 /* Each model, trained on 1, 2 and 3 processes and plainly with --lanes 6: the same model file;
- * options cover the optimizers, a table per field, the regularizer over the whole table, the
+ * options cover the optimizers, a table per field, the regularizer over the whole table, batch norm
+ * (each lane's rows normalized by their own statistics, the running statistics moved once a step), the
  * learning-rate drop after a worse epoch (decided on every rank alike), the file order and an
  * evaluation (and the best model kept) every 7 steps. */
 Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
@@ -73,6 +74,7 @@ Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
     gen();
     static const char *const runs[] = {
         "--model deepfm --dim 4 --hidden 16,16 --batch 300 --epochs 2 --eval-every 7 --dropout 0.2",
+        "--model dnn --dim 4 --hidden 16,8 --batchnorm --batch 300 --epochs 2 --dropout 0.1 --shuffle-rows 2000",
         "--model ffm --dim 2 --batch 256 --epochs 2 --sparse-opt adagrad --table-per-field --emb-l2 0.0001 "
         "--lr-decay 0.5 --patience 3 --lr 0.05",
         "--model dcnv2 --dim 4 --hidden 8 --cross 2 --batch 512 --epochs 1 --shuffle-rows 0 --sparse-opt ftrl",
@@ -292,7 +294,6 @@ Test(mpi, unsupported_options_are_refused)
     } bad[] = {
         { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
         { "--min-show 2", "does not support --min-show" },
-        { "--batchnorm", "does not support --batchnorm" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
