@@ -95,7 +95,8 @@ void model_predict_batch(model *m, const sample_block *b, size_t r0, size_t r1, 
 
 /* For gradient checks: the loss of rows [r0, r1) in training mode with gradients left in the
  * gradient block (of model_dense, also for placed layers) and per-row gradients, without any
- * update and without counting shows. */
+ * update and without counting shows (with admission a key without a row reads its field's default
+ * row). */
 double model_loss_and_grads(model *m, const sample_block *b, size_t r0, size_t r1);
 /* After model_loss_and_grads: the batch's rows and their gradients (embedding/batch.h's views). */
 const emb_batch *model_batch_rows(const model *m);

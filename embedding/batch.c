@@ -347,7 +347,7 @@ void emb_batch_gather(emb_batch *eb, const sample_block *b, size_t r0, size_t r1
             emb_table_prefetch_row(eb->tab[eb->ftab[eb->lfield[j + AHEAD]]], (uint32_t)eb->lfound[j + AHEAD]);
         int64_t row, f = eb->lfound[j];
         if (mode == EMB_GATHER_TRAIN) row = emb_table_touch_found(tb, eb->lkey[j], f, eb->lfield[j], eb->lshow[j], eb->lclick[j], pass);
-        else if (mode == EMB_GATHER_NO_COUNT) row = f >= 0 ? f : emb_table_get(tb, eb->lkey[j]);
+        else if (mode == EMB_GATHER_NO_COUNT) row = f >= 0 ? f : emb_table_get(tb, emb_table_default_key(eb->lfield[j]));
         else row = f >= 0 ? f : emb_table_lookup(tb, eb->lkey[j], eb->lfield[j]);
         eb->lu[j] = unique_row(eb, t, row);
     }

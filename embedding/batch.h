@@ -26,7 +26,8 @@
 
 typedef enum {
     EMB_GATHER_TRAIN = 0,   /* count shows and clicks, create rows (admission: default rows) */
-    EMB_GATHER_NO_COUNT,    /* create rows without counting (gradient checks) */
+    EMB_GATHER_NO_COUNT,    /* nothing counted; a missing key gets a row, with admission its field's
+                             * default row (the rows were given: src/lanes.c) */
     EMB_GATHER_INFER,       /* nothing created: unknown keys read a zero row */
 } emb_gather_mode;
 

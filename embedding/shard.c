@@ -63,7 +63,7 @@ void emb_shard_begin(emb_shard *s)
     s->acc_used = 0;
 }
 
-void emb_shard_serve(emb_shard *s, int tb, const uint64_t *keys, size_t n, int create, float *out)
+void emb_shard_serve(emb_shard *s, int tb, const uint64_t *keys, size_t n, int create, float *out, uint8_t *found)
 {
     emb_table *t = s->tab[tb];
     size_t V = (size_t)emb_table_values(t);
@@ -76,6 +76,7 @@ void emb_shard_serve(emb_shard *s, int tb, const uint64_t *keys, size_t n, int c
         int64_t r = create ? (int64_t)emb_table_get(t, keys[i]) : emb_table_find(t, keys[i]);
         if (r >= 0) memcpy(out + i * V, emb_table_vals(t, (uint32_t)r), V * sizeof(float));
         else memset(out + i * V, 0, V * sizeof(float));
+        if (found) found[i] = r >= 0;
         s->req_row[s->n_req] = r >= 0 ? (uint32_t)r : UINT32_MAX;
         s->req_tb[s->n_req] = (uint8_t)tb;
         s->n_req++;
@@ -90,7 +91,7 @@ size_t emb_shard_add(emb_shard *s, size_t first, size_t n, const int64_t *q)
         int tb = s->req_tb[i];
         size_t w = s->words[tb];
         uint32_t row = s->req_row[i];
-        CHECK(row != UINT32_MAX);   /* gradients come only for rows a training step served */
+        if (row == UINT32_MAX) continue;   /* a key served no row (pending admission) sends no gradient */
         emb_row_head *h = emb_table_head(s->tab[tb], row);
         if (!h->mark) {
             if (s->n_hit == s->cap_hit) {

@@ -40,12 +40,14 @@ size_t emb_shard_grad_words(const emb_shard *s, int tb);
 
 /* A new step: the requests and gradients of the last are forgotten. */
 void emb_shard_begin(emb_shard *s);
-/* Requests for the rows of keys (n) of table tb: their values (V floats each) into out. create: a
- * missing row is created (training); else it reads as zeros and nothing is kept (inference, whose
- * steps take no gradients). The requests are numbered in the order served. */
-void emb_shard_serve(emb_shard *s, int tb, const uint64_t *keys, size_t n, int create, float *out);
+/* Requests for the rows of keys (n) of table tb: their values (V floats each) into out, and whether
+ * the row exists into found[i] (NULL: not wanted). create: a missing row is created (training);
+ * else it reads as zeros and nothing is kept (inference, and keys pending admission, whose rows
+ * take no gradients). The requests are numbered in the order served. */
+void emb_shard_serve(emb_shard *s, int tb, const uint64_t *keys, size_t n, int create, float *out, uint8_t *found);
 /* The gradient records of requests first, first + 1, ... (in order: each is as long as its
- * table's record), added to their rows' sums; q holds them back to back; returns the words read. */
+ * table's record; a request that served no row has none), added to their rows' sums; q holds them
+ * back to back; returns the words read. */
 size_t emb_shard_add(emb_shard *s, size_t first, size_t n, const int64_t *q);
 /* The step's updates: each row that took gradients gets sum * 2^-exp as its gradient (with l2_all
  * > 0 every row, touched or not, also gets l2_all * value), its shows and clicks counted at pass;

@@ -310,6 +310,54 @@ uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t r, uint16_t f
     return row;
 }
 
+int64_t emb_table_admit(emb_table *t, uint64_t key, uint32_t shows, uint32_t clicks, uint32_t pass)
+{
+    int64_t r = emb_table_find(t, key);
+    if (r >= 0) return r;
+    if (t->c.min_show <= 1) return emb_table_get(t, key);
+    float show, click;
+    if (!pending_count(t, key, shows, clicks, &show, &click)) return -1;
+    uint32_t row = emb_table_get(t, key);
+    emb_row_head *h = emb_table_head(t, row);   /* the counts before these, which the caller counts */
+    h->show = show - (float)shows;
+    h->click = click - (float)clicks;
+    h->last_pass = pass;
+    return row;
+}
+
+size_t emb_table_pending_entries(const emb_table *t, uint64_t **keys, float **counts)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->pend.cap; i++) n += ((const pending *)&t->pend.s[i])->show > 0;
+    *keys = xmalloc((n ? n : 1) * sizeof **keys);
+    *counts = xmalloc((n ? n : 1) * 2 * sizeof **counts);
+    n = 0;
+    for (size_t i = 0; i < t->pend.cap; i++) {
+        const pending *p = (const pending *)&t->pend.s[i];
+        if (!(p->show > 0)) continue;
+        (*keys)[n] = p->key;
+        (*counts)[2 * n] = p->show;
+        (*counts)[2 * n + 1] = p->click;
+        n++;
+    }
+    return n;
+}
+
+void emb_table_pending_clear(emb_table *t)
+{
+    key_map_free(&t->pend);
+    memset(&t->pend, 0, sizeof t->pend);
+}
+
+void emb_table_pending_put(emb_table *t, uint64_t key, float show, float click)
+{
+    CHECK(show > 0 && !t->sk);
+    pending *p = pend_find(t, key);
+    if (!p) p = pend_add(t, key);
+    p->show = show;
+    p->click = click;
+}
+
 uint32_t emb_table_touch(emb_table *t, uint64_t key, uint16_t field, int click, uint32_t pass)
 {
     return emb_table_touch_n(t, key, field, 1, click ? 1 : 0, pass);

@@ -102,6 +102,18 @@ uint32_t emb_table_touch_n(emb_table *t, uint64_t key, uint16_t field, uint32_t 
  * (rows inserted since for other keys do not change it). */
 uint32_t emb_table_touch_found(emb_table *t, uint64_t key, int64_t found, uint16_t field, uint32_t shows,
                                uint32_t clicks, uint32_t pass);
+/* Admission by a shard's owner (embedding/shard.h), exact counts only (no sketch): a key with a row
+ * returns it; else it counts shows and clicks, and once they reach min_show gets its row, whose
+ * counters are those gathered before these (the caller counts these with the step, emb_row_count
+ * at `pass`, as emb_table_touch_found's row ends up). -1 while the key is pending. Without admission
+ * every key gets its row. */
+int64_t emb_table_admit(emb_table *t, uint64_t key, uint32_t shows, uint32_t clicks, uint32_t pass);
+/* The keys pending admission (exact counts): n keys (*keys) and their show, click pairs (*counts),
+ * malloc'ed, in no order; and one such entry set in a table without a sketch (show > 0): the
+ * pending keys of several owners gathered into one table, or spread from one. */
+size_t emb_table_pending_entries(const emb_table *t, uint64_t **keys, float **counts);
+void emb_table_pending_put(emb_table *t, uint64_t key, float show, float click);
+void emb_table_pending_clear(emb_table *t);
 /* Hint that key will be looked up soon (prefetches its index slot); and that a row will be read. */
 void emb_table_prefetch(const emb_table *t, uint64_t key);
 void emb_table_prefetch_row(const emb_table *t, uint32_t row);

@@ -34,6 +34,8 @@ struct lanes {
     const train_opts *o;
     model *m;
     int G, rank, N, T;            /* lanes, this rank, ranks, tables */
+    uint32_t F;                   /* fields */
+    int admit;                    /* admission (--min-show): keys wait for rows, owners decide */
     emb_shard *shard;
     /* the step's distinct keys */
     key_map kidx;                 /* key -> index + 1 */
@@ -41,6 +43,9 @@ struct lanes {
     uint64_t *ukey;
     uint8_t *utb;
     uint32_t *ushow, *uclick;
+    uint16_t *ufield;
+    uint8_t *udef, *ufound;       /* a field's default row (admission); the owner served a row */
+    size_t *fdef;                 /* (F) with admission: the index of each field's default key, or SIZE_MAX */
     size_t *sorder;               /* send position -> key index */
     size_t *cnt;                  /* (N * T) keys sent to each owner, per table */
     float *vals;                  /* the owners' answer, in send order */
@@ -57,6 +62,7 @@ struct lanes {
     key_vec *pass_keys;           /* (T) the keys of the pass in training, as owner (pinned in memory) */
     uint64_t commits;
     uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
+    uint32_t step_pass;           /* the pass of the step in training (admission's counters) */
     lanes_step_fn on_step;        /* called after each step (every rank), or NULL */
     void *on_step_ctx;
     double exchange_s, input_s;   /* seconds in the steps' MPI calls; in the input's (counts, rows) */
@@ -74,8 +80,13 @@ static void free_keys(key_vec *keys, int T)
 int lanes_check(const train_opts *o, char *err, size_t errlen)
 {
     const model_config *c = &o->mc;
-    const char *why = c->min_show > 1 ? "--min-show (admission)"
-                      : o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
+    if (c->min_show > 1 && c->admit_mb > 0) {
+        snprintf(err, errlen, "training on several processes (mpirun, or --lanes) counts the shows of keys not yet "
+                 "admitted exactly: give --admit-mb 0 (a sketch's collisions would depend on which keys share a "
+                 "process)");
+        return -1;
+    }
+    const char *why = o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
                       : o->follow ? "--follow"
                       : NULL;
     if (why) {
@@ -85,12 +96,15 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
     return 0;
 }
 
-lanes *lanes_create(const train_opts *o, model *m, int n_lanes)
+lanes *lanes_create(const train_opts *o, model *m, int n_lanes, uint32_t n_fields)
 {
     lanes *L = xcalloc(1, sizeof *L);
     L->o = o;
     L->m = m;
     L->G = n_lanes;
+    L->F = n_fields;
+    L->admit = model_config_of(m)->min_show > 1;
+    L->fdef = xmalloc((n_fields ? n_fields : 1) * sizeof *L->fdef);
     L->rank = dist_rank();
     L->N = dist_size();
     L->T = model_n_tables(m);
@@ -116,6 +130,7 @@ void lanes_destroy(lanes *L)
     emb_shard_destroy(L->shard);
     key_map_free(&L->kidx);
     free(L->ukey), free(L->utb), free(L->ushow), free(L->uclick), free(L->sorder), free(L->cnt), free(L->vals);
+    free(L->ufield), free(L->udef), free(L->ufound), free(L->fdef);
     for (int tb = 0; tb < L->T; tb++) free(L->rmap[tb]);
     free(L->rmap), free(L->rmap_cap), free(L->req_first), free(L->req_n);
     free(L);
@@ -152,9 +167,8 @@ static void distinct_begin(lanes *L)
     L->nk = 0;
 }
 
-static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
+static void distinct_reserve(lanes *L, size_t nnz)
 {
-    size_t nnz = r1 > r0 ? (size_t)(b->row_ptr[r1] - b->row_ptr[r0]) : 0;
     key_map_reserve(&L->kidx, L->nk + nnz);
     if (L->nk + nnz > L->cap_k) {
         L->cap_k = (L->nk + nnz) * 2;
@@ -162,8 +176,17 @@ static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
         L->utb = xrealloc(L->utb, L->cap_k);
         L->ushow = xrealloc(L->ushow, L->cap_k * sizeof *L->ushow);
         L->uclick = xrealloc(L->uclick, L->cap_k * sizeof *L->uclick);
+        L->ufield = xrealloc(L->ufield, L->cap_k * sizeof *L->ufield);
+        L->udef = xrealloc(L->udef, L->cap_k);
+        L->ufound = xrealloc(L->ufound, L->cap_k);
         L->sorder = xrealloc(L->sorder, L->cap_k * sizeof *L->sorder);
     }
+}
+
+static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
+{
+    size_t nnz = r1 > r0 ? (size_t)(b->row_ptr[r1] - b->row_ptr[r0]) : 0;
+    distinct_reserve(L, nnz);
     size_t nk = L->nk;
     for (size_t r = r0; r < r1; r++) {
         uint32_t click = b->label[r] > 0.5f;
@@ -174,6 +197,8 @@ static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
                 s->val = ++nk;
                 L->ukey[nk - 1] = b->key[k];
                 L->utb[nk - 1] = (uint8_t)model_field_table(L->m, b->field[k]);
+                L->ufield[nk - 1] = b->field[k];
+                L->udef[nk - 1] = 0;
                 L->ushow[nk - 1] = L->uclick[nk - 1] = 0;
             }
             L->ushow[s->val - 1]++;
@@ -183,10 +208,36 @@ static void distinct_add(lanes *L, const sample_block *b, size_t r0, size_t r1)
     L->nk = nk;
 }
 
+/* With admission: every categorical field's default key joined to the step's distinct keys (the
+ * rows keys pending admission read; L->fdef), with no shows of their own. */
+static void distinct_defaults(lanes *L)
+{
+    distinct_reserve(L, L->F);
+    for (uint32_t f = 0; f < L->F; f++) {
+        L->fdef[f] = SIZE_MAX;
+        int tb = model_field_table(L->m, (uint16_t)f);
+        if (tb < 0) continue;
+        uint64_t key = emb_table_default_key((uint16_t)f);
+        key_slot *s = key_map_slot(&L->kidx, key);
+        if (!s->val) {
+            s->key = key;
+            s->val = ++L->nk;
+            L->ukey[L->nk - 1] = key;
+            L->utb[L->nk - 1] = (uint8_t)tb;
+            L->ufield[L->nk - 1] = (uint16_t)f;
+            L->ushow[L->nk - 1] = L->uclick[L->nk - 1] = 0;
+        }
+        L->udef[s->val - 1] = 1;
+        L->fdef[f] = s->val - 1;
+    }
+}
+
 /* The distinct keys to their owners: the send order (by owner, then table, then first sight:
- * L->sorder, L->cnt) and the requests each owner gets, per sender T counts then the keys. Returns
- * what this rank got as owner (caller frees; rb: bytes from each rank). */
-static void *ask_owners(lanes *L, size_t *rb)
+ * L->sorder, L->cnt) and the requests each owner gets, per sender T counts then the keys, and with
+ * counts a word per key: its shows << 32 | clicks, or DEFAULT_ROW for a field's default row.
+ * Returns what this rank got as owner (caller frees; rb: bytes from each rank). */
+#define DEFAULT_ROW UINT64_MAX
+static void *ask_owners(lanes *L, size_t *rb, int with_counts)
 {
     int N = L->N, T = L->T;
     size_t nk = L->nk, *cnt = L->cnt;
@@ -200,13 +251,18 @@ static void *ask_owners(lanes *L, size_t *rb)
     for (size_t i = 0; i < (size_t)N * (size_t)T; i++) pos[i] = p, p += cnt[i];
     for (size_t j = 0; j < nk; j++) L->sorder[pos[(size_t)own[j] * (size_t)T + L->utb[j]]++] = j;
     size_t *sb = xmalloc((size_t)N * sizeof *sb);
-    uint64_t *req = xmalloc(((size_t)N * (size_t)T + nk + 1) * sizeof *req), *w = req;
+    uint64_t *req = xmalloc(((size_t)N * (size_t)T + nk * (with_counts ? 2 : 1) + 1) * sizeof *req), *w = req;
     p = 0;
     for (int r = 0; r < N; r++) {
         size_t n = 0;
         for (int tb = 0; tb < T; tb++) *w++ = cnt[(size_t)r * (size_t)T + (size_t)tb], n += cnt[(size_t)r * (size_t)T + (size_t)tb];
-        for (size_t i = 0; i < n; i++) *w++ = L->ukey[L->sorder[p++]];
-        sb[r] = ((size_t)T + n) * sizeof *req;
+        for (size_t i = 0; i < n; i++) *w++ = L->ukey[L->sorder[p + i]];
+        for (size_t i = 0; with_counts && i < n; i++) {
+            size_t j = L->sorder[p + i];
+            *w++ = L->udef[j] ? DEFAULT_ROW : (uint64_t)L->ushow[j] << 32 | L->uclick[j];
+        }
+        p += n;
+        sb[r] = ((size_t)T + n * (with_counts ? 2 : 1)) * sizeof *req;
     }
     void *in;
     exchange(L, req, sb, &in, rb);
@@ -256,41 +312,109 @@ static int load_asked(lanes *L, const void *in, const size_t *rb, int predict, c
     return ret < 0 ? -2 : 0;
 }
 
+/* As owner, with admission, before serving a training step: the shows and clicks each key got
+ * this step, summed over every sender (in, rb as ask_owners returns them with counts), admit it
+ * or count it pending (emb_table_admit: exact counts, so each key's fate is its own and does not
+ * depend on who else asked); the fields' default rows are made. */
+static void admit_asked(lanes *L, const void *in, const size_t *rb, uint32_t pass)
+{
+    int T = L->T;
+    key_map *tot = xcalloc((size_t)T, sizeof *tot);   /* per table: key -> index + 1 */
+    size_t n = 0, cap = 1024;
+    uint64_t *key = xmalloc(cap * sizeof *key), *sum = xmalloc(cap * 2 * sizeof *sum);
+    uint8_t *ktb = xmalloc(cap);
+    for (int tb = 0; tb < T; tb++) key_map_init(&tot[tb], 1024);
+    const uint64_t *q = in;
+    for (int r = 0; r < L->N; r++) {
+        const uint64_t *h = q, *k = q + T;
+        size_t nr = 0;
+        for (int tb = 0; tb < T; tb++) nr += h[tb];
+        const uint64_t *w = k + nr;
+        for (int tb = 0; tb < T; tb++)
+            for (uint64_t i = 0; i < h[tb]; i++, k++, w++) {
+                emb_table *t = emb_shard_table(L->shard, tb);
+                if (*w == DEFAULT_ROW) {
+                    emb_table_get(t, *k);
+                    continue;
+                }
+                key_map_reserve(&tot[tb], tot[tb].n + 1);
+                key_slot *s = key_map_slot(&tot[tb], *k);
+                if (!s->val) {
+                    if (n == cap) {
+                        cap *= 2;
+                        key = xrealloc(key, cap * sizeof *key), sum = xrealloc(sum, cap * 2 * sizeof *sum);
+                        ktb = xrealloc(ktb, cap);
+                    }
+                    s->key = *k;
+                    s->val = ++n;
+                    tot[tb].n++;
+                    key[n - 1] = *k, ktb[n - 1] = (uint8_t)tb, sum[2 * (n - 1)] = sum[2 * (n - 1) + 1] = 0;
+                }
+                sum[2 * (s->val - 1)] += *w >> 32;
+                sum[2 * (s->val - 1) + 1] += *w & 0xffffffffu;
+            }
+        q += rb[r] / sizeof *q;
+    }
+    for (size_t i = 0; i < n; i++) {
+        CHECK(sum[2 * i] <= UINT32_MAX);
+        emb_table_admit(emb_shard_table(L->shard, ktb[i]), key[i], (uint32_t)sum[2 * i], (uint32_t)sum[2 * i + 1], pass);
+    }
+    for (int tb = 0; tb < T; tb++) key_map_free(&tot[tb]);
+    free(tot), free(key), free(sum), free(ktb);
+}
+
 /* The distinct keys of b's rows [r0, r1) from their owners into the model's tables (emptied
  * first); create: rows missing at the owner are made (training), else they read as zeros (and,
- * with a table folder, the owner loads the asked rows from its tier first). Collective: every rank
- * calls it, with an empty range when it has no rows. 0, or -2 with err (this rank's tier). */
+ * with a table folder, the owner loads the asked rows from its tier first). With admission the
+ * fields' default rows come too, the owners decide which keys get rows (admit_asked), and a key
+ * without one is left out of the tables (L->ufound 0): the model reads its field's default row.
+ * Collective: every rank calls it, with an empty range when it has no rows. 0, or -2 with err
+ * (this rank's tier). */
 static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int create, char *err, size_t errlen)
 {
     model *m = L->m;
-    int N = L->N, T = L->T;
+    int N = L->N, T = L->T, admit = L->admit;
     distinct_begin(L);
     distinct_add(L, b, r0, r1);
+    if (admit) distinct_defaults(L);
     size_t nk = L->nk;
     size_t *sb = xmalloc((size_t)N * sizeof *sb), *rb = xmalloc((size_t)N * sizeof *rb);
-    void *in = ask_owners(L, rb);
+    void *in = ask_owners(L, rb, create && admit);
     int ret = L->tier && !create ? load_asked(L, in, rb, 1, err, errlen) : 0;
-    /* as owner: serve each sender's keys, in order */
+    if (create && admit) admit_asked(L, in, rb, L->step_pass);
+    /* as owner: serve each sender's keys, in order; with admission, whether each has a row (a byte
+     * a key after the values, padded to whole floats) */
     emb_shard_begin(L->shard);
     size_t reply_floats = 0, served = 0;
     const uint64_t *q = in;
     for (int r = 0; r < N; r++) {
         const uint64_t *h = q;
-        for (int tb = 0; tb < T; tb++) reply_floats += h[tb] * (size_t)emb_table_values(model_table(m, tb));
+        size_t nr = 0;
+        for (int tb = 0; tb < T; tb++) reply_floats += h[tb] * (size_t)emb_table_values(model_table(m, tb)), nr += h[tb];
+        if (admit) reply_floats += (nr + 3) / 4;
         q += rb[r] / sizeof *q;
     }
-    float *reply = xmalloc((reply_floats ? reply_floats : 1) * sizeof *reply), *o = reply;
+    float *reply = xcalloc(reply_floats ? reply_floats : 1, sizeof *reply), *o = reply;
     q = in;
     for (int r = 0; r < N; r++) {
         const uint64_t *h = q, *keys = q + T;
+        size_t nr = 0;
+        for (int tb = 0; tb < T; tb++) nr += h[tb];
+        uint8_t *found = admit ? xmalloc(nr + 1) : NULL, *fo = found;
         L->req_first[r] = served;
         float *o0 = o;
         for (int tb = 0; tb < T; tb++) {
-            emb_shard_serve(L->shard, tb, keys, h[tb], create, o);
+            emb_shard_serve(L->shard, tb, keys, h[tb], create && !admit, o, fo);
             o += h[tb] * (size_t)emb_table_values(model_table(m, tb));
             keys += h[tb];
             served += h[tb];
+            if (fo) fo += h[tb];
         }
+        if (admit) {
+            memcpy(o, found, nr);
+            o += (nr + 3) / 4;
+        }
+        free(found);
         L->req_n[r] = served - L->req_first[r];
         sb[r] = (size_t)(o - o0) * sizeof *o;
         q += rb[r] / sizeof *q;
@@ -299,28 +423,42 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
     free(L->vals);
     exchange(L, reply, sb, (void **)&L->vals, rb);
     free(reply);
-    /* the rows into the model's tables, in send order */
+    /* the rows into the model's tables, in send order (each owner's answer in turn) */
     clear_tables(L);
     size_t rec_cap = 0;
     for (int tb = 0; tb < T; tb++)
         if (emb_table_row_bytes(model_table(m, tb)) > rec_cap) rec_cap = emb_table_row_bytes(model_table(m, tb));
     uint8_t *rec = xmalloc(rec_cap);
     const float *v = L->vals;
-    for (size_t i = 0; i < nk; i++) {
-        size_t j = L->sorder[i];
-        emb_table *t = model_table(m, L->utb[j]);
-        size_t V = (size_t)emb_table_values(t);
-        memset(rec, 0, emb_table_row_bytes(t));
-        ((emb_row_head *)rec)->key = L->ukey[j];
-        memcpy(rec + sizeof(emb_row_head), v, V * sizeof *v);
-        v += V;
-        uint32_t row = emb_table_insert_record(t, rec, 0);
-        if (row >= L->rmap_cap[L->utb[j]]) {
-            L->rmap_cap[L->utb[j]] = (size_t)row * 2 + 1024;
-            L->rmap[L->utb[j]] = xrealloc(L->rmap[L->utb[j]], L->rmap_cap[L->utb[j]] * sizeof **L->rmap);
+    size_t i = 0;
+    for (int r = 0; r < N; r++) {
+        size_t nr = 0, floats = 0;
+        for (int tb = 0; tb < T; tb++) {
+            nr += L->cnt[(size_t)r * (size_t)T + (size_t)tb];
+            floats += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * (size_t)emb_table_values(model_table(m, tb));
         }
-        L->rmap[L->utb[j]][row] = (uint32_t)j;
+        const uint8_t *found = admit ? (const uint8_t *)(v + floats) : NULL;
+        for (size_t e = 0; e < nr; e++, i++) {
+            size_t j = L->sorder[i];
+            emb_table *t = model_table(m, L->utb[j]);
+            size_t V = (size_t)emb_table_values(t);
+            const float *val = v;
+            v += V;
+            L->ufound[j] = !found || found[e];
+            if (!L->ufound[j]) continue;
+            memset(rec, 0, emb_table_row_bytes(t));
+            ((emb_row_head *)rec)->key = L->ukey[j];
+            memcpy(rec + sizeof(emb_row_head), val, V * sizeof *val);
+            uint32_t row = emb_table_insert_record(t, rec, 0);
+            if (row >= L->rmap_cap[L->utb[j]]) {
+                L->rmap_cap[L->utb[j]] = (size_t)row * 2 + 1024;
+                L->rmap[L->utb[j]] = xrealloc(L->rmap[L->utb[j]], L->rmap_cap[L->utb[j]] * sizeof **L->rmap);
+            }
+            L->rmap[L->utb[j]][row] = (uint32_t)j;
+        }
+        if (admit) v += (nr + 3) / 4;
     }
+    CHECK(i == nk);
     free(rec), free(sb), free(rb);
     return ret;
 }
@@ -360,6 +498,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     int T = L->T, N = L->N;
     size_t B = 0;
     for (int l = 0; l < L->G; l++) B += size[l];
+    L->step_pass = pass;
     fetch_rows(L, sb, 0, sb->rows, 1, NULL, 0);   /* no tier read: the pass's rows are in memory */
     float *params, *grads;
     size_t P;
@@ -448,18 +587,33 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     for (size_t i = 0; i < R; i++) run[i] = (float)((double)run0[i] + (double)acc[P + i] * binv);
     free(acc), free(run0), free(rdelta);
     uint64_t st = model_dense_apply(m);
-    /* sparse: per key [shows, clicks, values] in send order, to the owners */
+    /* sparse: per key with a row [shows, clicks, values] in send order, to the owners; a key
+     * pending admission sends nothing, its shows and clicks count for its field's default row */
+    if (L->admit)
+        for (size_t j = 0; j < L->nk; j++)
+            if (!L->ufound[j]) {
+                size_t d = L->fdef[L->ufield[j]];
+                L->ushow[d] += L->ushow[j];
+                L->uclick[d] += L->uclick[j];
+            }
     size_t words = 0;
-    for (size_t j = 0; j < L->nk; j++) words += emb_shard_grad_words(L->shard, L->utb[j]);
+    for (size_t j = 0; j < L->nk; j++) words += L->ufound[j] ? emb_shard_grad_words(L->shard, L->utb[j]) : 0;
     int64_t *kq = xcalloc(words ? words : 1, sizeof *kq);
     size_t *koff = xmalloc((L->nk + 1) * sizeof *koff);   /* key j's record, in send order */
-    size_t off = 0;
-    for (size_t i = 0; i < L->nk; i++) {
-        size_t j = L->sorder[i];
-        koff[j] = off;
-        kq[off] = L->ushow[j];
-        kq[off + 1] = L->uclick[j];
-        off += emb_shard_grad_words(L->shard, L->utb[j]);
+    size_t *sb_ = xcalloc((size_t)N, sizeof *sb_), *rb = xmalloc((size_t)N * sizeof *rb);
+    size_t off = 0, i = 0;
+    for (int r = 0; r < N; r++) {
+        size_t nr = 0;
+        for (int tb = 0; tb < T; tb++) nr += L->cnt[(size_t)r * (size_t)T + (size_t)tb];
+        for (size_t e = 0; e < nr; e++, i++) {
+            size_t j = L->sorder[i];
+            if (!L->ufound[j]) continue;
+            koff[j] = off;
+            kq[off] = L->ushow[j];
+            kq[off + 1] = L->uclick[j];
+            off += emb_shard_grad_words(L->shard, L->utb[j]);
+            sb_[r] += emb_shard_grad_words(L->shard, L->utb[j]) * sizeof *kq;
+        }
     }
     const float *g = sp_g;
     for (int k = 0; k < n_grp; k++) {
@@ -467,14 +621,10 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
         for (size_t e = sp_first[k]; e < sp_first[k + 1]; e++) {
             size_t j = sp_j[e], V = voff[j + 1] - voff[j];
             int64_t *a = kq + koff[j] + 2;
-            for (size_t i = 0; i < V; i++) a[i] += llrint((double)g[i] * sc);
+            for (size_t v = 0; v < V; v++) a[v] += llrint((double)g[v] * sc);
             g += V;
         }
     }
-    size_t *sb_ = xcalloc((size_t)N, sizeof *sb_), *rb = xmalloc((size_t)N * sizeof *rb);
-    for (int r = 0; r < N; r++)
-        for (int tb = 0; tb < T; tb++)
-            sb_[r] += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * emb_shard_grad_words(L->shard, tb) * sizeof *kq;
     void *in;
     exchange(L, kq, sb_, &in, rb);
     const int64_t *q = in;
@@ -497,38 +647,119 @@ static size_t lane_batch(size_t B, int G, int l) { return B / (size_t)G + ((size
 
 #define CATALOG_MAGIC "CTRBXLNC"
 
-/* The catalog a commit saves on every rank (the same bytes): magic, version 1, ranks, lanes,
- * lanes_state, the learning rates, the dense state (model_save_dense), XXH64 of all before. */
+/* Table t's keys pending admission, as 16-byte entries (key, show, click); and such entries put
+ * into a table (those of keys rank `rank` of n owns; n 0: all). */
+static size_t pending_blob(const emb_table *t, uint8_t **out)
+{
+    uint64_t *k;
+    float *c;
+    size_t n = emb_table_pending_entries(t, &k, &c);
+    uint8_t *b = xmalloc(n * 16 + 1);
+    for (size_t i = 0; i < n; i++) memcpy(b + 16 * i, &k[i], 8), memcpy(b + 16 * i + 8, &c[2 * i], 8);
+    free(k), free(c);
+    *out = b;
+    return n * 16;
+}
+
+static void pending_put(emb_table *t, const uint8_t *b, size_t len, int rank, int n)
+{
+    for (size_t i = 0; i + 16 <= len; i += 16) {
+        uint64_t k;
+        float c[2];
+        memcpy(&k, b + i, 8), memcpy(c, b + i + 8, 8);
+        if (!n || emb_shard_owner(k, n) == rank) emb_table_pending_put(t, k, c[0], c[1]);
+    }
+}
+
+#define PENDING_MAGIC "CTRBXLNP"
+
+/* The catalog a commit saves on every rank: the job's part, the same bytes everywhere (magic,
+ * version 2, ranks, lanes, lanes_state, the learning rates, the dense state (model_save_dense),
+ * XXH64 of all before), then the rank's own: the keys it owns pending admission (magic, u32
+ * tables, per table u64 bytes and its 16-byte entries (pending_blob), XXH64 of the section), and
+ * the section's bytes as u64. Version 1 had the job's part alone. */
 static void *catalog_make(lanes *L, const lanes_state *st, size_t *len)
 {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     CHECK(f);
-    uint32_t v = 1, hdr[2] = { (uint32_t)L->N, (uint32_t)L->G };
+    uint32_t v = 2, hdr[2] = { (uint32_t)L->N, (uint32_t)L->G };
     float lr[2] = { model_config_of(L->m)->dopt.lr, model_config_of(L->m)->sopt.lr };
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
              fwrite(st, sizeof *st, 1, f) == 1 && fwrite(lr, sizeof lr, 1, f) == 1 && model_save_dense(L->m, f) == 0;
-    CHECK(ok && fclose(f) == 0);
+    CHECK(ok && fflush(f) == 0);
     uint64_t sum = XXH64(buf, n, 0);
-    buf = xrealloc(buf, n + 8);
-    memcpy(buf + n, &sum, 8);
-    *len = n + 8;
+    ok = fwrite(&sum, 8, 1, f) == 1;
+    size_t common = n + 8;
+    uint32_t T = (uint32_t)L->T;
+    ok = ok && fwrite(PENDING_MAGIC, 1, 8, f) == 8 && fwrite(&T, 4, 1, f) == 1;
+    for (int tb = 0; ok && tb < L->T; tb++) {
+        uint8_t *b;
+        uint64_t bytes = pending_blob(emb_shard_table(L->shard, tb), &b);
+        ok = fwrite(&bytes, 8, 1, f) == 1 && fwrite(b, 1, bytes, f) == bytes;
+        free(b);
+    }
+    CHECK(ok && fflush(f) == 0);
+    uint64_t own = n - common + 16;
+    sum = XXH64(buf + common, n - common, 0);
+    ok = fwrite(&sum, 8, 1, f) == 1 && fwrite(&own, 8, 1, f) == 1;
+    CHECK(ok && fclose(f) == 0);
+    *len = n;
     return buf;
 }
 
-static int catalog_load(lanes *L, const void *blob, size_t len, lanes_state *st, char *err, size_t errlen)
+/* The bytes of the job's part of a catalog (all of a version 1 catalog's); 0 if it is not one. */
+static size_t catalog_common(const void *blob, size_t len)
+{
+    const char *p = blob;
+    uint32_t v;
+    uint64_t own;
+    if (len < 12 + 8 || memcmp(p, CATALOG_MAGIC, 8)) return 0;
+    memcpy(&v, p + 8, 4);
+    if (v == 1) return len;
+    memcpy(&own, p + len - 8, 8);
+    return v == 2 && own >= 16 && own <= len - 12 ? len - (size_t)own : 0;
+}
+
+/* A rank's own part of its catalog (tail, n bytes): the keys it owns pending admission into its
+ * tables. 0, or -1 when it is damaged. */
+static int catalog_load_pending(lanes *L, const uint8_t *tail, size_t n)
+{
+    uint64_t sum;
+    uint32_t T;
+    if (n < 12 + 16 || memcmp(tail, PENDING_MAGIC, 8) || (memcpy(&sum, tail + n - 16, 8), sum != XXH64(tail, n - 16, 0)))
+        return -1;
+    memcpy(&T, tail + 8, 4);
+    if (T != (uint32_t)L->T) return -1;
+    size_t at = 12;
+    for (int tb = 0; tb < L->T; tb++) {
+        uint64_t bytes;
+        if (at + 8 > n - 16) return -1;
+        memcpy(&bytes, tail + at, 8);
+        at += 8;
+        if (bytes % 16 || bytes > n - 16 - at) return -1;
+        emb_table *own = emb_shard_table(L->shard, tb);
+        emb_table_pending_clear(own);
+        pending_put(own, tail + at, (size_t)bytes, 0, 0);
+        at += (size_t)bytes;
+    }
+    return at == n - 16 ? 0 : -1;
+}
+
+static int catalog_load(lanes *L, const void *blob, size_t len0, lanes_state *st, char *err, size_t errlen)
 {
     const char *p = blob;
     uint32_t v, hdr[2];
     uint64_t sum;
-    size_t head = 8 + 4 + sizeof hdr + sizeof *st + 2 * sizeof(float);
-    if (len < head + 8 || memcmp(p, CATALOG_MAGIC, 8) || (memcpy(&sum, p + len - 8, 8), sum != XXH64(p, len - 8, 0))) {
+    size_t head = 8 + 4 + sizeof hdr + sizeof *st + 2 * sizeof(float), len = catalog_common(blob, len0);
+    if (len < head + 8 || (memcpy(&sum, p + len - 8, 8), sum != XXH64(p, len - 8, 0)) ||
+        (len < len0 && catalog_load_pending(L, (const uint8_t *)p + len, len0 - len) < 0)) {
         snprintf(err, errlen, "%s: the committed catalog is not a run in lanes, or is damaged", L->top);
         return -1;
     }
     memcpy(&v, p + 8, 4), memcpy(hdr, p + 12, sizeof hdr);
-    if (v != 1 || hdr[0] != (uint32_t)L->N || hdr[1] != (uint32_t)L->G) {
+    if (hdr[0] != (uint32_t)L->N || hdr[1] != (uint32_t)L->G) {
         snprintf(err, errlen, "%s: committed by %u processes in %u lanes, resumed by %d in %d", L->top, hdr[0], hdr[1], L->N,
                  L->G);
         return -1;
@@ -589,7 +820,7 @@ int lanes_shrink(lanes *L, const lanes_state *st, uint64_t *deleted, char *err, 
     /* each owner judges its rows by the same rules at the same pass clock: the keys deleted do not
      * depend on who owns them */
     emb_shrink_opts so = { { o->shrink_threshold, o->shrink_unseen, o->nonclk_coeff, o->clk_coeff },
-                           model_config_of(L->m)->decay, st->pass, 0, 0, 0 };
+                           model_config_of(L->m)->decay, st->pass, L->admit ? L->F : 0, 0, 0 };
     emb_tier_batch *b = NULL;
     if (L->tier) {
         b = L->wb ? L->wb : emb_tier_begin(L->tier);
@@ -669,7 +900,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     size_t len = 0;
     if (r == 0 && k) r = emb_tier_catalog(L->tier, &blob, &len, err, errlen) < 0 ? -1 : 0;
     /* every rank's catalog is the same bytes */
-    uint64_t h = blob ? XXH64(blob, len, 0) : 0, h0 = h;
+    uint64_t h = blob ? XXH64(blob, catalog_common(blob, len), 0) : 0, h0 = h;
     if (!dist_all(r == 0)) {
         if (r == 0) snprintf(err, errlen, "%s: another process could not open its folder", L->top);
         free(blob);
@@ -729,7 +960,8 @@ static int train_chunk(lanes *L, sample_block *lb, size_t *cnt, lanes_state *st,
         for (int l = 0; l < G; l++)
             if (mine(L, l)) distinct_add(L, &lb[l], 0, lb[l].rows);
         size_t *rb = xmalloc((size_t)L->N * sizeof *rb);
-        void *in = ask_owners(L, rb);
+        if (L->admit) distinct_defaults(L);
+        void *in = ask_owners(L, rb, 0);
         L->pass = st->pass;
         ret = load_asked(L, in, rb, 0, err, errlen);
         free(in), free(rb);
@@ -947,6 +1179,11 @@ void lanes_adopt_rows(lanes *L)
             emb_row_head *h = emb_table_head(t, (uint32_t)r);
             if (emb_shard_owner(h->key, L->N) == L->rank) emb_table_insert_record(own, h, 0);
         }
+        uint8_t *b;   /* the keys pending admission: each owner its own */
+        size_t len = pending_blob(t, &b);
+        pending_put(own, b, len, L->rank, L->N);
+        free(b);
+        emb_table_pending_clear(t);
     }
     clear_tables(L);
 }
@@ -1014,6 +1251,17 @@ int lanes_collect(lanes *L, char *err, size_t errlen)
             }
         }
         free(all);
+        if (L->admit) {   /* the owners' keys pending admission, into rank 0's table (saved in key order) */
+            uint8_t *b;
+            size_t len = pending_blob(own, &b);
+            got = dist_gather_bytes(b, len, &all);
+            free(b);
+            if (L->rank == 0) {
+                emb_table_pending_clear(t);
+                pending_put(t, all, got, 0, 0);
+            }
+            free(all);
+        }
     }
     /* the owners' deletion records (shrink), merged into rank 0's tables: a delta bundle carries them */
     char *blob = NULL;

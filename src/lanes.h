@@ -35,8 +35,14 @@
  * Batch norm normalizes each lane's rows by their own statistics (ghost batches of B/G rows, as a
  * data-parallel worker's batch norm uses its local batch); the running statistics move once a step,
  * from where they were, by the lanes' moves weighted by their rows, summed exactly as the gradients.
- * What this mode refuses (said at start): admission (--min-show), placement on a device,
- * --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
+ * Admission (--min-show) counts exactly (--admit-mb 0; a sketch's collisions would depend on which
+ * keys share a rank): the step's requests carry each key's shows and clicks, summed over the ranks'
+ * lanes; the owner admits a key once its count reaches min_show (emb_table_admit) and serves the
+ * fields' default rows, which every step fetches; a key left pending reads its field's default row,
+ * which takes its gradient and shows. The owners' pending keys go into the model file (rank 0
+ * gathers them) and into each rank's commits (its catalog's own part).
+ * What this mode refuses (said at start): a sketch for admission (--admit-mb > 0), placement on a
+ * device, --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
  * front of its tier (a killed run goes on when the same command runs again, as in one process).
  * With a table folder, an evaluation in the middle
  * of a pass (--eval-every) loads the validation rows beside the pass's, which stay.
@@ -90,7 +96,7 @@ void lanes_set_step_hook(lanes *L, lanes_step_fn fn, void *ctx);
 /* Why the options cannot train in lanes (a one-line message into err), or 0. */
 int lanes_check(const train_opts *o, char *err, size_t errlen);
 /* m: this rank's model (its tables hold a step's rows only; the rows it owns are the lanes'). */
-lanes *lanes_create(const train_opts *o, model *m, int n_lanes);
+lanes *lanes_create(const train_opts *o, model *m, int n_lanes, uint32_t n_fields);
 void lanes_destroy(lanes *L);
 /* With o->table_dir: this rank's table folder, opened (made if new) under o->cache_mb; with
  * o->resume and a global commit, *st and the model's dense state and rates restored from it

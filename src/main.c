@@ -87,7 +87,7 @@ static const char train_help[] =
     "  --min-show N           a key gets a row once seen N times (0: at once)\n"
     "  --admit-mb MB          with --min-show: the shows of keys not yet admitted are counted in a sketch\n"
     "                         of MB over all tables, inside --cache-mb (0: exact counts, memory grows with\n"
-    "                         the keys) (16; with --init the model's)\n"
+    "                         the keys) (16; with --init the model's; under mpirun or --lanes 0)\n"
     "  --patience N           epochs without a better validation AUC before stopping (2)\n"
     "  --lr-decay F           learning rates times F after an epoch without improvement (1: never)\n"
     "  --eval-every STEPS     evaluate (and keep the best) every STEPS steps too (0: each epoch only)\n"

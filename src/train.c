@@ -850,11 +850,12 @@ static int follow_begin(follow_run *fr, train_opts *oc)
 }
 
 /* --admit-mb not given: a warm start's model's (its sketch goes on), else ADMIT_MB_DEFAULT with
- * admission. A model that cannot be read is said by the warm start itself. */
-static void resolve_admit(train_opts *oc)
+ * admission (exact counts, 0, in lanes: src/lanes.h). A model that cannot be read is said by the
+ * warm start itself. */
+static void resolve_admit(train_opts *oc, int in_lanes)
 {
     if (oc->mc.admit_mb >= 0) return;
-    oc->mc.admit_mb = oc->mc.min_show > 1 ? ADMIT_MB_DEFAULT : 0;
+    oc->mc.admit_mb = oc->mc.min_show > 1 && !in_lanes ? ADMIT_MB_DEFAULT : 0;
     if (!oc->init) return;
     char *dir = modelfile_folder(oc->init), err[1024];
     model_meta meta;
@@ -991,7 +992,7 @@ static int train_lanes(trainer *t)
         }
         st.pass = t->rs.pass;
     }
-    L = lanes_create(o, t->m, G);
+    L = lanes_create(o, t->m, G, t->meta.schema.n_fields);
     if (o->init) lanes_adopt_rows(L);
     int resumed = 0;
     /* a rank whose own folder or input fails stops the job: the others would wait for it */
@@ -1165,7 +1166,16 @@ int train_run(const train_opts *o0)
         }
         t.have_valid = 1;
     }
-    resolve_admit(&oc);
+    resolve_admit(&oc, in_lanes);
+    if (in_lanes && o->mc.min_show > 1 && o->mc.admit_mb > 0) {   /* the warm start's sketch (lanes_check) */
+        if (dist_rank() == 0)
+            fprintf(stderr, "ctrbox: --init %s counts the shows of keys not yet admitted in a sketch (--admit-mb %g), "
+                    "and training on several processes (mpirun, or --lanes) counts them exactly: go on with it in one "
+                    "process\n", o->init, (double)o->mc.admit_mb);
+        if (t.have_valid) block_free(&t.valid);
+        schema_free(&t.meta.schema);
+        return 1;
+    }
     t.meta.cfg = o->mc;
     if (model_config_check(&o->mc, &t.meta.schema, err, sizeof err) < 0) {
         fprintf(stderr, "ctrbox: %s\n", err);

@@ -15,6 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../dense/model.h"
+#include "../embedding/table.h"
+#include "../src/modelfile.h"
 #include "helpers.h"
 
 TestSuite(mpi, .fini = th_cleanup);
@@ -85,13 +88,13 @@ Test(mpi, the_model_does_not_depend_on_the_number_of_processes)
         const char *base = "$B/ctrbox train --format criteo --train tr.tsv --valid va.tsv --threads 1 --quiet --lanes 6 %s %s";
         free(run_ok(base, runs[i], "--out plain"));
         for (int np = 1; np <= 3; np++) {
-            char f[512], dir[16], out[32], model[48];
+            char f[512], dir[16], out[32], mfile[48];
             snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
             snprintf(dir, sizeof dir, "np%d", np);
             snprintf(out, sizeof out, "--out %s", dir);
-            snprintf(model, sizeof model, "%s/model.ctrbox", dir);
+            snprintf(mfile, sizeof mfile, "%s/model.ctrbox", dir);
             free(run_ok(f, runs[i], out));
-            th_same_file("plain/model.ctrbox", model);
+            th_same_file("plain/model.ctrbox", mfile);
             cr_assert_eq(log_auc(dir), log_auc("plain"), "%s, %d processes: validation AUC %.6f, one process %.6f", runs[i],
                          np, log_auc(dir), log_auc("plain"));
         }
@@ -116,12 +119,12 @@ Test(mpi, compressed_plain_and_cbx_inputs_give_one_model)
     static const char *const inputs[] = { "--train a.tsv.gz --train b.tsv", "--train tr.cbx" };
     for (size_t i = 0; i < 2; i++)
         for (int np = 1; np <= 3; np++) {
-            char f[512], out[32], model[48];
+            char f[512], out[32], mfile[48];
             snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
             snprintf(out, sizeof out, "--out m%zu%d", i, np);
-            snprintf(model, sizeof model, "m%zu%d/model.ctrbox", i, np);
+            snprintf(mfile, sizeof mfile, "m%zu%d/model.ctrbox", i, np);
             free(run_ok(f, inputs[i], out));
-            th_same_file("plain/model.ctrbox", model);
+            th_same_file("plain/model.ctrbox", mfile);
         }
 }
 
@@ -247,9 +250,9 @@ Test(mpi, each_process_reads_its_share_of_the_bytes)
                   "%.0f of %.0f", np, bytes, size);
         cr_assert(rows >= 9000.0 / np && rows <= 9000.0 / np * 1.1, "%d processes: the most rows one parsed is %.0f", np,
                   rows);
-        char model[48];
-        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
-        th_same_file("plain/model.ctrbox", model);
+        char mfile[48];
+        snprintf(mfile, sizeof mfile, "np%d/model.ctrbox", np);
+        th_same_file("plain/model.ctrbox", mfile);
     }
 }
 
@@ -293,7 +296,7 @@ Test(mpi, unsupported_options_are_refused)
         const char *args, *want;
     } bad[] = {
         { "--table-dir tdir --emb-l2 0.001", "cannot be used with --table-dir" },
-        { "--min-show 2", "does not support --min-show" },
+        { "--min-show 2 --admit-mb 4", "counts the shows of keys not yet admitted exactly: give --admit-mb 0" },
         { "--lanes 1", "--lanes 1: fewer lanes than the 2 processes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -303,9 +306,9 @@ Test(mpi, unsupported_options_are_refused)
         int rc = th_run(&o, "%s", cmd);
         cr_assert_neq(rc, 0, "%s: exit 0\n%s", cmd, o);
         cr_assert(strstr(o, bad[i].want), "%s: want '%s' in\n%s", cmd, bad[i].want, o);
-        char model[64];
-        snprintf(model, sizeof model, "m%zu/model.ctrbox", i);
-        cr_assert(!th_file_exists(th_path(model)), "%s wrote a model", cmd);
+        char mfile[64];
+        snprintf(mfile, sizeof mfile, "m%zu/model.ctrbox", i);
+        cr_assert(!th_file_exists(th_path(mfile)), "%s wrote a model", cmd);
         free(o);
     }
     char *o;
@@ -357,7 +360,7 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
     const char *at = strstr(want, "shrink: ");
     cr_assert(at && atol(at + 8) > 0, "no keys deleted:\n%s", want);
     long first = atol(at + 8);
-    char f[512], out[32], model[48];
+    char f[512], out[32], mfile[48];
     for (int np = 1; np <= 3; np++) {
         snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
         snprintf(out, sizeof out, "--out np%d", np);
@@ -365,8 +368,8 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
         at = strstr(o, "shrink: ");
         cr_assert(at && atol(at + 8) == first, "%d processes: %s", np, o);
         free(o);
-        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
-        th_same_file("mem/model.ctrbox", model);
+        snprintf(mfile, sizeof mfile, "np%d/model.ctrbox", np);
+        th_same_file("mem/model.ctrbox", mfile);
     }
     free(want);
     snprintf(f, sizeof f, MPIRUN "2 %s", base);
@@ -492,12 +495,12 @@ Test(mpi, warm_start_and_pass_rows_do_not_depend_on_the_number_of_processes)
     cr_assert(strstr(o, "8 passes"), "5 passes of 2000 rows, then 3 of 1000:\n%s", o);
     free(o);
     for (int np = 1; np <= 3; np++) {
-        char f[512], out[32], model[48];
+        char f[512], out[32], mfile[48];
         snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
         snprintf(out, sizeof out, "--out np%d", np);
-        snprintf(model, sizeof model, "np%d/model.ctrbox", np);
+        snprintf(mfile, sizeof mfile, "np%d/model.ctrbox", np);
         free(run_ok(f, "--train va.tsv --init day1 --pass-rows 1000", out));
-        th_same_file("plain/model.ctrbox", model);
+        th_same_file("plain/model.ctrbox", mfile);
     }
 }
 
@@ -589,4 +592,112 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
         cr_assert_eq(shard_commits("cut"), 3 * 13, "killed at commit %lld, resumed to %lld", at, shard_commits("cut"));
         cr_assert_eq(th_run(NULL, "rm -f job.rc job.log"), 0);
     }
+}
+
+/* The keys pending admission in table 0 of a model folder, sorted: *n entries (key, show, click). */
+typedef struct {
+    uint64_t key;
+    float show, click;
+} pending_key;
+static int cmp_pending_key(const void *a, const void *b)
+{
+    uint64_t x = ((const pending_key *)a)->key, y = ((const pending_key *)b)->key;
+    return (x > y) - (x < y);
+}
+static pending_key *pending_of(const char *dir, size_t *n)
+{
+    model *m;
+    model_meta meta;
+    char err[1024];
+    cr_assert_eq(modelfile_load(th_path(dir), &m, &meta, err, sizeof err), 0, "%s: %s", dir, err);
+    uint64_t *k;
+    float *c;
+    *n = emb_table_pending_entries(model_table(m, 0), &k, &c);
+    pending_key *p = malloc((*n + 1) * sizeof *p);
+    for (size_t i = 0; i < *n; i++) p[i] = (pending_key){ k[i], c[2 * i], c[2 * i + 1] };
+    qsort(p, *n, sizeof *p, cmp_pending_key);
+    free(k), free(c);
+    model_destroy(m);
+    model_meta_free(&meta);
+    return p;
+}
+
+/* Admission (--min-show) in lanes: the owners decide from the shows every rank's lanes gave a key
+ * in a step (exact counts), so the model file is the same for 1, 2 and 3 processes and one plain
+ * process; the keys still pending, with their counts, are those one process without lanes leaves;
+ * with a table folder per rank at a tiny budget the model is the in-memory one, also after kill -9
+ * of a rank and --resume (each rank's pending keys are in its commits); a warm start goes on with
+ * the pending keys on any number of processes. */
+Test(mpi, admission_does_not_depend_on_the_number_of_processes)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --threads 1 --quiet --model deepfm --dim 4 "
+                       "--hidden 8 --batch 256 --epochs 2 --shuffle-rows 700 --lanes 4 --min-show 3 %s %s";
+    free(run_ok(base, "", "--out mem"));
+    char f[512], out[32], mfile[48];
+    for (int np = 1; np <= 3; np++) {
+        snprintf(f, sizeof f, MPIRUN "%d %s", np, base);
+        snprintf(out, sizeof out, "--out np%d", np);
+        free(run_ok(f, "", out));
+        snprintf(mfile, sizeof mfile, "np%d/model.ctrbox", np);
+        th_same_file("mem/model.ctrbox", mfile);
+    }
+    free(run_ok("$B/ctrbox train --format criteo --train tr.tsv --threads 1 --quiet --model deepfm --dim 4 --hidden 8 "
+                "--batch 256 --epochs 2 --shuffle-rows 700 --min-show 3 --admit-mb 0 %s %s", "", "--out one"));
+    size_t na, nb;
+    pending_key *a = pending_of("mem", &na), *b = pending_of("one", &nb);
+    cr_assert(na > 1000, "%zu keys pending", na);
+    cr_assert_eq(na, nb, "%zu keys pending in lanes, %zu in one process", na, nb);
+    for (size_t i = 0; i < na; i++)
+        cr_assert(a[i].key == b[i].key && a[i].show == b[i].show && a[i].click == b[i].click,
+                  "pending key %zu: %llu (%g, %g) in lanes, %llu (%g, %g) in one process", i, (unsigned long long)a[i].key,
+                  a[i].show, a[i].click, (unsigned long long)b[i].key, b[i].show, b[i].click);
+    free(a), free(b);
+    /* sharded at a tiny budget; killed mid-run and resumed */
+    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
+                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
+    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
+    snprintf(f, sizeof f, MPIRUN "2 %s", base);
+    free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2"));
+    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "t2", "tier2", "tier2", "tier2"), 0);
+    th_same_file("mem.pred", "tier2.pred");
+    th_same_file("mem.sorted", "tier2.sorted");
+    char full[2048];
+    snprintf(full, sizeof full, f, "--table-dir cut --cache-mb 0.05", "--out out_admit");
+    long long at = kill_a_rank_at(full, "cut", "out_admit", 9);
+    cr_assert(at >= 9 && at < 26, "killed at commit %lld", at);
+    free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_admit"));
+    cr_assert_eq(th_run(NULL, check, "out_admit", "cut", "cut", "cut", "cut", "cut"), 0);
+    th_same_file("mem.pred", "cut.pred");
+    th_same_file("mem.sorted", "cut.sorted");
+    /* a warm start: the owners take the model's pending keys */
+    const char *warm = "$B/ctrbox train --format criteo --train va.tsv --threads 1 --quiet --model deepfm --dim 4 --hidden 8 "
+                       "--batch 256 --epochs 1 --lanes 4 --min-show 3 --init mem %s %s";
+    free(run_ok(warm, "", "--out w0"));
+    snprintf(f, sizeof f, MPIRUN "3 %s", warm);
+    free(run_ok(f, "", "--out w3"));
+    th_same_file("w0/model.ctrbox", "w3/model.ctrbox");
+    pending_key *w = pending_of("w0", &nb);
+    a = pending_of("mem", &na);
+    size_t kept = 0;   /* keys pending before and after: their counts went on */
+    for (size_t i = 0, j = 0; i < na && j < nb;) {
+        if (a[i].key < w[j].key) i++;
+        else if (a[i].key > w[j].key) j++;
+        else {
+            cr_assert(w[j].show >= a[i].show, "key %llu: %g shows, then %g", (unsigned long long)a[i].key, a[i].show, w[j].show);
+            kept++, i++, j++;
+        }
+    }
+    cr_assert(kept > 100, "%zu keys pending before and after the warm start", kept);
+    free(a), free(w);
+    /* a model counting them in a sketch cannot go on in lanes */
+    free(run_ok("$B/ctrbox train --format criteo --train va.tsv --threads 1 --quiet --model deepfm --dim 4 --hidden 8 "
+                "--batch 256 --epochs 1 --min-show 3 %s %s", "", "--out sk"));
+    char *o;
+    cr_assert_neq(th_run(&o, MPIRUN "2 $B/ctrbox train --format criteo --train va.tsv --threads 1 --quiet --model deepfm "
+                             "--dim 4 --hidden 8 --batch 256 --epochs 1 --min-show 3 --init sk --out wsk"), 0, "%s", o);
+    cr_assert(strstr(o, "--init sk counts the shows of keys not yet admitted in a sketch (--admit-mb 16)"), "%s", o);
+    cr_assert(!th_file_exists(th_path("wsk/model.ctrbox")), "a model was written");
+    free(o);
 }
