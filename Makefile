@@ -33,7 +33,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: FORCE all deps test check-tests demo bench bench-follow bench-mpi bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
+.PHONY: FORCE all deps test check-tests check-mpich demo bench bench-follow bench-mpi bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -153,6 +153,10 @@ TORTURE_LOOPS ?= kill corrupt disk memory follow
 torture: deps all
 	@bash tools/install-deps.sh torture
 	@bash tests/torture.sh "$(TORTURE_LOOPS)" $(TORTURE_COUNT) $(TORTURE_SEED)
+
+# The MPI code built with MPICH and run with its mpiexec (tests/mpich.sh)
+check-mpich:
+	@bash tests/mpich.sh
 
 FUZZ_TIME ?= 60
 fuzz:

@@ -2,7 +2,7 @@
 # Install the Debian packages ctrbox needs, only those missing (idempotent; runs apt-get update
 # once, only when something must be installed). Usage: install-deps.sh [extra-group ...]
 # chromium (headless) renders `ctrbox report` pages in the tests. Groups beyond the base: fuzz (clang, libFuzzer runtime), bench (fio, zstd, gzip), torture (zstd,
-# gzip, util-linux's unshare).
+# gzip, util-linux's unshare), mpich (MPICH beside Open MPI: make check-mpich).
 set -euo pipefail
 
 pkgs=(gcc make pkg-config liburing-dev libxxhash-dev libzstd-dev zlib1g-dev libjansson-dev
@@ -13,6 +13,7 @@ for group in "$@"; do
         fuzz) pkgs+=(clang libclang-rt-dev) ;;
         bench) pkgs+=(fio zstd gzip coreutils time python3-torch python3-numpy) ;;
         torture) pkgs+=(zstd gzip util-linux coreutils) ;;
+        mpich) pkgs+=(mpich libmpich-dev) ;;
         *) echo "install-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done
