@@ -1109,6 +1109,10 @@ void model_set_dropout_stream(model *m, uint64_t stream) { m->drop_stream = stre
 
 uint64_t model_dense_apply(model *m)
 {
+    /* a caller's gradients (model_dense) and other host edits reach the placed layers first */
+    for (int i = 0; m->host_edited && i < m->n_placed; i++)
+        m->placed[i]->be->upload(m->placed[i]->dev_g, m->p.grads + m->placed[i]->hp, m->placed[i]->np * sizeof(float));
+    placed_take_host_edits(m);
     m->step++;
     dense_step(m);
     return m->step;

@@ -86,9 +86,7 @@ int lanes_check(const train_opts *o, char *err, size_t errlen)
                  "process)");
         return -1;
     }
-    const char *why = o->placement && strcmp(o->placement, "cpu") ? "--placement on a device"
-                      : o->follow ? "--follow"
-                      : NULL;
+    const char *why = o->follow ? "--follow" : NULL;
     if (why) {
         snprintf(err, errlen, "training on several processes (mpirun, or --lanes) does not support %s yet", why);
         return -1;

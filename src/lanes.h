@@ -41,8 +41,9 @@
  * fields' default rows, which every step fetches; a key left pending reads its field's default row,
  * which takes its gradient and shows. The owners' pending keys go into the model file (rank 0
  * gathers them) and into each rank's commits (its catalog's own part).
- * What this mode refuses (said at start): a sketch for admission (--admit-mb > 0), placement on a
- * device, --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
+ * --placement: every rank places the layers as rank 0 planned (a rank's own timings could differ);
+ * the lanes' summed gradients reach the placed layers' optimizer step (model_dense_apply).
+ * What this mode refuses (said at start): a sketch for admission (--admit-mb > 0), --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
  * front of its tier (a killed run goes on when the same command runs again, as in one process).
  * With a table folder, an evaluation in the middle
  * of a pass (--eval-every) loads the validation rows beside the pass's, which stay.

@@ -576,17 +576,25 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     }
     for (int i = 0; i < n; i++)
         if (!gpu) p.l[i].time_s[PLACE_GPU] = -1;
+    int r = 0;
     if (!strcmp(o->placement, "gpu")) {
         if (!gpu) {
             snprintf(err, errlen, "--placement gpu: no GPU here: %s", why);
-            return -1;
+            r = -1;
         }
         for (int i = 0; i < n; i++) dev[i] = sh[i].gpu_ok ? PLACE_GPU : PLACE_CPU;
-    } else if (plan_placement_parse(o->placement, &p, dev, err, errlen) < 0) {
-        return -1;
+    } else {
+        r = plan_placement_parse(o->placement, &p, dev, err, errlen);
     }
-    if (model_place(m, dev, n, err, errlen) < 0) return -1;
-    if (!o->quiet) {
+    if (dist_launched()) {   /* every rank places as rank 0 planned: the dense replicas must step alike */
+        if (!dist_all(r == 0)) {
+            if (r == 0) snprintf(err, errlen, "--placement %s: another process cannot place the layers", o->placement);
+            return -1;
+        }
+        dist_bcast(dev, (size_t)n * sizeof *dev);
+    }
+    if (r < 0 || model_place(m, dev, n, err, errlen) < 0) return -1;
+    if (!o->quiet && dist_rank() == 0) {
         char line[1024];
         size_t used = 0;
         for (int i = 0; i < n; i++)
@@ -1188,7 +1196,7 @@ int train_run(const train_opts *o0)
     t.meta.offsets = (uint64_t *)o->offsets;
     t.m = model_create(&o->mc, &t.meta.schema);
     if (o->placement && strcmp(o->placement, "cpu") && place_layers(t.m, o, err, sizeof err) < 0) {
-        fprintf(stderr, "ctrbox: %s\n", err);
+        if (dist_rank() == 0) fprintf(stderr, "ctrbox: %s\n", err);
         model_destroy(t.m);
         schema_free(&t.meta.schema);
         if (t.have_valid) block_free(&t.valid);

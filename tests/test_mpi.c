@@ -701,3 +701,31 @@ Test(mpi, admission_does_not_depend_on_the_number_of_processes)
     cr_assert(!th_file_exists(th_path("wsk/model.ctrbox")), "a model was written");
     free(o);
 }
+
+/* MLP layers placed on a device (the simulated one: CTRBOX_GPU_SIM=1) in lanes: the lanes' summed
+ * gradients reach the placed layers' optimizer step, and every rank places as rank 0 planned, so
+ * the model file is the CPU's for one plain process and for 2 and 3 processes. */
+Test(mpi, placed_layers_give_the_cpu_model)
+{
+    need_mpirun();
+    gen();
+    const char *base = "$B/ctrbox train --format criteo --train tr.tsv --threads 1 --quiet --lanes 6 --model deepfm --dim 4 "
+                       "--hidden 16,8 --batchnorm --dropout 0.1 --batch 300 --epochs 2 --shuffle-rows 2000 --min-show 2 %s %s";
+    free(run_ok(base, "", "--out cpu"));
+    static const char *const places[] = { "--placement gpu", "--placement fc1=gpu,head=gpu", "--placement auto" };
+    char f[512], out[32], mfile[48];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "CTRBOX_GPU_SIM=1 %s", base);
+        snprintf(out, sizeof out, "--out p%zu", i);
+        free(run_ok(f, places[i], out));
+        snprintf(mfile, sizeof mfile, "p%zu/model.ctrbox", i);
+        th_same_file("cpu/model.ctrbox", mfile);
+        for (int np = 2; np <= 3; np++) {
+            snprintf(f, sizeof f, MPIRUN "%d -x CTRBOX_GPU_SIM=1 %s", np, base);
+            snprintf(out, sizeof out, "--out p%zu_%d", i, np);
+            free(run_ok(f, places[i], out));
+            snprintf(mfile, sizeof mfile, "p%zu_%d/model.ctrbox", i, np);
+            th_same_file("cpu/model.ctrbox", mfile);
+        }
+    }
+}
