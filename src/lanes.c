@@ -63,6 +63,8 @@ struct lanes {
     uint64_t commits;
     uint32_t pass;                /* the pass the rows loaded now are counted at (eviction's clock) */
     uint32_t step_pass;           /* the pass of the step in training (admission's counters) */
+    int init_tiered;              /* --init names a sharded folder (lanes_set_init_folder): its id, commits */
+    uint64_t init_id, init_commits;
     lanes_step_fn on_step;        /* called after each step (every rank), or NULL */
     void *on_step_ctx;
     double exchange_s, input_s;   /* seconds in the steps' MPI calls; in the input's (counts, rows) */
@@ -869,9 +871,21 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
         snprintf(err, errlen, "%s: holds a committed run; add --resume to continue it, or give an empty folder", L->top);
         return -1;
     }
+    if (L->init_tiered && !k) {
+        snprintf(err, errlen, "--init %s: its rows are in %s, a table folder of one process (or of no commit): a job on "
+                 "several processes (or in lanes) trains on the sharded folder such a job wrote; train on this one in one "
+                 "process", o->init, L->top);
+        return -1;
+    }
+    if (L->init_tiered && !o->resume && k < L->init_commits) {
+        snprintf(err, errlen, "--init %s: names commit %llu of %s, which holds %llu (not the folder the model was saved "
+                 "from, or restored from an older copy)", o->init, (unsigned long long)L->init_commits, L->top,
+                 (unsigned long long)k);
+        return -1;
+    }
     if (k && (shape[0] != L->N || shape[1] != L->G)) {
-        snprintf(err, errlen, "%s: sharded for %d processes in %d lanes; resume it with mpirun -np %d and --lanes %d", L->top,
-                 shape[0], shape[1], shape[0], shape[1]);
+        snprintf(err, errlen, "%s: sharded for %d processes in %d lanes; %s it with mpirun -np %d and --lanes %d", L->top,
+                 shape[0], shape[1], L->init_tiered ? "train on" : "resume", shape[0], shape[1]);
         return -1;
     }
     uint64_t rows_budget, window;
@@ -910,9 +924,16 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
         free(blob);
         return -1;
     }
-    if (k) {   /* --resume, or the same --init command again: the job goes on from its last commit */
+    int fresh = L->init_tiered && !o->resume && k == L->init_commits;
+    if (k && fresh) {   /* a new job from the model's commit: its dense state, rates, pass clock and pending keys */
+        lanes_state was;
+        r = catalog_load(L, blob, len, &was, err, errlen);
+        st->pass = was.pass;
+    } else if (k) {   /* --resume, or the same --init command again: the job goes on from its last commit */
         r = catalog_load(L, blob, len, st, err, errlen);
         *resumed = r == 0;
+    }
+    if (k) {
         void *d = NULL;
         size_t dl = 0;
         if (r == 0 && (r = emb_tier_deletions(L->tier, &d, &dl, err, errlen)) == 0 && d)   /* what shrink deleted */
@@ -923,6 +944,16 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     }
     free(blob);
     L->commits = k;
+    if (L->init_tiered && fresh && dist_all(r == 0)) {   /* the folder the model names, not a copy of another */
+        uint64_t id = 0, c;
+        lanes_table_stamp(L, &id, &c);
+        dist_bcast(&id, sizeof id);
+        if (id != L->init_id) {
+            snprintf(err, errlen, "--init %s: %s is not the folder the model was saved from (another run's, or rebuilt)",
+                     o->init, L->top);
+            r = -1;
+        }
+    }
     /* a warm start's rows (lanes_adopt_rows) are the first pass's; resumed, the folder's are newer */
     for (int tb = 0; k && tb < L->T; tb++) {
         emb_table *own = emb_shard_table(L->shard, tb);
@@ -1161,6 +1192,13 @@ int lanes_predict(lanes *L, const sample_block *b, double *prob, char *err, size
     dist_sum_f64_ordered(prob, n);   /* the other ranks' predictions are zeros here: exact */
     L->exchange_s += now_sec() - t0;
     return ret;
+}
+
+void lanes_set_init_folder(lanes *L, uint64_t id, uint64_t commits)
+{
+    L->init_tiered = 1;
+    L->init_id = id;
+    L->init_commits = commits;
 }
 
 void lanes_set_step_hook(lanes *L, lanes_step_fn fn, void *ctx)

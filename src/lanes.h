@@ -41,6 +41,9 @@
  * fields' default rows, which every step fetches; a key left pending reads its field's default row,
  * which takes its gradient and shows. The owners' pending keys go into the model file (rank 0
  * gathers them) and into each rank's commits (its catalog's own part).
+ * --init of a model whose rows are in a sharded folder trains on in that folder: from the model's
+ * commit (its dense state, rates, pass clock and pending keys; the job's position starts afresh)
+ * when the folder holds no later one, else as a resume (the same command again after a kill).
  * --placement: every rank places the layers as rank 0 planned (a rank's own timings could differ);
  * the lanes' summed gradients reach the placed layers' optimizer step (model_dense_apply).
  * What this mode refuses (said at start): a sketch for admission (--admit-mb > 0), --follow. --init with a table folder: each rank keeps the warm start's rows it owns in
@@ -122,6 +125,9 @@ void lanes_set_sparse_lr(lanes *L, float lr);
 int lanes_shrink(lanes *L, const lanes_state *st, uint64_t *deleted, char *err, size_t errlen);
 /* Whether the rows are in a table folder (lanes_open_tier). */
 int lanes_tiered(const lanes *L);
+/* --init names a model whose rows are in a sharded table folder (id and commits as the model file
+ * records them; the job trains on in that folder): before lanes_open_tier. */
+void lanes_set_init_folder(lanes *L, uint64_t id, uint64_t commits);
 /* With a table folder, for the model file that names it (collective): on rank 0 the id a reader
  * of the sharded folder sees (emb_tier_shards_id of the ranks' ids), and the job's commits. */
 void lanes_table_stamp(lanes *L, uint64_t *id, uint64_t *commits);

@@ -973,8 +973,10 @@ static int lanes_step_hook(void *ctx, char *err, size_t errlen)
  * is written by rank 0. Returns the exit status. */
 static int train_lanes(trainer *t)
 {
-    const train_opts *o = t->o;
-    char err[1024];
+    train_opts lo = *t->o;   /* with a tiered --init, its folder is the table folder */
+    const train_opts *o = &lo;
+    char err[1024], *init_dir = NULL;
+    uint64_t init_id = 0, init_commits = 0;
     int N = dist_size(), lead = dist_rank() == 0, G = o->lanes ? o->lanes : 12, lock = -1, ret = 0;
     if (G < N) {
         if (lead)
@@ -987,13 +989,24 @@ static int train_lanes(trainer *t)
     lanes *L = NULL;
     double *prob = NULL;
     if (o->init) {   /* every rank reads the model file; each keeps the rows it owns (lanes_adopt_rows) */
-        char *init_dir = NULL;
-        uint64_t id, commits;
-        int r = warm_start(t, &init_dir, &id, &commits, err, sizeof err);
-        if (r == 0 && init_dir) snprintf(err, sizeof err, "--init %s: its rows are in the table folder %s; a warm start "
-                                         "of a tiered model on several processes is not supported yet", o->init, init_dir);
-        free(init_dir);
-        if (!dist_all(r == 0 && !init_dir)) {
+        int r = warm_start(t, &init_dir, &init_id, &init_commits, err, sizeof err);
+        if (r == 0 && init_dir) {   /* its rows are in a table folder: the job trains on in it, as one process does */
+            char *want = realpath(init_dir, NULL), *given = o->table_dir ? realpath(o->table_dir, NULL) : NULL;
+            if (!want) {
+                snprintf(err, sizeof err, "--init %s: its table folder %s: %s", o->init, init_dir, strerror(errno));
+                r = -1;
+            } else if (o->table_dir && (!given || strcmp(want, given))) {
+                snprintf(err, sizeof err, "--init %s: its rows are in the table folder %s; train on in that folder (give "
+                         "it as --table-dir, or no --table-dir)", o->init, init_dir);
+                r = -1;
+            } else {
+                lo.table_dir = init_dir;
+                t->meta.table_dir = want;
+                want = NULL;
+            }
+            free(want), free(given);
+        }
+        if (!dist_all(r == 0)) {
             if (lead) fprintf(stderr, "ctrbox: %s\n", err);
             ret = 1;
             goto done;
@@ -1001,6 +1014,7 @@ static int train_lanes(trainer *t)
         st.pass = t->rs.pass;
     }
     L = lanes_create(o, t->m, G, t->meta.schema.n_fields);
+    if (init_dir) lanes_set_init_folder(L, init_id, init_commits);
     if (o->init) lanes_adopt_rows(L);
     int resumed = 0;
     /* a rank whose own folder or input fails stops the job: the others would wait for it */
@@ -1099,6 +1113,7 @@ static int train_lanes(trainer *t)
                 t->have_valid ? st.best_auc : t->rs.loss_n ? t->rs.loss_sum / (double)t->rs.loss_n : NAN, o->out);
 done:
     free(prob);
+    free(init_dir);
     free(t->meta.table_dir);
     t->meta.table_dir = NULL;
     lanes_destroy(L);

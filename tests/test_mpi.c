@@ -729,3 +729,62 @@ Test(mpi, placed_layers_give_the_cpu_model)
         }
     }
 }
+
+/* The next day's job on a sharded folder: --init of a model whose rows are in a table folder per
+ * rank trains on in that folder (as one process trains on in its own), from the model's commit: the
+ * model is the one the same two days give in memory, also when the second day is killed and run
+ * again; another number of processes, another --table-dir and one process's folder are refused. */
+Test(mpi, the_next_day_trains_on_in_the_sharded_folder)
+{
+    need_mpirun();
+    gen();
+    const char *day = "$B/ctrbox train --format criteo --threads 1 --quiet --lanes 4 --model deepfm --dim 4 --hidden 8 "
+                      "--batch 256 --shuffle-rows 700 --min-show 2 --cache-mb 0.05 %s %s";
+    free(run_ok(day, "--train tr.tsv --epochs 1", "--out mem1"));
+    free(run_ok(day, "--train va.tsv --epochs 2 --init mem1", "--out mem2"));
+    char f[512];
+    snprintf(f, sizeof f, MPIRUN "2 %s", day);
+    free(run_ok(f, "--train tr.tsv --epochs 1 --table-dir td", "--out t1"));
+    cr_assert_eq(shard_commits("td"), 13);
+    free(run_ok(f, "--train va.tsv --epochs 2 --init t1", "--out t2"));
+    cr_assert_eq(shard_commits("td"), 13 + 10);
+    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
+                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
+    cr_assert_eq(th_run(NULL, check, "mem2", "mem2", "mem2", "mem2", "mem2", "mem2"), 0);
+    cr_assert_eq(th_run(NULL, check, "t2", "t2", "td", "t2", "t2", "t2"), 0);
+    th_same_file("mem2.pred", "t2.pred");
+    th_same_file("mem2.sorted", "t2.sorted");
+    /* the second day killed after 4 of its commits, then the same command again */
+    free(run_ok(f, "--train tr.tsv --epochs 1 --table-dir tk", "--out k1"));
+    char full[2048];
+    snprintf(full, sizeof full, f, "--train va.tsv --epochs 2 --init k1", "--out k2");
+    long long at = kill_a_rank_at(full, "tk", "k2", 13 + 4);
+    cr_assert(at >= 13 + 4 && at < 13 + 10, "killed at commit %lld", at);
+    free(run_ok(f, "--train va.tsv --epochs 2 --init k1", "--out k2"));
+    cr_assert_eq(th_run(NULL, check, "k2", "k2", "tk", "k2", "k2", "k2"), 0);
+    th_same_file("mem2.pred", "k2.pred");
+    th_same_file("mem2.sorted", "k2.sorted");
+    /* refused, with nothing written */
+    static const struct {
+        int np;
+        const char *args, *want;
+    } bad[] = {
+        { 3, "--train va.tsv --init t2", "sharded for 2 processes in 4 lanes; train on it with mpirun -np 2 and --lanes 4" },
+        { 2, "--train va.tsv --init t2 --table-dir other", "train on in that folder (give it as --table-dir, or no --table-dir)" },
+        { 2, "--train va.tsv --init one", "a table folder of one process" },
+    };
+    free(run_ok("$B/ctrbox train --format criteo --threads 1 --quiet --model deepfm --dim 4 --hidden 8 --batch 256 "
+                "--pass-rows 3000 --min-show 2 --admit-mb 0 --train va.tsv --table-dir tone %s %s", "", "--out one"));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *o, cmd[1024], more[600];
+        snprintf(more, sizeof more, "%s --out bad%zu", bad[i].args, i);
+        snprintf(f, sizeof f, MPIRUN "%d %s", bad[i].np, day);
+        snprintf(cmd, sizeof cmd, f, more, "");
+        cr_assert_neq(th_run(&o, "%s", cmd), 0, "%s: exit 0\n%s", cmd, o);
+        cr_assert(strstr(o, bad[i].want), "%s: want '%s' in\n%s", cmd, bad[i].want, o);
+        free(o);
+        snprintf(more, sizeof more, "bad%zu/model.ctrbox", i);
+        cr_assert(!th_file_exists(th_path(more)), "%s wrote a model", cmd);
+    }
+    cr_assert(!th_file_exists(th_path("other")) && !th_file_exists(th_path("tone/rank-0")), "a refused job made folders");
+}
