@@ -572,6 +572,18 @@ Test(mpi, sharded_tier_gives_the_in_memory_model_and_resumes_after_a_kill)
     cr_assert_eq(th_run(&o, "$B/ctrbox-table export t2 --to npy t2npy && ls t2npy"), 0, "%s", o);
     cr_assert(strstr(o, "keys.npy") && strstr(o, "values.npy"), "%s", o);
     free(o);
+    /* as npy, sorted by key: the one-process folder's and the in-memory model's export, bit for bit */
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-table export t1 --to npy t1npy && $B/ctrbox-table export mem --to npy memnpy"), 0);
+    cr_assert_eq(th_run(&o, "/usr/bin/python3 -c 'import numpy as np, sys\n"
+                            "def rows(d):\n"
+                            "    k = np.load(d + \"/keys.npy\"); v = np.load(d + \"/values.npy\"); o = np.argsort(k, kind=\"stable\")\n"
+                            "    return k[o], v[o]\n"
+                            "k2, v2 = rows(\"t2npy\")\n"
+                            "for d in (\"t1npy\", \"memnpy\"):\n"
+                            "    k, v = rows(d)\n"
+                            "    if len(k2) < 1000 or not (np.array_equal(k, k2) and v.tobytes() == v2.tobytes()): sys.exit(d + \" differs\")\n'"),
+                 0, "%s", o);
+    free(o);
     cr_assert_neq(th_run(&o, "$B/ctrbox-table shrink t2 --unseen 1"), 0);
     cr_assert(strstr(o, "sharded over 2 processes"), "%s", o);
     free(o);
