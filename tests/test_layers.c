@@ -325,7 +325,8 @@ Test(layers, results_do_not_depend_on_buffer_alignment)
         size_t n = (size_t)ref.B * C;
         ref.x = rnd(n), ref.dy = rnd(n), ref.g = rnd((size_t)C), ref.be = rnd((size_t)C);
         s = ref;
-        float *buf = own(aligned_alloc(64, (5 * (n + 16) + 96) * sizeof(float)));
+        size_t bytes = (5 * (n + 16) + 96) * sizeof(float);
+        float *buf = own(aligned_alloc(64, (bytes + 63) / 64 * 64));   /* a multiple of the alignment (C11) */
         bn_at(&ref, 0, buf);
         for (int o = 0; o < 16; o++)
             for (int rep = 0; rep < 3; rep++) {
