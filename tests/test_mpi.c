@@ -321,6 +321,16 @@ Test(mpi, unsupported_options_are_refused)
     free(o);
 }
 
+/* Model folder MDIR's predictions on va.tsv (one thread) into NAME.pred, and the rows of TABLE (a
+ * model or table folder) with their optimizer state, sorted, into NAME.sorted: what two runs are compared by. */
+static void outputs_of(const char *mdir, const char *table, const char *name)
+{
+    cr_assert_eq(th_run(NULL, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
+                              "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted",
+                        mdir, name, table, name, name, name),
+                 0, "%s: predict or export failed", mdir);
+}
+
 static long long shard_commits(const char *dir);
 /* Start `job` (a shell command writing a sharded folder `dir`, its model into `out`) in the
  * background, kill -9 one of its ranks once the job has made `at` commits, and wait for mpirun to
@@ -335,11 +345,14 @@ static long long kill_a_rank_at(const char *job, const char *dir, const char *ou
         cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
     cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill at commit %lld", at);
     /* a rank's process (the binary ctrbox, run again by itself: not mpirun's, whose command line
-     * names the same options) */
+     * names the same options), of this test's job: in its folder (another suite on the machine runs
+     * the same commands elsewhere) */
     char *o;
     cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out %s'); do case $(readlink /proc/$p/exe) in */ctrbox) "
-                            "echo $p;; esac; done | tail -1 | xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && "
-                            "break; sleep 0.05; done; cat job.rc", out), 0, "%s", o);
+                            "[ \"$(readlink /proc/$p/cwd)\" = \"$(pwd -P)\" ] && echo $p;; esac; done | tail -1 | "
+                            "xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && break; sleep 0.05; done; cat job.rc",
+                        out),
+                 0, "%s", o);
     cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
     free(o);
     return shard_commits(dir);
@@ -375,10 +388,8 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
     snprintf(f, sizeof f, MPIRUN "2 %s", base);
     free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2 --quiet"));
     cr_assert_eq(shard_commits("t2"), 3 * 14, "13 buffers and the shrink an epoch");
-    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
-                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
-    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
-    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "t2", "tier2", "tier2", "tier2"), 0);
+    outputs_of("mem", "mem", "mem");
+    outputs_of("tier2", "t2", "tier2");
     th_same_file("mem.pred", "tier2.pred");
     th_same_file("mem.sorted", "tier2.sorted");
     /* killed just after the first epoch's shrink (commit 14), resumed */
@@ -387,7 +398,7 @@ Test(mpi, shrink_deletes_the_same_keys_on_any_number_of_processes)
     long long cut = kill_a_rank_at(full, "cut", "out_shrink", 14);
     cr_assert(cut >= 14 && cut < 3 * 14, "killed at commit %lld", cut);
     free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_shrink --quiet"));
-    cr_assert_eq(th_run(NULL, check, "out_shrink", "cut", "cut", "cut", "cut", "cut"), 0);
+    outputs_of("out_shrink", "cut", "cut");
     th_same_file("mem.pred", "cut.pred");
     th_same_file("mem.sorted", "cut.sorted");
 }
@@ -450,10 +461,8 @@ Test(mpi, a_warm_start_into_a_table_folder)
     snprintf(f, sizeof f, MPIRUN "2 %s", base);
     free(run_ok(f, "--epochs 2 --init first", "--out mem"));
     free(run_ok(f, "--epochs 2 --init first --table-dir w2 --cache-mb 0.05", "--out tier2"));
-    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
-                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
-    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
-    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "w2", "tier2", "tier2", "tier2"), 0);
+    outputs_of("mem", "mem", "mem");
+    outputs_of("tier2", "w2", "tier2");
     th_same_file("mem.pred", "tier2.pred");
     th_same_file("mem.sorted", "tier2.sorted");
     char full[2048];
@@ -461,7 +470,7 @@ Test(mpi, a_warm_start_into_a_table_folder)
     long long at = kill_a_rank_at(full, "cut", "out_warm", 5);
     cr_assert(at >= 5 && at < 26, "killed at commit %lld", at);
     free(run_ok(f, "--epochs 2 --init first --table-dir cut --cache-mb 0.05", "--out out_warm"));   /* the same command */
-    cr_assert_eq(th_run(NULL, check, "out_warm", "cut", "cut", "cut", "cut", "cut"), 0);
+    outputs_of("out_warm", "cut", "cut");
     th_same_file("mem.pred", "cut.pred");
     th_same_file("mem.sorted", "cut.sorted");
 }
@@ -667,12 +676,10 @@ Test(mpi, admission_does_not_depend_on_the_number_of_processes)
                   a[i].show, a[i].click, (unsigned long long)b[i].key, b[i].show, b[i].click);
     free(a), free(b);
     /* sharded at a tiny budget; killed mid-run and resumed */
-    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
-                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
-    cr_assert_eq(th_run(NULL, check, "mem", "mem", "mem", "mem", "mem", "mem"), 0);
+    outputs_of("mem", "mem", "mem");
     snprintf(f, sizeof f, MPIRUN "2 %s", base);
     free(run_ok(f, "--table-dir t2 --cache-mb 0.05", "--out tier2"));
-    cr_assert_eq(th_run(NULL, check, "tier2", "tier2", "t2", "tier2", "tier2", "tier2"), 0);
+    outputs_of("tier2", "t2", "tier2");
     th_same_file("mem.pred", "tier2.pred");
     th_same_file("mem.sorted", "tier2.sorted");
     char full[2048];
@@ -680,7 +687,7 @@ Test(mpi, admission_does_not_depend_on_the_number_of_processes)
     long long at = kill_a_rank_at(full, "cut", "out_admit", 9);
     cr_assert(at >= 9 && at < 26, "killed at commit %lld", at);
     free(run_ok(f, "--resume cut --cache-mb 0.05", "--out out_admit"));
-    cr_assert_eq(th_run(NULL, check, "out_admit", "cut", "cut", "cut", "cut", "cut"), 0);
+    outputs_of("out_admit", "cut", "cut");
     th_same_file("mem.pred", "cut.pred");
     th_same_file("mem.sorted", "cut.sorted");
     /* a warm start: the owners take the model's pending keys */
@@ -760,10 +767,8 @@ Test(mpi, the_next_day_trains_on_in_the_sharded_folder)
     cr_assert_eq(shard_commits("td"), 13);
     free(run_ok(f, "--train va.tsv --epochs 2 --init t1", "--out t2"));
     cr_assert_eq(shard_commits("td"), 13 + 10);
-    const char *check = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/ctrbox predict --model %s --data va.tsv --out %s.pred && "
-                        "$B/ctrbox-table export %s --to text %s.txt --with-optimizer && sort %s.txt > %s.sorted";
-    cr_assert_eq(th_run(NULL, check, "mem2", "mem2", "mem2", "mem2", "mem2", "mem2"), 0);
-    cr_assert_eq(th_run(NULL, check, "t2", "t2", "td", "t2", "t2", "t2"), 0);
+    outputs_of("mem2", "mem2", "mem2");
+    outputs_of("t2", "td", "t2");
     th_same_file("mem2.pred", "t2.pred");
     th_same_file("mem2.sorted", "t2.sorted");
     /* the second day killed after 4 of its commits, then the same command again */
@@ -773,7 +778,7 @@ Test(mpi, the_next_day_trains_on_in_the_sharded_folder)
     long long at = kill_a_rank_at(full, "tk", "k2", 13 + 4);
     cr_assert(at >= 13 + 4 && at < 13 + 10, "killed at commit %lld", at);
     free(run_ok(f, "--train va.tsv --epochs 2 --init k1", "--out k2"));
-    cr_assert_eq(th_run(NULL, check, "k2", "k2", "tk", "k2", "k2", "k2"), 0);
+    outputs_of("k2", "tk", "k2");
     th_same_file("mem2.pred", "k2.pred");
     th_same_file("mem2.sorted", "k2.sorted");
     /* refused, with nothing written */
