@@ -159,6 +159,22 @@ static void clear_tables(lanes *L)
     }
 }
 
+/* Keys in a request's header of T per-table counts (what a sender asked an owner); keys this rank
+ * sent owner r (L->cnt, by ask_owners). */
+static size_t keys_in(const uint64_t *h, int T)
+{
+    size_t n = 0;
+    for (int tb = 0; tb < T; tb++) n += h[tb];
+    return n;
+}
+
+static size_t keys_to(const lanes *L, int r)
+{
+    size_t n = 0;
+    for (int tb = 0; tb < L->T; tb++) n += L->cnt[(size_t)r * (size_t)L->T + (size_t)tb];
+    return n;
+}
+
 /* The step's distinct keys: forgotten (distinct_begin), then those of b's rows [r0, r1) added
  * in first-seen order with their shows and clicks (distinct_add), for any number of blocks. */
 static void distinct_begin(lanes *L)
@@ -326,10 +342,7 @@ static void admit_asked(lanes *L, const void *in, const size_t *rb, uint32_t pas
     for (int tb = 0; tb < T; tb++) key_map_init(&tot[tb], 1024);
     const uint64_t *q = in;
     for (int r = 0; r < L->N; r++) {
-        const uint64_t *h = q, *k = q + T;
-        size_t nr = 0;
-        for (int tb = 0; tb < T; tb++) nr += h[tb];
-        const uint64_t *w = k + nr;
+        const uint64_t *h = q, *k = q + T, *w = k + keys_in(h, T);
         for (int tb = 0; tb < T; tb++)
             for (uint64_t i = 0; i < h[tb]; i++, k++, w++) {
                 emb_table *t = emb_shard_table(L->shard, tb);
@@ -389,17 +402,15 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
     const uint64_t *q = in;
     for (int r = 0; r < N; r++) {
         const uint64_t *h = q;
-        size_t nr = 0;
-        for (int tb = 0; tb < T; tb++) reply_floats += h[tb] * (size_t)emb_table_values(model_table(m, tb)), nr += h[tb];
-        if (admit) reply_floats += (nr + 3) / 4;
+        for (int tb = 0; tb < T; tb++) reply_floats += h[tb] * (size_t)emb_table_values(model_table(m, tb));
+        if (admit) reply_floats += (keys_in(h, T) + 3) / 4;
         q += rb[r] / sizeof *q;
     }
-    float *reply = xcalloc(reply_floats ? reply_floats : 1, sizeof *reply), *o = reply;
+    float *reply = xmalloc((reply_floats ? reply_floats : 1) * sizeof *reply), *o = reply;
     q = in;
     for (int r = 0; r < N; r++) {
         const uint64_t *h = q, *keys = q + T;
-        size_t nr = 0;
-        for (int tb = 0; tb < T; tb++) nr += h[tb];
+        size_t nr = keys_in(h, T);
         uint8_t *found = admit ? xmalloc(nr + 1) : NULL, *fo = found;
         L->req_first[r] = served;
         float *o0 = o;
@@ -411,6 +422,7 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
             if (fo) fo += h[tb];
         }
         if (admit) {
+            memset(o, 0, (nr + 3) / 4 * sizeof *o);   /* the padding too: no stray bytes go out */
             memcpy(o, found, nr);
             o += (nr + 3) / 4;
         }
@@ -432,11 +444,9 @@ static int fetch_rows(lanes *L, const sample_block *b, size_t r0, size_t r1, int
     const float *v = L->vals;
     size_t i = 0;
     for (int r = 0; r < N; r++) {
-        size_t nr = 0, floats = 0;
-        for (int tb = 0; tb < T; tb++) {
-            nr += L->cnt[(size_t)r * (size_t)T + (size_t)tb];
+        size_t nr = keys_to(L, r), floats = 0;
+        for (int tb = 0; tb < T; tb++)
             floats += L->cnt[(size_t)r * (size_t)T + (size_t)tb] * (size_t)emb_table_values(model_table(m, tb));
-        }
         const uint8_t *found = admit ? (const uint8_t *)(v + floats) : NULL;
         for (size_t e = 0; e < nr; e++, i++) {
             size_t j = L->sorder[i];
@@ -495,7 +505,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
                    uint32_t pass)
 {
     model *m = L->m;
-    int T = L->T, N = L->N;
+    int N = L->N;
     size_t B = 0;
     for (int l = 0; l < L->G; l++) B += size[l];
     L->step_pass = pass;
@@ -603,8 +613,7 @@ static double step(lanes *L, const sample_block *sb, const size_t *grp, const in
     size_t *sb_ = xcalloc((size_t)N, sizeof *sb_), *rb = xmalloc((size_t)N * sizeof *rb);
     size_t off = 0, i = 0;
     for (int r = 0; r < N; r++) {
-        size_t nr = 0;
-        for (int tb = 0; tb < T; tb++) nr += L->cnt[(size_t)r * (size_t)T + (size_t)tb];
+        size_t nr = keys_to(L, r);
         for (size_t e = 0; e < nr; e++, i++) {
             size_t j = L->sorder[i];
             if (!L->ufound[j]) continue;
@@ -928,7 +937,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     if (k && fresh) {   /* a new job from the model's commit: its dense state, rates, pass clock and pending keys */
         lanes_state was;
         r = catalog_load(L, blob, len, &was, err, errlen);
-        st->pass = was.pass;
+        if (r == 0) st->pass = was.pass;
     } else if (k) {   /* --resume, or the same --init command again: the job goes on from its last commit */
         r = catalog_load(L, blob, len, st, err, errlen);
         *resumed = r == 0;
@@ -944,7 +953,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     }
     free(blob);
     L->commits = k;
-    if (L->init_tiered && fresh && dist_all(r == 0)) {   /* the folder the model names, not a copy of another */
+    if (fresh && dist_all(r == 0)) {   /* the folder the model names, not a copy of another */
         uint64_t id = 0, c;
         lanes_table_stamp(L, &id, &c);
         dist_bcast(&id, sizeof id);
