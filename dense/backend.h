@@ -7,8 +7,8 @@
  * by its context instead of a last argument, so the two tables have one type.
  *
  * Every pointer a kernel takes lives in its backend's memory: buffers come from alloc and data
- * crosses with upload / download. Pointer arrays and sizes (concat's parts, pool's slot tables
- * on the host side) are passed by value as described per kernel.
+ * crosses with upload / download. Pointer arrays and sizes (concat's and sum's parts, the sparse
+ * optimizer's settings) are passed by value, on the host, as described per kernel.
  */
 #ifndef CTRBOX_DENSE_BACKEND_H
 #define CTRBOX_DENSE_BACKEND_H
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "optim.h"
+#include "../embedding/sparse_optim.h"
 
 typedef struct dense_backend {
     const char *name;
@@ -54,6 +55,20 @@ typedef struct dense_backend {
     void (*concat_forward)(float *out, const float *const *in, const int *C, int n, int B);
     void (*concat_backward)(float *const *din, const float *dout, const int *C, int n, int B, int acc);
     double (*bce_forward_backward)(float *dlogit, const float *logit, const float *label, int B);
+    void (*add)(float *y, const float *x, size_t n);
+    void (*wide_forward)(float *out, const float *w, const uint32_t *uidx, const uint16_t *field, const float *val,
+                         const uint64_t *row_ptr, const int32_t *slot, const float *x, const float *wd, int B, int ND);
+    void (*wide_backward)(float *dw, float *dwd, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                          const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x, int B, int ND);
+    void (*sum_forward)(float *out, const float *const *in, int n, const float *bias, int B);
+    void (*sum_backward)(float *dbias, const float *dout, int B);
+    void (*rowdot_forward)(float *out, const float *in, const float *w, const float *b, int B, int C);
+    void (*rowdot_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                            int C);
+    void (*rows_gather)(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff, int has_w,
+                        size_t U);
+    void (*rows_update)(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de, int has_w,
+                        const sparse_opt *o, uint64_t step, size_t U);
     void (*opt_step)(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step);
     /* memory of the backend: alloc returns zeroed bytes and dies when out of memory */
     void *(*alloc)(size_t bytes);
@@ -61,6 +76,7 @@ typedef struct dense_backend {
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
     void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);   /* within the backend's memory */
     void (*sync)(void);   /* wait for the kernels queued so far */
 } dense_backend;
 

@@ -96,6 +96,12 @@ static void sim_zero(void *p, size_t bytes)
     if (bytes) memset(p, 0, bytes);
 }
 
+static void sim_copy(void *dst, const void *src, size_t bytes)
+{
+    NEED(dst), NEED(src);
+    if (bytes) memmove(dst, src, bytes);
+}
+
 static void sim_sync(void) {}
 
 static void linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
@@ -204,6 +210,57 @@ static double bce_forward_backward(float *dlogit, const float *logit, const floa
     NEED_OPT(dlogit), NEED(logit), NEED(label);
     return dense_bce_forward_backward(dlogit, logit, label, B);
 }
+static void add(float *y, const float *x, size_t n) { NEED(y), NEED(x); dense_add(y, x, n); }
+static void wide_forward(float *out, const float *w, const uint32_t *uidx, const uint16_t *field, const float *val,
+                         const uint64_t *row_ptr, const int32_t *slot, const float *x, const float *wd, int B, int ND)
+{
+    NEED(out), NEED(w), NEED(uidx), NEED(field), NEED(val), NEED(row_ptr), NEED(slot);
+    if (ND) NEED(x), NEED(wd);
+    dense_wide_forward(out, w, uidx, field, val, row_ptr, slot, x, wd, B, ND);
+}
+static void wide_backward(float *dw, float *dwd, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                          const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x, int B, int ND)
+{
+    NEED(dw), NEED(dout), NEED(uidx), NEED(field), NEED(val), NEED(row_ptr), NEED(slot);
+    if (ND) NEED(dwd), NEED(x);
+    dense_wide_backward(dw, dwd, dout, uidx, field, val, row_ptr, slot, x, B, ND);
+}
+static void sum_forward(float *out, const float *const *in, int n, const float *bias, int B)
+{
+    NEED(out), NEED(bias);
+    for (int i = 0; i < n; i++) need(in[i], __func__, "in[i]");
+    dense_sum_forward(out, in, n, bias, B);
+}
+static void sum_backward(float *dbias, const float *dout, int B) { NEED(dbias), NEED(dout); dense_sum_backward(dbias, dout, B); }
+static void rowdot_forward(float *out, const float *in, const float *w, const float *b, int B, int C)
+{
+    NEED(out), NEED(in), NEED(w), NEED(b);
+    dense_rowdot_forward(out, in, w, b, B, C);
+}
+static void rowdot_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                            int C)
+{
+    NEED_OPT(din), NEED(dw), NEED(db), NEED(dout), NEED(in), NEED(w);
+    dense_rowdot_backward(din, dw, db, dout, in, w, B, C);
+}
+static void rows_gather(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff, int has_w,
+                        size_t U)
+{
+    if (!U) return;
+    NEED(slab), NEED(rec), NEED(uoff);
+    if (has_w) NEED(w);
+    if (uoff[0] != uoff[U]) NEED(e);   /* (uoff is device memory here: the simulation reads it in place) */
+    dense_rows_gather(w, e, slab, rec, uoff, has_w, U);
+}
+static void rows_update(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de, int has_w,
+                        const sparse_opt *o, uint64_t step, size_t U)
+{
+    if (!U) return;
+    NEED(slab), NEED(rec), NEED(uoff);
+    if (has_w) NEED(dw);
+    if (uoff[0] != uoff[U]) NEED(de);
+    dense_rows_update(slab, rec, uoff, dw, de, has_w, o, step, U);
+}
 static void opt_step(const dense_opt *o, float *p, const float *g, float *m, size_t n, uint64_t step)
 {
     NEED(p), NEED(g);
@@ -236,12 +293,22 @@ const dense_backend dense_backend_sim = {
     .concat_forward = concat_forward,
     .concat_backward = concat_backward,
     .bce_forward_backward = bce_forward_backward,
+    .add = add,
+    .wide_forward = wide_forward,
+    .wide_backward = wide_backward,
+    .sum_forward = sum_forward,
+    .sum_backward = sum_backward,
+    .rowdot_forward = rowdot_forward,
+    .rowdot_backward = rowdot_backward,
+    .rows_gather = rows_gather,
+    .rows_update = rows_update,
     .opt_step = opt_step,
     .alloc = sim_alloc,
     .release = sim_release,
     .upload = sim_upload,
     .download = sim_download,
     .zero = sim_zero,
+    .copy = sim_copy,
     .sync = sim_sync,
 };
 

@@ -376,3 +376,100 @@ double dense_bce_forward_backward(float *dlogit, const float *logit, const float
     }
     return loss / B;
 }
+
+VECTORIZED void dense_add(float *y, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void dense_wide_forward(float *out, const float *w, const uint32_t *uidx, const uint16_t *field, const float *val,
+                        const uint64_t *row_ptr, const int32_t *slot, const float *x, const float *wd, int B, int ND)
+{
+    #pragma omp parallel for schedule(static) if (B >= 1024)
+    for (int i = 0; i < B; i++) {
+        float s = 0;
+        for (uint64_t k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+            if (slot[field[k]] >= 0) s += val[k] * w[uidx[k]];
+        for (int j = 0; j < ND; j++) s += x[(size_t)i * ND + j] * wd[j];
+        out[i] = s;
+    }
+}
+
+void dense_wide_backward(float *dw, float *dwd, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                         const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x, int B, int ND)
+{
+    for (int i = 0; i < B; i++) {
+        for (uint64_t k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+            if (slot[field[k]] >= 0) dw[uidx[k]] += val[k] * dout[i];
+        for (int j = 0; j < ND; j++) dwd[j] += x[(size_t)i * ND + j] * dout[i];
+    }
+}
+
+void dense_sum_forward(float *out, const float *const *in, int n, const float *bias, int B)
+{
+    for (int i = 0; i < B; i++) out[i] = bias[0];
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < B; i++) out[i] += in[k][i];
+}
+
+void dense_sum_backward(float *dbias, const float *dout, int B)
+{
+    for (int i = 0; i < B; i++) dbias[0] += dout[i];
+}
+
+void dense_rowdot_forward(float *out, const float *in, const float *w, const float *b, int B, int C)
+{
+    for (int i = 0; i < B; i++) {
+        const float *x = in + (size_t)i * C;
+        float acc = b[0];
+        for (int j = 0; j < C; j++) acc += x[j] * w[j];
+        out[i] = acc;
+    }
+}
+
+void dense_rowdot_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                           int C)
+{
+    for (int i = 0; i < B; i++) {
+        float g = dout[i];
+        db[0] += g;
+        const float *x = in + (size_t)i * C;
+        float *d = din ? din + (size_t)i * C : NULL;
+        for (int j = 0; j < C; j++) {
+            dw[j] += g * x[j];
+            if (d) d[j] = g * w[j];
+        }
+    }
+}
+
+void dense_rows_gather(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff, int has_w,
+                       size_t U)
+{
+    #pragma omp parallel for schedule(static) if (U >= 4096)
+    for (size_t u = 0; u < U; u++) {
+        const float *r = slab + rec[u];
+        if (has_w) w[u] = r[0];
+        if (uoff[u + 1] > uoff[u]) memcpy(e + uoff[u], r + has_w, (uoff[u + 1] - uoff[u]) * sizeof *e);
+    }
+}
+
+void dense_rows_update(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de, int has_w,
+                       const sparse_opt *o, uint64_t step, size_t U)
+{
+    /* each unique row once: rows update in parallel with one thread's result */
+    #pragma omp parallel if (U >= 4096)
+    {
+        size_t cap = 0;
+        float *g = NULL;
+        #pragma omp for schedule(static)
+        for (size_t u = 0; u < U; u++) {
+            size_t E = uoff[u + 1] - uoff[u], V = (size_t)has_w + E;
+            if (V > cap) g = xrealloc(g, (cap = V) * sizeof *g);
+            if (has_w) g[0] = dw[u];
+            if (E) memcpy(g + has_w, de + uoff[u], E * sizeof *g);
+            float *v = slab + rec[u];
+            sparse_opt_update(o, v, v + V, g, (int)V, step);
+        }
+        free(g);
+    }
+}

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../embedding/sparse_optim.h"
+
 /* out (B, OC) = in (B, C) w^T (OC, C) + b (OC); b may be NULL */
 void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC);
 /* din (B, C) = dout w (NULL: skipped); dw (OC, C) += dout^T in; db (OC) += column sums of dout */
@@ -83,6 +85,43 @@ void dense_dot_backward(float *de, const float *dout, const float *e, int B, int
 void dense_concat_forward(float *out, const float *const *in, const int *C, int n, int B);
 /* Split dout back: din_i (B, C_i) (NULL: skipped); _acc adds */
 void dense_concat_backward(float *const *din, const float *dout, const int *C, int n, int B, int acc);
+
+/* y (n) += x (n) */
+void dense_add(float *y, const float *x, size_t n);
+
+/* The wide part of a row: out (B) = sum over its entries k of a pooled field (slot[field[k]] >= 0)
+ * of val[k] * w[uidx[k]], plus x (B, ND) wd (ND) (x, wd unread when ND = 0); w (U) the first-order
+ * weights of the batch's unique rows; entries as pooling's (CSR row_ptr (B+1)). Each row's sum
+ * is taken in entry order, then the dense terms. */
+void dense_wide_forward(float *out, const float *w, const uint32_t *uidx, const uint16_t *field, const float *val,
+                        const uint64_t *row_ptr, const int32_t *slot, const float *x, const float *wd, int B, int ND);
+/* dw (U) += val * dout[b] for every pooled entry; dwd (ND) += x^T dout */
+void dense_wide_backward(float *dw, float *dwd, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                         const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x, int B, int ND);
+
+/* The logit: out (B) = bias[0] + in_0 + ... + in_{n-1} (each (B)), added in that order */
+void dense_sum_forward(float *out, const float *const *in, int n, const float *bias, int B);
+/* dbias (1) += the sum of dout (B), in row order (each input's gradient is dout itself) */
+void dense_sum_backward(float *dbias, const float *dout, int B);
+
+/* A linear layer to one output, each row's dot product taken in order (DCN-V2's head):
+ * out (B) = in (B, C) w (C) + b[0] */
+void dense_rowdot_forward(float *out, const float *in, const float *w, const float *b, int B, int C);
+/* din (B, C) = dout w^T (NULL: skipped); dw (C) += in^T dout; db (1) += the sum of dout */
+void dense_rowdot_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                           int C);
+
+/* A batch's unique rows out of a slab of row records (a device's pass tier): unique row u's record
+ * starts at slab + rec[u] with its values (the first-order weight when has_w, then the embedding:
+ * uoff[u+1] - uoff[u] floats) and the optimizer's state after them. w (U) = the weights (has_w),
+ * e (uoff[U]) the embeddings at e + uoff[u]. */
+void dense_rows_gather(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff, int has_w,
+                       size_t U);
+/* The sparse optimizer o at `step` inside each unique row's record (sparse_opt_update), with the
+ * gradient dw[u] (has_w) and de (uoff[U]) at de + uoff[u]: what emb_batch_scatter does to a
+ * table's rows. */
+void dense_rows_update(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de, int has_w,
+                       const sparse_opt *o, uint64_t step, size_t U);
 
 /* Binary cross-entropy on logits, mean over B: returns the loss; dlogit (B) = (sigmoid - y) / B
  * (NULL: skipped). Stable for large |logit|. */

@@ -303,8 +303,118 @@ static void check_optimizers(const dense_backend *be, float tol, float eps)
     }
 }
 
+/* The wide part, the logit's sum, DCN-V2's head, add and copy. */
+static void check_wide_sum_rowdot(const dense_backend *be, float tol, float eps)
+{
+    int B = 45, F = 4, ND = 3, C = 37;
+    size_t U = 19, cap = (size_t)B * F * 2, nnz = 0;
+    uint32_t *uidx = malloc(cap * 4);
+    uint16_t *field = malloc(cap * 2);
+    float *val = malloc(cap * 4);
+    uint64_t *rp = malloc(((size_t)B + 1) * 8);
+    rp[0] = 0;
+    for (int b = 0; b < B; b++) {
+        for (int f = 0; f < F + 1; f++)   /* field F is numeric: slot -1, skipped */
+            for (int k = 0; k <= (b + f) % 2; k++, nnz++)
+                uidx[nnz] = (uint32_t)(rand_r(&seed) % U), field[nnz] = (uint16_t)f, val[nnz] = frand();
+        rp[b + 1] = nnz;
+    }
+    int32_t slot[5] = { 0, 1, 2, 3, -1 };
+    float *w = host_rand(U), *x = host_rand((size_t)B * ND), *wd = host_rand((size_t)ND), *dout = host_rand((size_t)B),
+          *out = malloc((size_t)B * 4), *dw = host_rand(U), *dwd = host_rand((size_t)ND);
+    void *d_uidx = to_dev(be, uidx, nnz * 4), *d_field = to_dev(be, field, nnz * 2), *d_val = to_dev(be, val, nnz * 4),
+         *d_rp = to_dev(be, rp, ((size_t)B + 1) * 8), *d_slot = to_dev(be, slot, sizeof slot);
+    float *d_w = to_dev(be, w, U * 4), *d_x = to_dev(be, x, (size_t)B * ND * 4), *d_wd = to_dev(be, wd, (size_t)ND * 4),
+          *d_dout = to_dev(be, dout, (size_t)B * 4), *d_out = be->alloc((size_t)B * 4), *d_dw = to_dev(be, dw, U * 4),
+          *d_dwd = to_dev(be, dwd, (size_t)ND * 4);
+    for (int nd = 0; nd <= ND; nd += ND) {
+        dense_wide_forward(out, w, uidx, field, val, rp, slot, x, wd, B, nd);
+        be->wide_forward(d_out, d_w, d_uidx, d_field, d_val, d_rp, d_slot, d_x, d_wd, B, nd);
+        expect_close(be, d_out, out, (size_t)B, tol, eps, "wide forward");
+        dense_wide_backward(dw, dwd, dout, uidx, field, val, rp, slot, x, B, nd);
+        be->wide_backward(d_dw, d_dwd, d_dout, d_uidx, d_field, d_val, d_rp, d_slot, d_x, B, nd);
+        expect_close(be, d_dw, dw, U, tol * 10, eps * 10, "wide backward dw");
+        expect_close(be, d_dwd, dwd, (size_t)ND, tol * sqrtf((float)B), eps * 10, "wide backward dwd");
+    }
+    /* the logit: bias plus three parts */
+    float *parts[3], *d_parts[3], bias = 0.25f, *d_bias = to_dev(be, &bias, 4), dbias = 0.5f, *d_dbias = to_dev(be, &dbias, 4);
+    for (int i = 0; i < 3; i++) parts[i] = host_rand((size_t)B), d_parts[i] = to_dev(be, parts[i], (size_t)B * 4);
+    dense_sum_forward(out, (const float *const *)parts, 3, &bias, B);
+    be->sum_forward(d_out, (const float *const *)d_parts, 3, d_bias, B);
+    expect_close(be, d_out, out, (size_t)B, tol, eps, "sum forward");
+    dense_sum_backward(&dbias, dout, B);
+    be->sum_backward(d_dbias, d_dout, B);
+    expect_close(be, d_dbias, &dbias, 1, tol * sqrtf((float)B), eps, "sum backward");
+    /* the head: (B, C) -> (B) */
+    float *in = host_rand((size_t)B * C), *hw = host_rand((size_t)C), hb = -0.5f, *din = malloc((size_t)B * C * 4),
+          *hdw = host_rand((size_t)C), hdb = 0.125f;
+    float *d_in = to_dev(be, in, (size_t)B * C * 4), *d_hw = to_dev(be, hw, (size_t)C * 4), *d_hb = to_dev(be, &hb, 4),
+          *d_din = be->alloc((size_t)B * C * 4), *d_hdw = to_dev(be, hdw, (size_t)C * 4), *d_hdb = to_dev(be, &hdb, 4);
+    dense_rowdot_forward(out, in, hw, &hb, B, C);
+    be->rowdot_forward(d_out, d_in, d_hw, d_hb, B, C);
+    expect_close(be, d_out, out, (size_t)B, tol * 10, eps * 10, "rowdot forward");
+    dense_rowdot_backward(din, hdw, &hdb, dout, in, hw, B, C);
+    be->rowdot_backward(d_din, d_hdw, d_hdb, d_dout, d_in, d_hw, B, C);
+    expect_close(be, d_din, din, (size_t)B * C, tol, eps, "rowdot backward din");
+    expect_close(be, d_hdw, hdw, (size_t)C, tol * sqrtf((float)B), eps * 10, "rowdot backward dw");
+    expect_close(be, d_hdb, &hdb, 1, tol * sqrtf((float)B), eps * 10, "rowdot backward db");
+    /* add and copy */
+    dense_add(in, din, (size_t)B * C);
+    be->add(d_in, d_din, (size_t)B * C);
+    expect_close(be, d_in, in, (size_t)B * C, tol, eps, "add");
+    be->copy(d_din, d_in, (size_t)B * C * 4);
+    expect_close(be, d_din, in, (size_t)B * C, tol, eps, "copy");
+    void *all[] = { d_uidx, d_field, d_val, d_rp, d_slot, d_w, d_x, d_wd, d_dout, d_out, d_dw, d_dwd, d_bias, d_dbias,
+                    d_parts[0], d_parts[1], d_parts[2], d_in, d_hw, d_hb, d_din, d_hdw, d_hdb };
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->release(all[i]);
+    free(uidx), free(field), free(val), free(rp), free(w), free(x), free(wd), free(dout), free(out), free(dw), free(dwd);
+    free(parts[0]), free(parts[1]), free(parts[2]), free(in), free(hw), free(din), free(hdw);
+}
+
+/* The pass tier's kernels: gather a batch's unique rows out of a slab of records, and every
+ * sparse optimizer inside them, against the CPU's (sparse_opt_update, what a table's rows get). */
+static void check_rows(const dense_backend *be, float tol, float eps)
+{
+    for (int has_w = 0; has_w < 2; has_w++)
+        for (int k = 0; k < 5; k++) {
+            sparse_opt o;
+            sparse_opt_default(&o, (sparse_opt_kind)k);
+            o.l2 = k == SOPT_FTRL ? 0 : 1e-3f;
+            o.ftrl_l1 = 0.01f;
+            size_t U = 61, R = 64, slots = 200, widths[3] = { has_w ? 0 : 8, 5, 16 };   /* rows of three widths (with has_w, one table without embeddings) */
+            size_t *rec = malloc(U * sizeof *rec), *uoff = malloc((U + 1) * sizeof *uoff);
+            uoff[0] = 0;
+            for (size_t u = 0; u < U; u++) {
+                rec[u] = (u * 37 % slots) * R;   /* distinct slots, out of order */
+                uoff[u + 1] = uoff[u] + widths[(u + (size_t)has_w) % 3];
+            }
+            float *slab = host_rand(slots * R), *w = malloc(U * 4), *e = malloc((uoff[U] + 1) * 4), *dw = host_rand(U),
+                  *de = host_rand(uoff[U] + 1);
+            for (size_t i = 0; i < slots * R; i++) slab[i] = fabsf(slab[i]) + (k == SOPT_FTRL ? 0 : 0.1f);   /* accumulators >= 0 */
+            void *d_rec = to_dev(be, rec, U * sizeof *rec), *d_uoff = to_dev(be, uoff, (U + 1) * sizeof *uoff);
+            float *d_slab = to_dev(be, slab, slots * R * 4), *d_w = be->alloc(U * 4), *d_e = be->alloc((uoff[U] + 1) * 4),
+                  *d_dw = to_dev(be, dw, U * 4), *d_de = to_dev(be, de, (uoff[U] + 1) * 4);
+            dense_rows_gather(w, e, slab, rec, uoff, has_w, U);
+            be->rows_gather(d_w, d_e, d_slab, d_rec, d_uoff, has_w, U);
+            if (has_w) expect_close(be, d_w, w, U, 0, 0, "rows gather w");
+            expect_close(be, d_e, e, uoff[U], 0, 0, "rows gather e");
+            for (uint64_t step = 1; step <= 3; step++) {
+                dense_rows_update(slab, rec, uoff, dw, de, has_w, &o, step, U);
+                be->rows_update(d_slab, d_rec, d_uoff, d_dw, d_de, has_w, &o, step, U);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "rows update %s has_w=%d", sparse_opt_name(o.kind), has_w);
+            expect_close(be, d_slab, slab, slots * R, tol, eps * 10, what);
+            void *all[] = { d_rec, d_uoff, d_slab, d_w, d_e, d_dw, d_de };
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->release(all[i]);
+            free(rec), free(uoff), free(slab), free(w), free(e), free(dw), free(de);
+        }
+}
+
 static void check_all(const dense_backend *be, float tol, float eps)
 {
+    check_wide_sum_rowdot(be, tol, eps);
+    check_rows(be, tol, eps);
     check_linear(be, tol, eps);
     check_elementwise(be, tol, eps);
     check_batchnorm(be, tol, eps);

@@ -272,6 +272,93 @@ Test(layers, bce)
     cr_assert(isfinite(dense_bce_forward_backward(NULL, big, one, 1)), "stable for large logits");
 }
 
+/* ---- the wide part (entries of pooling's batch, one field not pooled), with and without dense values ---- */
+typedef struct { int nd; float *w, *x, *wd, *out, *r; } wide_ctx;
+static double wide_loss(void *p)
+{
+    wide_ctx *c = p;
+    dense_wide_forward(c->out, c->w, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, c->x, c->wd, 3, c->nd);
+    return dotd(c->out, c->r, 3);
+}
+Test(layers, wide)
+{
+    for (int nd = 0; nd <= 2; nd += 2) {
+        wide_ctx c = { nd, rnd(5), rnd(6), rnd(2), zeros(3), rnd(3) };
+        float *dw = zeros(5), *dwd = zeros(2);
+        wide_loss(&c);
+        dense_wide_backward(dw, dwd, c.r, pool_uidx, pool_field, pool_val, pool_rows, pool_slot, c.x, 3, nd);
+        check("wide.w", c.w, 5, dw, wide_loss, &c);
+        if (nd) check("wide.wd", c.wd, 2, dwd, wide_loss, &c);
+        /* the field that is not pooled (field 1) adds nothing: row 1's entry is alone in it */
+        cr_assert_float_eq(dw[3], 0.0f, 0, "entries of a numeric field carry no gradient");
+    }
+}
+
+/* ---- the logit: a bias and a sum of parts ---- */
+typedef struct { float *a, *b, *bias, *out, *r; } sum_ctx;
+static double sum_loss(void *p)
+{
+    sum_ctx *c = p;
+    const float *in[2] = { c->a, c->b };
+    dense_sum_forward(c->out, in, 2, c->bias, 4);
+    return dotd(c->out, c->r, 4);
+}
+Test(layers, sum)
+{
+    sum_ctx c = { rnd(4), rnd(4), rnd(1), zeros(4), rnd(4) };
+    float *dbias = zeros(1);
+    sum_loss(&c);
+    dense_sum_backward(dbias, c.r, 4);
+    check("sum.bias", c.bias, 1, dbias, sum_loss, &c);
+    check("sum.part", c.a, 4, c.r, sum_loss, &c);   /* each part's gradient is dout itself */
+}
+
+/* ---- DCN-V2's head: a row's dot product ---- */
+typedef struct { float *in, *w, *b, *out, *r; } rd_ctx;
+static double rd_loss(void *p)
+{
+    rd_ctx *c = p;
+    dense_rowdot_forward(c->out, c->in, c->w, c->b, 3, 5);
+    return dotd(c->out, c->r, 3);
+}
+Test(layers, rowdot)
+{
+    rd_ctx c = { rnd(15), rnd(5), rnd(1), zeros(3), rnd(3) };
+    float *din = zeros(15), *dw = zeros(5), *db = zeros(1);
+    rd_loss(&c);
+    dense_rowdot_backward(din, dw, db, c.r, c.in, c.w, 3, 5);
+    check("rowdot.in", c.in, 15, din, rd_loss, &c);
+    check("rowdot.w", c.w, 5, dw, rd_loss, &c);
+    check("rowdot.b", c.b, 1, db, rd_loss, &c);
+}
+
+/* ---- the pass tier's rows: gather reads the records, the update is the table's own ---- */
+Test(layers, rows_gather_and_update_are_the_tables)
+{
+    for (int k = 0; k < 5; k++) {
+        sparse_opt o;
+        sparse_opt_default(&o, (sparse_opt_kind)k);
+        o.l2 = 1e-3f;
+        int V = 5, R = 16;   /* a weight and 4 floats of embedding; up to 2V of state */
+        size_t rec[3] = { 2 * (size_t)R, 0, (size_t)R }, uoff[4] = { 0, 4, 8, 12 };
+        float *slab = rnd((size_t)3 * R), *ref = own(malloc((size_t)3 * R * sizeof(float))), w[3], e[12];
+        for (int i = 0; i < 3 * R; i++) slab[i] = fabsf(slab[i]) + 0.1f;
+        memcpy(ref, slab, (size_t)3 * R * sizeof(float));
+        dense_rows_gather(w, e, slab, rec, uoff, 1, 3);
+        for (int u = 0; u < 3; u++) {
+            cr_assert_eq(w[u], slab[rec[u]]);
+            cr_assert_arr_eq(e + uoff[u], slab + rec[u] + 1, 4 * sizeof(float));
+        }
+        float *dw = rnd(3), *de = rnd(12);
+        dense_rows_update(slab, rec, uoff, dw, de, 1, &o, 7, 3);
+        for (int u = 0; u < 3; u++) {
+            float g[5] = { dw[u], de[uoff[u]], de[uoff[u] + 1], de[uoff[u] + 2], de[uoff[u] + 3] };
+            sparse_opt_update(&o, ref + rec[u], ref + rec[u] + V, g, V, 7);
+        }
+        cr_assert_arr_eq(slab, ref, (size_t)3 * R * sizeof(float), "%s: not sparse_opt_update's rows", sparse_opt_name(o.kind));
+    }
+}
+
 /* ---- the backend table ---- */
 #include "../dense/backend.h"
 

@@ -568,6 +568,205 @@ static double bce_forward_backward(float *dlogit, const float *logit, const floa
     return sum / B;
 }
 
+/* ---- the logit, the wide part, DCN-V2's head ---- */
+
+/* dsum[0] += the sum of x (n): one block, each thread a strided share, then a tree in shared memory */
+__global__ void sum_add_kernel(float *dsum, const float *x, size_t n)
+{
+    __shared__ float sh[THREADS];
+    float v = 0;
+    for (size_t i = threadIdx.x; i < n; i += THREADS) v += x[i];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) dsum[0] += sh[0];
+}
+
+static void add(float *y, const float *x, size_t n) { add_kernel<<<LAUNCH(n)>>>(y, x, n); }
+
+__global__ void wide_forward_kernel(float *out, const float *w, const uint32_t *uidx, const uint16_t *field,
+                                    const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x,
+                                    const float *wd, int B, int ND)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B) return;
+    float s = 0;
+    for (uint64_t k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+        if (slot[field[k]] >= 0) s += val[k] * w[uidx[k]];
+    for (int j = 0; j < ND; j++) s += x[(size_t)i * ND + j] * wd[j];
+    out[i] = s;
+}
+static void wide_forward(float *out, const float *w, const uint32_t *uidx, const uint16_t *field, const float *val,
+                         const uint64_t *row_ptr, const int32_t *slot, const float *x, const float *wd, int B, int ND)
+{
+    wide_forward_kernel<<<LAUNCH((size_t)B)>>>(out, w, uidx, field, val, row_ptr, slot, x, wd, B, ND);
+}
+__global__ void wide_backward_rows_kernel(float *dw, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                                          const float *val, const uint64_t *row_ptr, const int32_t *slot, int B)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B) return;
+    for (uint64_t k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+        if (slot[field[k]] >= 0) atomicAdd(&dw[uidx[k]], val[k] * dout[i]);   /* unique rows are shared */
+}
+/* dwd (ND) += x^T dout, a column reduction as colsum_add_kernel's */
+__global__ void wide_backward_dense_kernel(float *dwd, const float *dout, const float *x, int B, int ND)
+{
+    __shared__ float sh[COL_LANES][33];
+    int j = blockIdx.x * 32 + threadIdx.x;
+    float v = 0;
+    if (j < ND)
+        for (int i = threadIdx.y; i < B; i += COL_LANES) v += x[(size_t)i * ND + j] * dout[i];
+    float s = lanes_sum(v, sh);
+    if (threadIdx.y == 0 && j < ND) dwd[j] += s;
+}
+static void wide_backward(float *dw, float *dwd, const float *dout, const uint32_t *uidx, const uint16_t *field,
+                          const float *val, const uint64_t *row_ptr, const int32_t *slot, const float *x, int B, int ND)
+{
+    wide_backward_rows_kernel<<<LAUNCH((size_t)B)>>>(dw, dout, uidx, field, val, row_ptr, slot, B);
+    if (ND) wide_backward_dense_kernel<<<COLS_GRID(ND)>>>(dwd, dout, x, B, ND);
+}
+
+#define SUM_MAX 8
+struct sum_parts {
+    const float *p[SUM_MAX];
+};
+__global__ void sum_forward_kernel(float *out, sum_parts in, int n, const float *bias, int B)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B) return;
+    float s = bias[0];
+    for (int k = 0; k < n; k++) s += in.p[k][i];
+    out[i] = s;
+}
+static void sum_forward(float *out, const float *const *in, int n, const float *bias, int B)
+{
+    if (n > SUM_MAX) {
+        fprintf(stderr, "ctrbox: CUDA sum of %d parts (at most %d)\n", n, SUM_MAX);
+        exit(1);
+    }
+    sum_parts s;
+    memset(&s, 0, sizeof s);
+    for (int k = 0; k < n; k++) s.p[k] = in[k];
+    sum_forward_kernel<<<LAUNCH((size_t)B)>>>(out, s, n, bias, B);
+}
+static void sum_backward(float *dbias, const float *dout, int B) { sum_add_kernel<<<1, THREADS, 0, stream>>>(dbias, dout, (size_t)B); }
+
+__global__ void fill_kernel(float *out, const float *v, size_t n)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = v[0];
+}
+static void rowdot_forward(float *out, const float *in, const float *w, const float *b, int B, int C)
+{
+    fill_kernel<<<LAUNCH((size_t)B)>>>(out, b, (size_t)B);
+    const float one = 1.0f;
+    /* out (B) += in (B, C) w: in is a column-major (C, B) matrix, so in^T w */
+    cublas_check(cublasSgemv(blas, CUBLAS_OP_T, C, B, &one, in, C, w, 1, &one, out, 1));
+}
+__global__ void outer_kernel(float *out, const float *a, const float *b, int R, int C)
+{
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (t < (size_t)R * C) out[t] = a[t / C] * b[t % C];
+}
+static void rowdot_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w, int B,
+                            int C)
+{
+    const float one = 1.0f;
+    if (din) outer_kernel<<<LAUNCH((size_t)B * C)>>>(din, dout, w, B, C);
+    /* dw (C) += in^T dout: the column-major (C, B) matrix times dout */
+    cublas_check(cublasSgemv(blas, CUBLAS_OP_N, C, B, &one, in, C, dout, 1, &one, dw, 1));
+    sum_add_kernel<<<1, THREADS, 0, stream>>>(db, dout, (size_t)B);
+}
+
+/* ---- the pass tier's rows: one warp per unique row ---- */
+__global__ void rows_gather_kernel(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff,
+                                   int has_w, size_t U)
+{
+    size_t u = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (u >= U) return;
+    const float *r = slab + rec[u];
+    if (has_w && lane == 0) w[u] = r[0];
+    size_t E = uoff[u + 1] - uoff[u];
+    for (size_t d = lane; d < E; d += 32) e[uoff[u] + d] = r[has_w + d];
+}
+static void rows_gather(float *w, float *e, const float *slab, const size_t *rec, const size_t *uoff, int has_w,
+                        size_t U)
+{
+    if (U) rows_gather_kernel<<<LAUNCH(U * 32)>>>(w, e, slab, rec, uoff, has_w, U);
+}
+/* sparse_optim.c's rules, one thread per row (a row has tens of values); Adam's bias corrections
+ * come in as a and ae, computed on the host as optim_adam_terms does */
+__global__ void rows_update_kernel(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de,
+                                   int has_w, sparse_opt o, float a, float ae, size_t U)
+{
+    size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (u >= U) return;
+    int E = (int)(uoff[u + 1] - uoff[u]), V = has_w + E;
+    float *v = slab + rec[u], *s = v + V;
+    const float *g1 = de + uoff[u] - has_w;   /* value i >= has_w has gradient g1[i] */
+#define GRAD(i) ((has_w && (i) == 0) ? dw[u] : g1[i])
+    float l2 = o.l2, lr = o.lr;
+    switch (o.kind) {
+    case SOPT_SGD:
+        for (int i = 0; i < V; i++) v[i] -= lr * (GRAD(i) + l2 * v[i]);
+        break;
+    case SOPT_ADAGRAD:
+        for (int i = 0; i < V; i++) {
+            float gi = GRAD(i) + l2 * v[i];
+            s[i] += gi * gi;
+            v[i] -= lr * gi / (sqrtf(s[i]) + o.eps);
+        }
+        break;
+    case SOPT_ROWWISE_ADAGRAD: {
+        float sum = 0;
+        for (int i = 0; i < V; i++) {
+            float gi = GRAD(i) + l2 * v[i];
+            sum += gi * gi;
+        }
+        s[0] += sum / (float)V;
+        float scale = lr / (sqrtf(s[0]) + o.eps);
+        for (int i = 0; i < V; i++) v[i] -= scale * (GRAD(i) + l2 * v[i]);
+        break;
+    }
+    case SOPT_ADAM:
+        for (int i = 0; i < V; i++) {
+            float gi = GRAD(i) + l2 * v[i];
+            s[i] = o.beta1 * s[i] + (1 - o.beta1) * gi;
+            s[V + i] = o.beta2 * s[V + i] + (1 - o.beta2) * gi * gi;
+            v[i] -= a * s[i] / (sqrtf(s[V + i]) + ae);
+        }
+        break;
+    case SOPT_FTRL:
+        for (int i = 0; i < V; i++) {
+            float gi = GRAD(i), n_new = s[V + i] + gi * gi;
+            float sigma = (sqrtf(n_new) - sqrtf(s[V + i])) / o.ftrl_alpha;
+            s[i] += gi - sigma * v[i];
+            s[V + i] = n_new;
+            if (fabsf(s[i]) <= o.ftrl_l1) {
+                v[i] = 0;
+            } else {
+                float sgn = s[i] < 0 ? -1.0f : 1.0f;
+                v[i] = -(s[i] - sgn * o.ftrl_l1) / ((o.ftrl_beta + sqrtf(s[V + i])) / o.ftrl_alpha + o.ftrl_l2);
+            }
+        }
+        break;
+    }
+#undef GRAD
+}
+static void rows_update(float *slab, const size_t *rec, const size_t *uoff, const float *dw, const float *de, int has_w,
+                        const sparse_opt *o, uint64_t step, size_t U)
+{
+    if (!U) return;
+    double c1 = 1.0 - pow(o->beta1, (double)step), c2 = 1.0 - pow(o->beta2, (double)step);
+    float a = (float)(o->lr * sqrt(c2) / c1), ae = o->eps * (float)sqrt(c2);
+    rows_update_kernel<<<LAUNCH(U)>>>(slab, rec, uoff, dw, de, has_w, *o, a, ae, U);
+}
+
 /* ---- dense optimizer (optim.c's rules; Adam's bias corrections come in as a and e) ---- */
 __global__ void adam_kernel(float *p, float *m, float *v, const float *g, size_t n, float a, float e, float b1, float b2,
                             float l2)
@@ -638,6 +837,10 @@ static void cuda_zero(void *p, size_t bytes)
 {
     if (bytes) cuda_check(cudaMemsetAsync(p, 0, bytes, stream));
 }
+static void cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
 static void cuda_sync(void) { cuda_check(cudaStreamSynchronize(stream)); }
 
 static dense_backend table;
@@ -699,12 +902,22 @@ extern "C" int ctrbox_cuda_open(int which, const dense_backend **out, size_t *me
     table.concat_forward = concat_forward;
     table.concat_backward = concat_backward;
     table.bce_forward_backward = bce_forward_backward;
+    table.add = add;
+    table.wide_forward = wide_forward;
+    table.wide_backward = wide_backward;
+    table.sum_forward = sum_forward;
+    table.sum_backward = sum_backward;
+    table.rowdot_forward = rowdot_forward;
+    table.rowdot_backward = rowdot_backward;
+    table.rows_gather = rows_gather;
+    table.rows_update = rows_update;
     table.opt_step = opt_step;
     table.alloc = cuda_alloc;
     table.release = cuda_release;
     table.upload = cuda_upload;
     table.download = cuda_download;
     table.zero = cuda_zero;
+    table.copy = cuda_copy;
     table.sync = cuda_sync;
     *out = &table;
     return n;
