@@ -24,7 +24,7 @@ CUDA      ?= $(if $(NVCC),1,0)
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=[sm_80,compute_80]
 CUDA_LIB  = $(if $(filter 1,$(CUDA)),$(BIN)/libctrbox_cuda.so)
 
-LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/score.c src/runlog.c src/info.c src/report.c src/follow.c src/passes.c src/modelfile.c src/dist.c src/lanes.c embedding/shard.c \
+LIB_SRC  = io/util.c src/metrics.c src/cli.c dense/layers.c dense/optim.c embedding/optim.c dense/backend.c dense/backend_sim.c dense/device.c dense/plan.c dense/devrows.c dense/model.c embedding/table.c embedding/batch.c embedding/cache.c embedding/shrink.c embedding/sparse_optim.c embedding/tier.c embedding/quant.c src/train.c src/score.c src/runlog.c src/info.c src/report.c src/follow.c src/passes.c src/modelfile.c src/dist.c src/lanes.c embedding/shard.c \
            io/reader.c io/stream.c io/parse.c io/keymap.c \
            io/block.c datasets/cbx.c datasets/source.c datasets/gen.c datasets/fieldstats.c
 TEST_SRC = $(wildcard tests/test_*.c) tests/helpers.c

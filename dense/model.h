@@ -25,6 +25,7 @@
 #include "../io/block.h"
 #include "../embedding/batch.h"
 #include "../embedding/table.h"
+#include "devrows.h"
 #include "optim.h"
 #include "plan.h"
 
@@ -117,12 +118,27 @@ int model_row_grad(const model *m, int table, uint32_t row, float *g);
  * reads: embedding pooling, wide part, interaction, MLP layers, head, loss. Returns the count
  * (at most max). */
 int model_layer_chain(const model *m, plan_layer_shape *out, int max);
-/* Run the chain's layers where dev (one per chain layer) says. The trainer runs MLP layers on a
- * device (chain shapes with gpu_ok); each placed layer keeps its parameters, gradients, moments
- * and activations there and its input and output gradient cross at its boundaries. Call once,
- * after model_create (model_load_dense later updates the devices). 0, or -1 with err (a device
- * that is absent, a layer that cannot be placed). */
+/* Run the chain's layers where dev (one per chain layer) says; every layer can run on a device.
+ * A placed layer keeps its parameters, gradients, moments and activations there; an activation
+ * or gradient crosses only where its producer and its reader run on different sides (the batch's
+ * entries and rows go up once a step when a layer there reads them). Call once, after
+ * model_create (model_load_dense later updates the devices). 0, or -1 with err (a device that is
+ * absent). */
 int model_place(model *m, const place_device *dev, int n, char *err, size_t errlen);
+
+/* The pass tier (dense/devrows.h): with the embedding layer or the wide part on a device, the rows
+ * the batches train live in its memory, within budget bytes, gathered and updated there by
+ * model_train_batch. Whether the rows are read on a device; set up the tier (0, or -1 with err:
+ * the rows are on the cpu, or --emb-l2 updates every row each step). */
+int model_rows_on_device(const model *m);
+int model_set_row_tier(model *m, uint64_t budget, char *err, size_t errlen);
+/* Write the rows the device changed back into the tables (they stay there, clean): before anything
+ * reads the tables' values (a commit, a save; model_predict_batch and model_all_finite do it). */
+void model_rows_sync(model *m);
+/* The same, then forget every row in device memory: before rows change on the host (shrink). */
+void model_rows_drop(model *m);
+/* The tier, or NULL (its counts for the log). */
+const dev_rows *model_row_tier(const model *m);
 
 /* Dense state (parameters, BN running statistics, optimizer moments, step) to/from a stream:
  * magic, version, sizes and an XXH64. 0 or -errno / -EBADMSG. */

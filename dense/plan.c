@@ -28,10 +28,10 @@ static int layer_cost(const plan_profile *p, int i, place_device d, const uint8_
     if (l->time_s[d] < 0) return -1;
     *t = l->time_s[d];
     *moved = 0;
-    if (d != PLACE_CPU && l->host_bytes > 0) {
+    if (d != PLACE_CPU && l->host_bytes + l->pass_bytes > 0) {
         if (p->link_bytes_per_s <= 0) return -1;
-        *moved += l->host_bytes;
-        *t += l->host_bytes / p->link_bytes_per_s + p->link_latency_s;
+        *moved += l->host_bytes + l->pass_bytes;
+        *t += (l->host_bytes + l->pass_bytes) / p->link_bytes_per_s + p->link_latency_s;
     }
     for (int k = 0; k < l->n_inputs; k++) {
         int j = l->input[k];
@@ -101,12 +101,6 @@ static void label_add(label_set *s, const label *x)
     s->n = w;
     if (s->n == s->cap) s->v = xrealloc(s->v, (s->cap = s->cap ? s->cap * 2 : 64) * sizeof *s->v);
     s->v[s->n++] = *x;
-}
-
-void plan_restrict_to_placeable(plan_profile *p)
-{
-    for (int i = 0; i < p->n; i++)
-        if (!p->l[i].placeable) p->l[i].time_s[PLACE_GPU] = -1;
 }
 
 int plan_solve(const plan_profile *p, plan_result *r)
@@ -201,6 +195,8 @@ typedef struct {
     uint64_t *row_ptr;
     int32_t *slot;
     int *off, *dim;
+    float *slab, *uw, *duw;   /* pool, wide: the pass tier's rows and the batch's weights */
+    size_t *rec;
 } layer_bufs;
 
 static void *upload_copy(const dense_backend *be, const void *h, size_t bytes)
@@ -219,7 +215,7 @@ static void bufs_make(layer_bufs *L, const plan_layer_shape *s, int B, int momen
     case PL_POOL: case PL_WIDE: {
         int F = s->F, D = s->kind == PL_WIDE ? 1 : s->D;
         size_t nnz = (size_t)B * F;   /* one entry per slot, every row distinct: the most rows a batch pulls */
-        size_t *uoff = xmalloc(nnz * sizeof *uoff);
+        size_t *uoff = xmalloc((nnz + 1) * sizeof *uoff);
         uint32_t *uidx = xmalloc(nnz * sizeof *uidx);
         uint16_t *field = xmalloc(nnz * sizeof *field);
         float *val = xmalloc(nnz * sizeof *val);
@@ -227,9 +223,10 @@ static void bufs_make(layer_bufs *L, const plan_layer_shape *s, int B, int momen
         int32_t *slot = xmalloc((size_t)F * sizeof *slot);
         int *off = xmalloc((size_t)F * sizeof *off), *dim = xmalloc((size_t)F * sizeof *dim);
         for (size_t k = 0; k < nnz; k++) uoff[k] = k * D, uidx[k] = (uint32_t)k, field[k] = (uint16_t)(k % F), val[k] = 1;
+        uoff[nnz] = nnz * D;
         for (int b = 0; b <= B; b++) rp[b] = (uint64_t)b * F;
         for (int f = 0; f < F; f++) slot[f] = f, off[f] = f * D, dim[f] = D;
-        L->uoff = upload_copy(be, uoff, nnz * sizeof *uoff);
+        L->uoff = upload_copy(be, uoff, (nnz + 1) * sizeof *uoff);
         L->uidx = upload_copy(be, uidx, nnz * sizeof *uidx);
         L->field = upload_copy(be, field, nnz * sizeof *field);
         L->val = upload_copy(be, val, nnz * sizeof *val);
@@ -242,6 +239,15 @@ static void bufs_make(layer_bufs *L, const plan_layer_shape *s, int B, int momen
         L->dw = be->alloc(nnz * D * sizeof(float));
         L->y = be->alloc((size_t)B * F * D * sizeof(float));
         L->dy = rand_buf(be, (size_t)B * F * D, &seed);
+        if (s->row_floats > 0) {   /* the rows out of the pass tier and their sparse update, every row distinct */
+            size_t R = (size_t)s->row_floats, *rec = xmalloc(nnz * sizeof *rec);
+            for (size_t k = 0; k < nnz; k++) rec[k] = k * R;
+            L->rec = upload_copy(be, rec, nnz * sizeof *rec);
+            free(rec);
+            L->slab = rand_buf(be, nnz * R, &seed);
+            L->uw = be->alloc(nnz * sizeof(float));
+            L->duw = rand_buf(be, nnz, &seed);
+        }
         break;
     }
     case PL_FM: case PL_DOT: case PL_FFM: {
@@ -304,7 +310,7 @@ static void bufs_free(layer_bufs *L)
 {
     void *all[] = { L->x, L->x2, L->y, L->dy, L->dx, L->w, L->dw, L->b, L->db, L->m, L->z, L->gamma, L->beta,
                     L->dgamma, L->dbeta, L->mean, L->rstd, L->rm, L->rv, L->t, L->mask, L->uoff, L->uidx,
-                    L->field, L->val, L->row_ptr, L->slot, L->off, L->dim };
+                    L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, L->slab, L->uw, L->duw, L->rec };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) L->be->release(all[i]);
 }
@@ -315,12 +321,19 @@ static void layer_run(layer_bufs *L, const plan_layer_shape *s, int B, const den
     const dense_backend *be = L->be;
     switch (s->kind) {
     case PL_POOL: case PL_WIDE: {
-        int D = s->kind == PL_WIDE ? 1 : s->D, W = s->F * D;
+        int D = s->kind == PL_WIDE ? 1 : s->D, W = s->F * D, has_w = s->kind == PL_WIDE;
+        size_t U = (size_t)B * s->F;
+        if (L->slab) be->rows_gather(L->uw, L->w, L->slab, L->rec, L->uoff, has_w, U);
         be->pool_forward(L->y, L->w, L->uoff, L->uidx, L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, 0, B,
                          s->F, W);
         be->zero(L->dw, (size_t)B * W * sizeof(float));
         be->pool_backward(L->dw, L->dy, L->uoff, L->uidx, L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, 0, B,
                           s->F, W);
+        if (L->slab) {   /* the sparse optimizer inside the rows: Adam, the default */
+            sparse_opt so;
+            sparse_opt_default(&so, SOPT_ADAM);
+            be->rows_update(L->slab, L->rec, L->uoff, L->duw, L->dw, has_w, &so, 1, U);
+        }
         break;
     }
     case PL_FM:
@@ -383,13 +396,15 @@ static double median(double *v, int n)
 }
 
 /* Memory a layer holds on a device: parameters with gradients and moments, activations and
- * their gradients, and for the pool the batch's rows and their gradients. */
+ * their gradients, and for the pool the batch's rows and their gradients, and the pass tier's room
+ * for at least one batch's rows. */
 static double layer_memory(const plan_layer_shape *s, int B, int moments)
 {
     double par = (double)s->params * (2 + moments) * 4;
     double out = (double)B * (s->out > 0 ? s->out : 1) * 4;
     switch (s->kind) {
-    case PL_POOL: case PL_WIDE: return par + 2 * out + 2.0 * B * s->F * (s->kind == PL_WIDE ? 1 : s->D) * 4;
+    case PL_POOL: case PL_WIDE:
+        return par + 2 * out + 2.0 * B * s->F * (s->kind == PL_WIDE ? 1 : s->D) * 4 + (double)B * s->F * s->row_floats * 4;
     case PL_FC: return par + out * (3 + (s->bn ? 1 : 0) + (s->dropout > 0 ? 1.25 : 0));
     case PL_CROSS: return par + 4.0 * B * s->in * 4;
     default: return par + 2 * out;
@@ -409,15 +424,28 @@ void plan_profile_init(plan_profile *p, const char *model_name, const plan_layer
         snprintf(l->name, sizeof l->name, "%s", s->name);
         l->n_inputs = s->n_inputs;
         memcpy(l->input, s->input, sizeof l->input);
-        l->placeable = s->gpu_ok;
         l->out_bytes = (double)batch * (s->kind == PL_DOT ? s->F * (s->F - 1) / 2 : s->kind == PL_POOL ? s->F * s->D
                                                                                    : s->out > 0 ? s->out : 1) * 4;
+        /* pool, wide: the batch's entries go up (key slot, field, value: 10 bytes; the row's offset in
+         * the pass tier: 8); the rows themselves are the pass tier's (pass_bytes) */
         for (int k = 0; k < s->n_inputs; k++)
             if (s->input[k] == PLAN_HOST)
-                l->host_bytes += s->kind == PL_POOL || s->kind == PL_WIDE
-                                     ? 2.0 * batch * s->F * ((s->kind == PL_WIDE ? 1 : s->D) * 4 + 16)
-                                     : (double)batch * (s->kind == PL_LOSS ? 1 : s->in) * 4;
+                l->host_bytes += s->kind == PL_POOL || s->kind == PL_WIDE ? (double)batch * s->F * (10 + 8)
+                                                                          : (double)batch * (s->kind == PL_LOSS ? 1 : s->in) * 4;
+        if ((s->kind == PL_POOL || s->kind == PL_WIDE) && s->row_floats > 0) {   /* every row of the batch new */
+            l->pass_rows = (double)batch * s->F;
+            l->pass_bytes = 2.0 * l->pass_rows * s->row_floats * 4;
+        }
     }
+}
+
+void plan_set_rows_per_step(plan_profile *p, double rows)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->l[i].pass_rows > 0) {
+            p->l[i].pass_bytes *= rows / p->l[i].pass_rows;
+            p->l[i].pass_rows = rows;
+        }
 }
 
 void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch,
@@ -513,7 +541,8 @@ static json_t *profile_body(const plan_profile *p)
         json_object_set_new(x, "mem_bytes", m);
         json_object_set_new(x, "out_bytes", json_real(l->out_bytes));
         json_object_set_new(x, "host_bytes", json_real(l->host_bytes));
-        json_object_set_new(x, "placeable", json_boolean(l->placeable));
+        json_object_set_new(x, "pass_bytes", json_real(l->pass_bytes));
+        json_object_set_new(x, "pass_rows", json_real(l->pass_rows));
         json_object_set_new(x, "inputs", in);
         json_array_append_new(ls, x);
     }
@@ -621,7 +650,8 @@ int plan_profile_load(plan_profile *p, const char *path, char *err, size_t errle
             goto fail;
         }
         snprintf(l->name, sizeof l->name, "%s", name);
-        l->placeable = json_is_true(json_object_get(x, "placeable"));
+        if (num_of(x, "pass_bytes", &l->pass_bytes) || num_of(x, "pass_rows", &l->pass_rows))
+            l->pass_bytes = l->pass_rows = 0;   /* a profile of an earlier build: its rows went up each batch */
         l->n_inputs = (int)json_array_size(in);
         for (int k = 0; k < l->n_inputs; k++) {
             l->input[k] = (int)json_integer_value(json_array_get(in, (size_t)k));
@@ -710,18 +740,25 @@ void plan_print(FILE *f, const plan_profile *p, const plan_result *r)
         fprintf(f, "  %-4s %s\n", place_device_name((place_device)d), *p->device[d] ? p->device[d] : "(absent)");
     if (p->link_bytes_per_s > 0)
         fprintf(f, "  link %.2f GB/s, %.1f us latency\n", p->link_bytes_per_s / 1e9, p->link_latency_s * 1e6);
-    fprintf(f, "%-14s %-6s %12s %12s %12s %12s\n", "layer", "device", "cpu time", "gpu time", "moved", "memory");
-    int fixed = 0;
+    fprintf(f, "%-14s %-6s %12s %12s %12s %12s %12s\n", "layer", "device", "cpu time", "gpu time", "moved", "pass tier",
+            "memory");
     for (int i = 0; i < p->n; i++) {
         const plan_layer *l = &p->l[i];
-        char tc[32], tg[32];
+        char tc[32], tg[32], pt[32] = "-";
         fmt_time(tc, sizeof tc, l->time_s[PLACE_CPU]);
         fmt_time(tg, sizeof tg, l->time_s[PLACE_GPU]);
-        fprintf(f, "%-14s %-6s %12s %12s %9.2f MB %9.1f MB%s\n", l->name, place_device_name(r->dev[i]), tc, tg,
-                r->moved_bytes[i] / 1e6, l->mem_bytes[r->dev[i]] / 1e6, l->placeable ? "" : "  *");
-        fixed += !l->placeable;
+        if (l->pass_bytes > 0) snprintf(pt, sizeof pt, "%.2f MB", l->pass_bytes / 1e6);
+        fprintf(f, "%-14s %-6s %12s %12s %9.2f MB %12s %9.1f MB\n", l->name, place_device_name(r->dev[i]), tc, tg,
+                r->moved_bytes[i] / 1e6, pt, l->mem_bytes[r->dev[i]] / 1e6);
     }
-    if (fixed) fprintf(f, "* the trainer runs this layer on the cpu today (it places MLP layers only)\n");
+    for (int i = 0; i < p->n; i++)
+        if (p->l[i].pass_bytes > 0) {
+            fprintf(f, "pass tier: with %s on the gpu its rows go up to GPU memory and back, %.2f MB a step for %.0f "
+                    "new rows (--rows-per-step)", p->l[i].name, p->l[i].pass_bytes / 1e6, p->l[i].pass_rows);
+            if (p->link_bytes_per_s > 0) fprintf(f, " (%.3f ms at the link's speed)", p->l[i].pass_bytes / p->link_bytes_per_s * 1e3);
+            fprintf(f, "; in \"moved\" when it runs there\n");
+            break;
+        }
     if (!r->feasible) {
         fprintf(f, "no feasible assignment\n");
         return;

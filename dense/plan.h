@@ -9,7 +9,9 @@
  *        + sum over edges j -> i with dev_j != dev_i of 2 * (out_bytes[j] / link + latency)
  *          (the activation forward and its gradient backward)
  *        + for a layer on the GPU that reads the batch: host_bytes[i] / link + latency
- *          (the batch and the pass's rows sit in CPU memory)
+ *          (the batch sits in CPU memory)
+ *        + for the embedding layer and the wide part on the GPU: pass_bytes[i] / link (the pass
+ *          tier's rows going up and coming back, per step; dense/devrows.h)
  *
  * under sum of mem[i][dev] <= the device's limit. plan_solve finds the cheapest assignment by
  * dynamic programming over the chain: its state is the device of each layer whose output a later
@@ -45,7 +47,7 @@ typedef struct {
     float dropout;        /* fc */
     int n_inputs, input[PLAN_MAX_INPUTS];   /* producing layers (indices < this one) or PLAN_HOST */
     size_t params;        /* dense parameter floats */
-    int gpu_ok;           /* the trainer can run it on a device (model_place); the planner may price others */
+    int row_floats;       /* pool, wide: floats of a row the pass tier holds (values and optimizer state) */
 } plan_layer_shape;
 
 const char *plan_layer_kind_name(plan_layer_kind k);
@@ -56,7 +58,8 @@ typedef struct {
     double mem_bytes[PLACE_COUNT];   /* parameters, gradients, moments and activations held there */
     double out_bytes;                /* the output a later layer reads (its gradient has the same size) */
     double host_bytes;               /* what it reads from the batch in CPU memory per step (both ways) */
-    int placeable;                   /* the trainer can run it off the CPU today (plan_layer_shape.gpu_ok) */
+    double pass_bytes;               /* on the GPU: the pass tier's rows up and back per step (pool, wide) */
+    double pass_rows;                /* the new rows a step brings, that pass_bytes assumes */
     int n_inputs, input[PLAN_MAX_INPUTS];
 } plan_layer;
 
@@ -82,16 +85,18 @@ typedef struct {
 /* Price an assignment: fills r (feasible: within the memory limits and every layer on a device
  * that can run it). */
 void plan_evaluate(const plan_profile *p, const place_device *dev, plan_result *r);
-/* Keep the layers the trainer cannot place on the CPU (their GPU time becomes -1). */
-void plan_restrict_to_placeable(plan_profile *p);
 /* The cheapest feasible assignment: 0, or -1 if none fits (r->feasible 0). */
 int plan_solve(const plan_profile *p, plan_result *r);
 /* The same by trying all 2^n assignments (n <= 24); for tests. */
 int plan_brute_force(const plan_profile *p, plan_result *r);
 
 /* A profile of shapes with nothing measured: names, inputs, sizes of what crosses, and every
- * layer runnable on every device in no time (for checking a hand placement). */
+ * layer runnable on every device in no time (for checking a hand placement). The pass tier's
+ * bytes assume each step brings all its rows new (no key seen before in the pass): the most it
+ * moves; plan_set_rows_per_step sets the rows a step brings instead. */
 void plan_profile_init(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch);
+/* The pass tier's traffic for `rows` new rows a step, for the layers that read rows. */
+void plan_set_rows_per_step(plan_profile *p, double rows);
 /* Time each layer of shapes forward + backward at `batch` on every device present (median of
  * `reps` timed runs after a warm-up), size its memory, and measure the host <-> GPU link. */
 void plan_measure(plan_profile *p, const char *model_name, const plan_layer_shape *shapes, int n, int batch,

@@ -92,7 +92,11 @@ static const char train_help[] =
     "  --lr-decay F           learning rates times F after an epoch without improvement (1: never)\n"
     "  --eval-every STEPS     evaluate (and keep the best) every STEPS steps too (0: each epoch only)\n"
     "  --quiet                no progress lines (the final summary stays)\n"
-    "  --placement P          cpu|gpu|auto|LAYER=DEV,... where the dense layers run (cpu; see ctrbox plan)\n"
+    "  --placement P          cpu|gpu|auto|LAYER=DEV,... where the layers run (cpu; see ctrbox plan); gpu:\n"
+    "                         the whole model\n"
+    "  --gpu-mem-mb N         with the embedding layer on the GPU: its memory for the pass's rows (values and\n"
+    "                         optimizer state; a pass that does not fit trains in pieces) (half the GPU's;\n"
+    "                         0: none, the batch's rows go up each step and are updated on the cpu)\n"
     "passes and the SSD tier:\n"
     "  --pass-rows N          train in passes of N rows, each shuffled as a whole (none: with a table folder\n"
     "                         the shuffle buffer's rows, --shuffle-rows, and the epoch is one pass)\n"
@@ -124,7 +128,7 @@ static const char train_help[] =
     "  --follow-done          files need a NAME.done (the default once DIR holds any .done file)\n"
     "  --export-dir E         after a file: a serving bundle in E (a base, then deltas) and E/manifest.json\n"
     "  --export-every N       ... when N passes went by (1)\n"
-    "(--profile, --save-profile, --fields, --dense, --reps, --cpu-mem-mb, --gpu-mem-mb: ctrbox plan's)\n";
+    "(--profile, --save-profile, --fields, --dense, --reps, --cpu-mem-mb, --rows-per-step: ctrbox plan's)\n";
 
 static const char plan_help[] =
     "usage: ctrbox plan --model KIND [model options] [options]\n"
@@ -138,6 +142,8 @@ static const char plan_help[] =
     "  --reps N               timing repetitions per layer (5)\n"
     "  --cpu-mem-mb N         memory the CPU side may use (the profile's)\n"
     "  --gpu-mem-mb N         memory the GPU side may use (the profile's)\n"
+    "  --rows-per-step N      rows a step brings to the GPU's pass tier that it does not hold yet (batch x\n"
+    "                         fields: every row new; fewer when keys repeat within a pass)\n"
     "plan takes train's options too; those that do not shape the model are ignored. train's options:\n";
 
 static const char eval_help[] =
@@ -449,7 +455,7 @@ enum {
     T_CACHEMB, T_CACHEPOL, T_CTRDECAY, T_SHRINKT, T_SHRINKU, T_NONCLK, T_CLK, T_PLACEMENT, T_INITFROM,
     T_FOLLOW, T_FIDLE, T_FDONE, T_NOPROG, T_EXPEVERY, T_EXPDIR, T_LANES,
     /* plan only */
-    T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM,
+    T_PROFILE, T_SAVEPROF, T_FIELDS, T_NDENSE, T_REPS, T_CPUMEM, T_GPUMEM, T_ROWSSTEP,
 };
 static const struct option train_extra[] = {
     { "model", required_argument, 0, T_MODEL }, { "train", required_argument, 0, T_TRAIN },
@@ -481,7 +487,7 @@ static const struct option train_extra[] = {
     { "clk-coeff", required_argument, 0, T_CLK }, { "placement", required_argument, 0, T_PLACEMENT },
     { "profile", required_argument, 0, T_PROFILE }, { "save-profile", required_argument, 0, T_SAVEPROF },
     { "fields", required_argument, 0, T_FIELDS }, { "dense", required_argument, 0, T_NDENSE },
-    { "reps", required_argument, 0, T_REPS }, { "cpu-mem-mb", required_argument, 0, T_CPUMEM },
+    { "reps", required_argument, 0, T_REPS }, { "rows-per-step", required_argument, 0, T_ROWSSTEP }, { "cpu-mem-mb", required_argument, 0, T_CPUMEM },
     { "gpu-mem-mb", required_argument, 0, T_GPUMEM }, { 0, 0, 0, 0 },
 };
 
@@ -490,6 +496,7 @@ typedef struct {
     const char *profile, *save_profile;
     int fields, ndense, reps;
     double cpu_mem_mb, gpu_mem_mb;   /* < 0: the profile's */
+    double rows_per_step;            /* 0: every row of a batch new to the pass tier */
 } plan_opts;
 
 /* ctrbox plan: measure (or load) the profile of the model's layers, place them, print the plan. */
@@ -519,23 +526,18 @@ static int run_plan(const train_opts *o, const plan_opts *po)
     }
     if (po->cpu_mem_mb >= 0) p.mem_limit[PLACE_CPU] = po->cpu_mem_mb * 1e6;
     if (po->gpu_mem_mb >= 0) p.mem_limit[PLACE_GPU] = po->gpu_mem_mb * 1e6;
+    if (po->rows_per_step > 0) plan_set_rows_per_step(&p, po->rows_per_step);
     if (po->save_profile) {
         if (plan_profile_save(&p, po->save_profile, err, sizeof err) < 0) die("%s", err);
         printf("saved the profile to %s\n", po->save_profile);
     }
     place_device dev[PLAN_MAX_LAYERS];
     const char *spec = o->placement ? o->placement : "auto";
-    plan_result every;   /* the planner's view: every layer placeable */
-    int have_every = !strcmp(spec, "auto") && plan_solve(&p, &every) == 0;
-    plan_restrict_to_placeable(&p);   /* what ctrbox train --placement auto would run */
     if (plan_placement_parse(spec, &p, dev, err, sizeof err) < 0) die("%s", err);
     plan_result r;
     plan_evaluate(&p, dev, &r);
     printf("placement %s\n", spec);
     plan_print(stdout, &p, &r);
-    if (have_every && every.step_s < r.step_s * 0.999)
-        printf("with every layer placeable the plan would predict %.3f ms (%.0f samples/s)\n", every.step_s * 1e3,
-               p.batch / every.step_s);
     return r.feasible ? 0 : 1;
 }
 
@@ -656,6 +658,7 @@ static int cmd_train(int argc, char **argv, int plan)
     o.shuffle_rows = 1000000;
     o.threads = 2;
     o.cache_mb = 1024;
+    o.gpu_mem_mb = -1;
     o.mc.admit_mb = -1;   /* not given: train_run resolves it */
     o.cache_lfu = 1;
     o.shrink_threshold = -1;
@@ -747,7 +750,11 @@ static int cmd_train(int argc, char **argv, int plan)
         case T_NONCLK: o.nonclk_coeff = (float)num_arg("nonclk-coeff", optarg, 0, 1e6); break;
         case T_CLK: o.clk_coeff = (float)num_arg("clk-coeff", optarg, 0, 1e6); break;
         case T_PLACEMENT: o.placement = optarg; break;
-        case T_PROFILE: case T_SAVEPROF: case T_FIELDS: case T_NDENSE: case T_REPS: case T_CPUMEM: case T_GPUMEM:
+        case T_GPUMEM:
+            if (plan) po.gpu_mem_mb = num_arg("gpu-mem-mb", optarg, 0, 1e9);
+            else o.gpu_mem_mb = num_arg("gpu-mem-mb", optarg, 0, 1e9);
+            break;
+        case T_PROFILE: case T_SAVEPROF: case T_FIELDS: case T_NDENSE: case T_REPS: case T_CPUMEM: case T_ROWSSTEP:
             if (!plan) die("train: --%s is an option of ctrbox plan", av[optind - 2] + 2);
             if (c == T_PROFILE) po.profile = optarg;
             else if (c == T_SAVEPROF) po.save_profile = optarg;
@@ -755,7 +762,7 @@ static int cmd_train(int argc, char **argv, int plan)
             else if (c == T_NDENSE) po.ndense = (int)num_arg("dense", optarg, 0, 4096);
             else if (c == T_REPS) po.reps = (int)num_arg("reps", optarg, 1, 1000);
             else if (c == T_CPUMEM) po.cpu_mem_mb = num_arg("cpu-mem-mb", optarg, 0, 1e9);
-            else po.gpu_mem_mb = num_arg("gpu-mem-mb", optarg, 0, 1e9);
+            else po.rows_per_step = num_arg("rows-per-step", optarg, 1, 1e12);
             break;
         default: cli_usage_error(&cc, "unexpected option");
         }

@@ -489,6 +489,23 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
     return 0;
 }
 
+/* With the pass tier in GPU memory, its counts so far (rows and bytes moved each way, the pieces a
+ * pass was cut into for --gpu-mem-mb) as a line of the run's log. */
+static void log_row_tier(trainer *t)
+{
+    const dev_rows *d = model_row_tier(t->m);
+    if (!d || !t->log) return;
+    const dev_rows_stats *s = dev_rows_stats_of(d);
+    fprintf(t->log, "{\"kind\": \"gpu_rows\", \"epoch\": %d, \"pass\": %u, \"resident_rows\": %zu, \"capacity_rows\": %zu, "
+            "\"row_bytes\": %zu, \"uploaded_rows\": %llu, \"upload_bytes\": %llu, \"upload_s\": %.4f, "
+            "\"downloaded_rows\": %llu, \"download_bytes\": %llu, \"download_s\": %.4f, \"refills\": %llu}\n",
+            t->rs.epoch, t->rs.pass, dev_rows_resident(d), dev_rows_capacity(d), dev_rows_stride(d) * sizeof(float),
+            (unsigned long long)s->uploaded, (unsigned long long)s->upload_bytes, s->upload_s,
+            (unsigned long long)s->downloaded, (unsigned long long)s->download_bytes, s->download_s,
+            (unsigned long long)s->flushes);
+    fflush(t->log);
+}
+
 /* The epochs from start_epoch (skipping its first `skip` passes on a resume): 0 or -1 (said). */
 static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
 {
@@ -507,6 +524,8 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         while (ret == 0 && (p = passes_next(t->ps))) {
             double t0 = now_sec();
             ret = p->rows ? train_rows(t, p->rows, p->order, p->lo, p->hi) : train_stream(t);
+            model_rows_sync(t->m);   /* the rows the GPU changed go back before the commit */
+            log_row_tier(t);
             if (ret == 0) ret = passes_done(t->ps, now_sec() - t0);
             if (ret == 0) progress(t, 0);
             if (ret == 0 && stop_asked && t->o->follow && passes_tiered(t->ps)) {   /* committed where it stands */
@@ -537,6 +556,8 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             log_eval(t, "epoch", NULL, now_sec() - t->t_start);
         }
         uint64_t shrunk;
+        if (o->shrink_threshold >= 0 || o->shrink_unseen)
+            model_rows_drop(t->m);   /* shrink deletes rows on the host: the GPU forgets its copies */
         if (passes_commit_epoch(t->ps, &shrunk) < 0) {
             ret = -1;
             break;
@@ -568,10 +589,9 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
     const dense_backend *gpu = device_gpu(&why);
     plan_profile p;
     place_device dev[PLAN_MAX_LAYERS];
-    if (!strcmp(o->placement, "auto")) {   /* timed, and only what the trainer can place */
+    if (!strcmp(o->placement, "auto")) {   /* timed */
         plan_measure(&p, model_kind_name(o->mc.kind), sh, n, o->mc.batch, dense_opt_moments(o->mc.dopt.kind), 3);
-        plan_restrict_to_placeable(&p);
-    } else {   /* nothing to time: a hand placement of a layer it cannot place is refused by model_place */
+    } else {   /* nothing to time */
         plan_profile_init(&p, model_kind_name(o->mc.kind), sh, n, o->mc.batch);
     }
     for (int i = 0; i < n; i++)
@@ -582,7 +602,7 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
             snprintf(err, errlen, "--placement gpu: no GPU here: %s", why);
             r = -1;
         }
-        for (int i = 0; i < n; i++) dev[i] = sh[i].gpu_ok ? PLACE_GPU : PLACE_CPU;
+        for (int i = 0; i < n; i++) dev[i] = PLACE_GPU;
     } else {
         r = plan_placement_parse(o->placement, &p, dev, err, errlen);
     }
@@ -594,15 +614,45 @@ static int place_layers(model *m, const train_opts *o, char *err, size_t errlen)
         dist_bcast(dev, (size_t)n * sizeof *dev);
     }
     if (r < 0 || model_place(m, dev, n, err, errlen) < 0) return -1;
+    /* the pass tier: the rows in GPU memory while they train (one process; lanes take their rows
+     * from their owners each step) */
+    char tier_line[300] = "";
+    if (model_rows_on_device(m) && !dist_launched() && !o->lanes && o->gpu_mem_mb != 0) {
+        int dflt = o->gpu_mem_mb < 0;
+        uint64_t budget = dflt ? device_gpu_memory() / 2 : (uint64_t)(o->gpu_mem_mb * 1048576.0);
+        if (dflt && o->mc.emb_l2_all > 0) {   /* --emb-l2 updates every row each step: the rows stay on the host */
+            snprintf(tier_line, sizeof tier_line, "the batch's rows go up each step (--emb-l2 updates them all on the cpu)");
+        } else if (model_set_row_tier(m, budget, err, errlen) < 0) {
+            return -1;
+        } else {
+            const dev_rows *d = model_row_tier(m);
+            size_t cap = dev_rows_capacity(d), F = 0;
+            for (int i = 0; i < n; i++)
+                if (sh[i].kind == PL_POOL || sh[i].kind == PL_WIDE) F = (size_t)sh[i].F > F ? (size_t)sh[i].F : F;
+            size_t need = (size_t)o->mc.batch * (F ? F : 1);
+            if (cap < need) {
+                snprintf(err, errlen, "--gpu-mem-mb %g holds %zu rows of %zu bytes; a batch of %d rows with %zu fields "
+                         "reads up to %zu: give --gpu-mem-mb %.0f or more, or a smaller --batch",
+                         dflt ? (double)budget / 1048576 : o->gpu_mem_mb, cap, dev_rows_stride(d) * sizeof(float), o->mc.batch, F, need,
+                         ceil((double)need * dev_rows_stride(d) * sizeof(float) / 1048576));
+                return -1;
+            }
+            snprintf(tier_line, sizeof tier_line, "the pass's rows in GPU memory: %.0f MB, %zu rows of %zu bytes",
+                     (double)budget / 1048576, cap, dev_rows_stride(d) * sizeof(float));
+        }
+    }
     if (!o->quiet && dist_rank() == 0) {
         char line[1024];
         size_t used = 0;
+        int used_all = 1;
+        for (int i = 0; i < n; i++) used_all &= dev[i] != PLACE_CPU;
         for (int i = 0; i < n; i++)
             if (dev[i] != PLACE_CPU && used < sizeof line)
                 used += (size_t)snprintf(line + used, sizeof line - used, "%s%s=%s", used ? "," : "", sh[i].name,
                                          place_device_name(dev[i]));
         fprintf(stderr, "ctrbox: placement %s: %s%s\n", o->placement, used ? line : "every layer on the cpu",
-                used ? " (the rest on the cpu)" : "");
+                !used ? "" : used_all ? " (every layer)" : " (the rest on the cpu)");
+        if (*tier_line) fprintf(stderr, "ctrbox: %s\n", tier_line);
         if (gpu) fprintf(stderr, "ctrbox: %s\n", why);
     }
     return 0;

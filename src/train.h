@@ -45,6 +45,7 @@ typedef struct {
     uint32_t shrink_unseen;       /* delete keys unseen for this many passes (0: off) */
     float nonclk_coeff, clk_coeff;   /* score = (show - click) * nonclk + click * clk */
     const char *placement;        /* --placement: cpu (NULL), gpu, auto or LAYER=DEV,... (issue 5) */
+    double gpu_mem_mb;            /* the pass tier's GPU memory when the rows are read there (0: none; < 0: half the GPU's) */
     /* a watched folder (src/follow.h) */
     const char *follow;           /* --follow DIR: train each complete entry of DIR once, in name order */
     double follow_idle;           /* end when nothing new comes for this many seconds (< 0: never) */

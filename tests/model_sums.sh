@@ -4,6 +4,8 @@
 # accessor rules, with a table folder at two budgets and policies, tables per field, admission.
 # A refactoring must print the same lines before and after (docs/ARCHITECTURE.md).
 # usage: tests/model_sums.sh [BIN_DIR]   (default bin/)
+# SUMS_EXTRA: options added to every run (CTRBOX_GPU_SIM=1 SUMS_EXTRA="--placement gpu" must print
+# the same lines: the model does not depend on where layers run or rows live)
 set -euo pipefail
 B=$(cd "${1:-bin}" && pwd)
 W=$(mktemp -d /tmp/ctrbox-sums.XXXXXX)
@@ -11,7 +13,7 @@ trap 'rm -rf "$W"' EXIT
 cd "$W"
 "$B/ctrbox-data" gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv
 "$B/ctrbox-data" gen --rows 3000 --seed 5 --keys 0.002 --offset 12000 --out va.tsv
-S="--format criteo --train tr.tsv --threads 1 --quiet --dim 4 --hidden 16,16 --bottom 8,4 --cross 2 --batch 256 --lr 0.01"
+S="--format criteo --train tr.tsv --threads 1 --quiet --dim 4 --hidden 16,16 --bottom 8,4 --cross 2 --batch 256 --lr 0.01 ${SUMS_EXTRA:-}"
 sum() { echo "$1 $(sha256sum "$2" | cut -c1-16)"; }
 for m in lr fm ffm dnn widedeep deepfm dcnv2 dlrm; do
     "$B/ctrbox" train --model $m $S --valid va.tsv --epochs 2 --out m_$m

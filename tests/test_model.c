@@ -113,14 +113,15 @@ static int agrees(ctx *c, float *(*where)(ctx *, void *), void *arg, int i, doub
     return fabs(*num - analytic) <= 5e-3 + 3e-2 * fabs(*num);
 }
 
-/* Place the model's MLP layers on the GPU: every one (1) or every other one (2), so that both
- * whole placed stacks and device boundaries inside a stack are checked. */
-static void place_mlp(model *m, int how)
+/* Place the model's layers on the GPU: every one (1), every other one from the first (2) or from
+ * the second (3), so that whole placed models and a device boundary after and before every kind of
+ * layer are checked. */
+static void place_layers(model *m, int how)
 {
     plan_layer_shape sh[PLAN_MAX_LAYERS];
     place_device dev[PLAN_MAX_LAYERS];
-    int n = model_layer_chain(m, sh, PLAN_MAX_LAYERS), k = 0;
-    for (int i = 0; i < n; i++) dev[i] = sh[i].gpu_ok && (how == 1 || k++ % 2 == 0) ? PLACE_GPU : PLACE_CPU;
+    int n = model_layer_chain(m, sh, PLAN_MAX_LAYERS);
+    for (int i = 0; i < n; i++) dev[i] = how == 1 || i % 2 == how - 2 ? PLACE_GPU : PLACE_CPU;
     char err[300];
     cr_assert_eq(model_place(m, dev, n, err, sizeof err), 0, "%s", err);
 }
@@ -138,7 +139,7 @@ static void check_model_placed(model_kind k, int nd, int bn, float dropout, int 
     char err[200];
     cr_assert_eq(model_config_check(&c, &s, err, sizeof err), 0, "%s", err);
     model *m = model_create(&c, &s);
-    if (place) place_mlp(m, place);
+    if (place) place_layers(m, place);
     float *p, *g;
     size_t n;
     model_dense(m, &p, &g, &n);
@@ -190,16 +191,20 @@ static void check_model(model_kind k, int nd, int bn, float dropout, int cat, in
     check_model_placed(k, nd, bn, dropout, cat, per_field, dims, 0);
 }
 
-/* The models with MLPs, their MLP layers on the GPU (all, then every other one). */
+/* Every model with its layers on the GPU (all, then every other one either way), with and without
+ * dense values; the MLPs with batch norm and dropout too. */
 static void check_placed_models(void)
 {
-    model_kind ks[] = { MODEL_DNN, MODEL_WIDEDEEP, MODEL_DEEPFM, MODEL_DCNV2, MODEL_DLRM };
-    for (int i = 0; i < 5; i++)
-        for (int place = 1; place <= 2; place++) {
-            check_model_placed(ks[i], 2, 0, 0, 0, 0, "", place);
-            check_model_placed(ks[i], 2, 1, 0.3f, 0, 0, "", place);
+    for (int k = 0; k < MODEL_COUNT; k++)
+        for (int place = 1; place <= 3; place++) {
+            check_model_placed((model_kind)k, 2, 0, 0, 0, 0, "", place);
+            if (k == MODEL_DNN || k == MODEL_DEEPFM || k == MODEL_DCNV2 || k == MODEL_DLRM)
+                check_model_placed((model_kind)k, 2, 1, 0.3f, 0, 0, "", place);
+            if (k == MODEL_FFM || k == MODEL_DLRM) check_model_placed((model_kind)k, 0, 0, 0, 0, 0, "", place);
         }
-    check_model_placed(MODEL_DLRM, 0, 1, 0.3f, 1, 0, "", 2);
+    for (int place = 1; place <= 3; place++) check_model_placed(MODEL_DLRM, 0, 1, 0.3f, 1, 0, "", place);
+    check_model_placed(MODEL_DLRM, 2, 0, 0, 1, 0, "", 2);
+    check_model_placed(MODEL_DCNV2, 0, 0, 0, 0, 0, "f0=2,f2=6", 3);   /* tables of their own sizes */
 }
 
 /* On the simulated device (CPU kernels behind device memory that every kernel checks): the

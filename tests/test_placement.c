@@ -1,7 +1,8 @@
 /*
  * test_placement.c: `ctrbox train --placement`. On the simulated device (CTRBOX_GPU_SIM=1: the
  * CPU's kernels behind device memory that every kernel checks) a placed run must give the CPU
- * run's predictions byte for byte, for every model with an MLP, hand and automatic placements,
+ * run's predictions byte for byte, for every model and every kind of layer, hand and automatic
+ * placements, with the rows in GPU memory (the pass tier, at budgets that cut passes into pieces),
  * with passes and the SSD tier; bad placements are refused in one line. On a real GPU, placed
  * training must reach the CPU's AUC (the kernels differ in rounding, so close, not equal).
  */
@@ -57,6 +58,16 @@ Test(placement, simulated_gpu_gives_the_cpu_model)
         { "--model dcnv2 --dim 4 --hidden 32,16 --cross 2 --batch 256 --dense-opt adagrad --lr 0.01", "fc2=gpu" },
         { "--model dnn --dim 4 --hidden 32,16 --batch 256 --dense-opt sgd --lr 0.05", "auto" },
         { "--model widedeep --dim 4 --hidden 32,16 --batch 256", "fc1=gpu,fc2=gpu" },
+        /* the layers that are not an MLP's, alone or beside others, the rest on the cpu */
+        { "--model fm --dim 4 --batch 256", "embedding=gpu" },
+        { "--model lr --batch 256", "wide=gpu" },
+        { "--model ffm --dim 2 --batch 256", "ffm=gpu,loss=gpu" },
+        { "--model deepfm --dim 4 --hidden 32,16 --batch 256", "wide=gpu,fm=gpu,loss=gpu" },
+        { "--model deepfm --dim 4 --hidden 32,16 --batch 256 --gpu-mem-mb 0", "embedding=gpu,head=gpu" },
+        { "--model dcnv2 --dim 4 --hidden 32,16 --cross 2 --batch 256", "cross1=gpu,fc1=gpu,head=gpu" },
+        { "--model dcnv2 --dim 4 --hidden 32,16 --cross 2 --batch 256", "embedding=gpu,cross2=gpu,loss=gpu" },
+        { "--model dlrm --dim 4 --hidden 32,16 --bottom 8,4 --batch 256", "embedding=gpu,interaction=gpu" },
+        { "--model dlrm --dim 4 --hidden 32,16 --bottom 8,4 --batch 256 --interaction cat", "top1=gpu,embedding=gpu,bot1=gpu" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char opts[300], dir_cpu[32], dir_gpu[32];
@@ -102,7 +113,8 @@ Test(placement, bad_placements_are_refused)
     static const struct {
         const char *env, *placement, *says;
     } cases[] = {
-        { "CTRBOX_GPU_SIM=1", "fm=gpu", "layer fm: the trainer runs only MLP layers" },
+        { "CTRBOX_GPU_SIM=1", "gpu --gpu-mem-mb 0.01", "--gpu-mem-mb 0.01 holds 174 rows of 60 bytes; a batch of 512 rows with 26 fields reads up to 13312" },
+        { "CTRBOX_GPU_SIM=1", "embedding=gpu --emb-l2 0.001 --gpu-mem-mb 10", "--emb-l2 changes every row of the table" },
         { "CTRBOX_GPU_SIM=1", "fc9=gpu", "'fc9=gpu' is not LAYER=cpu|gpu" },
         { "CTRBOX_GPU_SIM=1", "fc1=tpu", "'fc1=tpu'" },
         { "CTRBOX_GPU_SIM=0 CTRBOX_CUDA_LIB=/nonexistent.so", "gpu", "no GPU here" },
@@ -110,7 +122,7 @@ Test(placement, bad_placements_are_refused)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *out;
-        int rc = th_run(&out, "%s " TRAIN "--model deepfm --dim 4 --hidden 8 --placement %s --out bad 2>&1", cases[i].env,
+        int rc = th_run(&out, "%s " TRAIN "--model deepfm --dim 4 --hidden 8 --batch 512 --placement %s --out bad 2>&1", cases[i].env,
                         cases[i].placement);
         cr_assert_eq(rc, 1, "%s: %s", cases[i].placement, out);
         cr_assert(strstr(out, cases[i].says), "%s: %s", cases[i].placement, out);
@@ -122,6 +134,52 @@ Test(placement, bad_placements_are_refused)
     cr_assert_eq(th_run(&out, "CTRBOX_GPU_SIM=0 CTRBOX_CUDA_LIB=/nonexistent.so $B/ctrbox devices"), 0);
     cr_assert(strstr(out, "cpu: ") && strstr(out, "gpu: none (CTRBOX_CUDA_LIB=/nonexistent.so: no such file)"), "%s", out);
     free(out);
+}
+
+/* The checksums of tests/model_sums.sh's runs (every model in memory, streamed, in passes, with the
+ * accessor's rules, with a table folder at tiny budgets, admission, tables of their own sizes) with
+ * the whole model on the simulated GPU and the rows in its memory, 9 MB of it (FFM's passes do not
+ * fit: they train in pieces), equal the plain runs': where layers run and rows live does not
+ * change the model. */
+Test(placement, the_model_does_not_depend_on_where_rows_live)
+{
+    th_tmpdir();
+    char *plain, *placed;
+    cr_assert_eq(th_run(&plain, "bash $B/../tests/model_sums.sh $B 2>/dev/null | grep -v '^done'"), 0);
+    cr_assert_eq(th_run(&placed, "CTRBOX_GPU_SIM=1 SUMS_EXTRA='--placement gpu --gpu-mem-mb 9' bash $B/../tests/model_sums.sh $B "
+                                 "2>/dev/null | grep -v '^done'"), 0);
+    cr_assert(strstr(plain, "dlrm ") && strstr(plain, "dnn-tier-field-dim-predictions"), "%s", plain);
+    cr_assert_str_eq(placed, plain, "on the simulated GPU:\n%s\nin memory on the cpu:\n%s", placed, plain);
+    free(plain), free(placed);
+}
+
+/* A pass larger than --gpu-mem-mb trains in pieces (the log counts the refills), with the same
+ * model; evaluation every few steps reads the rows the GPU changed; a run killed and resumed with
+ * the rows in GPU memory gives the uninterrupted run's model. */
+Test(placement, passes_larger_than_the_gpu_budget_train_in_pieces)
+{
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, DATA), 0);
+    const char *model = "--model deepfm --dim 4 --hidden 32,16 --batch 256 --pass-rows 6000 --eval-every 7";
+    train_predict("", model, "cpu");
+    char opts[300];
+    snprintf(opts, sizeof opts, "%s --placement gpu --gpu-mem-mb 0.45", model);
+    train_predict("CTRBOX_GPU_SIM=1", opts, "small");
+    same_predictions("cpu", "small", "the pass tier at 0.45 MB");
+    char *log;
+    cr_assert_eq(th_run(&log, "grep '\"gpu_rows\"' small/log.jsonl | tail -1"), 0);
+    const char *r = strstr(log, "\"refills\": ");
+    cr_assert(r && atoi(r + 11) > 0, "no pass was cut into pieces: %s", log);
+    free(log);
+    /* with a table folder at a tiny cache, killed and resumed */
+    snprintf(opts, sizeof opts, "%s --placement gpu --gpu-mem-mb 0.45 --table-dir t1 --cache-mb 0.05", model);
+    train_predict("CTRBOX_GPU_SIM=1", opts, "tiered");
+    same_predictions("cpu", "tiered", "the pass tier over the SSD tier");
+    snprintf(opts, sizeof opts, "%s --placement gpu --gpu-mem-mb 0.45 --resume t2 --cache-mb 0.05", model);
+    th_run(&log, "CTRBOX_GPU_SIM=1 timeout -s KILL 0.4 " TRAIN "%s --out resumed", opts);
+    free(log);
+    train_predict("CTRBOX_GPU_SIM=1", opts, "resumed");
+    same_predictions("cpu", "resumed", "the pass tier, killed and resumed");
 }
 
 static double auc_of(const char *dir)

@@ -1,0 +1,196 @@
+/*
+ * devrows.c: the pass tier in device memory (devrows.h).
+ *
+ * Slots are handed out in order, [0, used); a batch's missing rows take the next ones, so they go
+ * up in one copy from one host staging buffer. Per slot the host keeps the row's key, table and
+ * whether the device changed it; per table a key -> slot + 1 map (io/keymap.h). Sync downloads each
+ * run of consecutive dirty slots at once and writes the rows into their tables by key (a row's
+ * number in its table may have changed since: the CPU cache evicts and fetches at boundaries).
+ */
+#include "devrows.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/keymap.h"
+#include "../io/util.h"
+
+struct dev_rows {
+    const dense_backend *be;
+    emb_table *const *tab;
+    int n_tables;
+    size_t stride, max_slots;
+    float *slab;              /* device: cap slots of stride floats */
+    size_t cap, used, n_dirty;
+    key_map *map;             /* (n_tables) key -> slot + 1 */
+    size_t *in_map;           /* (n_tables) entries of each map */
+    uint64_t *skey;           /* per slot (cap): key, table, changed on the device */
+    uint16_t *stab;
+    uint8_t *sdirty;
+    float *stage;             /* host staging for uploads and downloads */
+    size_t stage_rows;
+    uint32_t *miss;           /* the batch's unique rows to upload */
+    size_t miss_cap;
+    dev_rows_stats st;
+};
+
+dev_rows *dev_rows_create(const dense_backend *be, emb_table *const *tabs, int n_tables, uint64_t budget)
+{
+    dev_rows *d = xcalloc(1, sizeof *d);
+    d->be = be;
+    d->tab = tabs;
+    d->n_tables = n_tables;
+    for (int t = 0; t < n_tables; t++) {
+        size_t r = (size_t)emb_table_values(tabs[t]) + (size_t)emb_table_state_floats(tabs[t]);
+        if (r > d->stride) d->stride = r;
+    }
+    if (d->stride == 0) d->stride = 1;
+    d->max_slots = (size_t)(budget / (d->stride * sizeof(float)));
+    d->map = xcalloc((size_t)n_tables, sizeof *d->map);
+    d->in_map = xcalloc((size_t)n_tables, sizeof *d->in_map);
+    for (int t = 0; t < n_tables; t++) key_map_init(&d->map[t], 1024);
+    return d;
+}
+
+void dev_rows_destroy(dev_rows *d)
+{
+    if (!d) return;
+    if (d->slab) d->be->release(d->slab);
+    for (int t = 0; t < d->n_tables; t++) key_map_free(&d->map[t]);
+    free(d->map), free(d->in_map), free(d->skey), free(d->stab), free(d->sdirty), free(d->stage), free(d->miss);
+    free(d);
+}
+
+size_t dev_rows_stride(const dev_rows *d) { return d->stride; }
+size_t dev_rows_capacity(const dev_rows *d) { return d->max_slots; }
+float *dev_rows_slab(dev_rows *d) { return d->slab; }
+size_t dev_rows_resident(const dev_rows *d) { return d->used; }
+size_t dev_rows_dirty(const dev_rows *d) { return d->n_dirty; }
+const dev_rows_stats *dev_rows_stats_of(const dev_rows *d) { return &d->st; }
+
+static void stage_reserve(dev_rows *d, size_t rows)
+{
+    if (rows <= d->stage_rows) return;
+    d->stage_rows = rows > 2 * d->stage_rows ? rows : 2 * d->stage_rows;
+    d->stage = xrealloc(d->stage, d->stage_rows * d->stride * sizeof *d->stage);
+}
+
+/* Room for n slots on the device and in the per-slot arrays (the slab grows by copying). */
+static void slots_reserve(dev_rows *d, size_t n)
+{
+    if (n <= d->cap) return;
+    size_t cap = d->cap ? d->cap : 4096;
+    while (cap < n) cap *= 2;
+    if (cap > d->max_slots) cap = d->max_slots;
+    float *slab = d->be->alloc(cap * d->stride * sizeof *slab);
+    if (d->used) d->be->copy(slab, d->slab, d->used * d->stride * sizeof *slab);
+    if (d->slab) d->be->release(d->slab);
+    d->slab = slab;
+    d->skey = xrealloc(d->skey, cap * sizeof *d->skey);
+    d->stab = xrealloc(d->stab, cap * sizeof *d->stab);
+    d->sdirty = xrealloc(d->sdirty, cap * sizeof *d->sdirty);
+    d->cap = cap;
+}
+
+/* Floats of table t's record that the tier keeps: values, then the optimizer's state. */
+static size_t record_floats(const dev_rows *d, int t)
+{
+    return (size_t)emb_table_values(d->tab[t]) + (size_t)emb_table_state_floats(d->tab[t]);
+}
+
+void dev_rows_sync(dev_rows *d)
+{
+    if (!d->n_dirty) return;
+    double t0 = now_sec();
+    for (size_t s = 0; s < d->used;) {
+        if (!d->sdirty[s]) {
+            s++;
+            continue;
+        }
+        size_t e = s;
+        while (e < d->used && d->sdirty[e]) e++;
+        stage_reserve(d, e - s);
+        d->be->download(d->stage, d->slab + s * d->stride, (e - s) * d->stride * sizeof *d->stage);
+        for (size_t k = s; k < e; k++) {
+            int t = d->stab[k];
+            int64_t row = emb_table_find(d->tab[t], d->skey[k]);
+            CHECK(row >= 0);   /* a row changed on the device left its table: dev_rows_drop was not called */
+            memcpy(emb_table_vals(d->tab[t], (uint32_t)row), d->stage + (k - s) * d->stride,
+                   record_floats(d, t) * sizeof(float));
+            d->sdirty[k] = 0;
+        }
+        d->st.downloaded += e - s;
+        d->st.download_bytes += (e - s) * d->stride * sizeof(float);
+        s = e;
+    }
+    d->n_dirty = 0;
+    d->st.download_s += now_sec() - t0;
+}
+
+void dev_rows_drop(dev_rows *d)
+{
+    dev_rows_sync(d);
+    for (int t = 0; t < d->n_tables; t++) {
+        key_map_clear(&d->map[t]);
+        d->in_map[t] = 0;
+    }
+    d->used = 0;
+}
+
+int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, char *err, size_t errlen)
+{
+    size_t U = emb_batch_unique(eb);
+    if (U > d->max_slots) {
+        snprintf(err, errlen, "a batch trains %zu rows and the GPU's pass tier holds %zu (%zu bytes a row): raise "
+                 "--gpu-mem-mb or lower --batch", U, d->max_slots, d->stride * sizeof(float));
+        return -1;
+    }
+    if (U > d->miss_cap) d->miss = xrealloc(d->miss, (d->miss_cap = U * 2) * sizeof *d->miss);
+    size_t n_miss = 0;
+    for (int pass = 0; pass < 2; pass++) {   /* the second only when the rows did not fit: every row is missing then */
+        n_miss = 0;
+        for (size_t u = 0; u < U; u++) {
+            int t;
+            uint32_t row;
+            emb_batch_unique_row(eb, u, &t, &row);
+            CHECK(row != UINT32_MAX);   /* inference's zero row never trains */
+            uint64_t v = key_map_get(&d->map[t], emb_table_head(d->tab[t], row)->key);
+            if (v) rec[u] = (size_t)(v - 1) * d->stride;
+            else d->miss[n_miss++] = (uint32_t)u;
+        }
+        if (d->used + n_miss <= d->max_slots) break;
+        dev_rows_drop(d);
+        d->st.flushes++;
+    }
+    if (n_miss) {
+        double t0 = now_sec();
+        slots_reserve(d, d->used + n_miss);
+        stage_reserve(d, n_miss);
+        for (size_t i = 0; i < n_miss; i++) {
+            size_t u = d->miss[i], s = d->used + i;
+            int t;
+            uint32_t row;
+            emb_batch_unique_row(eb, u, &t, &row);
+            uint64_t key = emb_table_head(d->tab[t], row)->key;
+            memcpy(d->stage + i * d->stride, emb_table_vals(d->tab[t], row), record_floats(d, t) * sizeof(float));
+            if (2 * (d->in_map[t] + 1) > d->map[t].cap) key_map_reserve(&d->map[t], d->in_map[t] + 1);
+            key_map_put_new(&d->map[t], key, s + 1);
+            d->in_map[t]++;
+            d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
+            rec[u] = s * d->stride;
+        }
+        d->be->upload(d->slab + d->used * d->stride, d->stage, n_miss * d->stride * sizeof *d->stage);
+        d->used += n_miss;
+        d->st.uploaded += n_miss;
+        d->st.upload_bytes += n_miss * d->stride * sizeof(float);
+        d->st.upload_s += now_sec() - t0;
+    }
+    if (train)
+        for (size_t u = 0; u < U; u++) {
+            size_t s = rec[u] / d->stride;
+            d->n_dirty += !d->sdirty[s];
+            d->sdirty[s] = 1;
+        }
+    return 0;
+}
