@@ -16,6 +16,7 @@ static void cpu_release(void *p) { free(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
 static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
 static void cpu_sync(void) {}
+static void *cpu_host_alloc(size_t bytes) { return xmalloc(bytes ? bytes : 1); }
 
 const dense_backend dense_backend_cpu = {
     .name = "cpu",
@@ -58,6 +59,10 @@ const dense_backend dense_backend_cpu = {
     .download = cpu_copy,
     .zero = cpu_zero,
     .copy = cpu_copy,
+    .upload_async = cpu_copy,
+    .upload_wait = cpu_sync,
+    .host_alloc = cpu_host_alloc,
+    .host_release = cpu_release,
     .sync = cpu_sync,
 };
 

@@ -77,6 +77,12 @@ typedef struct dense_backend {
     void (*download)(void *host_dst, const void *src, size_t bytes);
     void (*zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);   /* within the backend's memory */
+    /* An upload that does not wait: on a device, a copy engine's queue beside the kernels'; host_src
+     * (from host_alloc: pinned) must stay until upload_wait, after which the kernels queued see it. */
+    void (*upload_async)(void *dst, const void *host_src, size_t bytes);
+    void (*upload_wait)(void);
+    void *(*host_alloc)(size_t bytes);   /* host memory the device copies from at full speed */
+    void (*host_release)(void *p);
     void (*sync)(void);   /* wait for the kernels queued so far */
 } dense_backend;
 

@@ -28,6 +28,17 @@ static region *regions;
 static size_t n_regions, cap_regions;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Uploads that do not wait take place at upload_wait, not before: a kernel that reads their slots
+ * earlier, or a source buffer reused before the wait, gives wrong numbers here (the tests compare
+ * bits), as it may on a GPU, where the copy runs beside the kernels. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} pending_copy;
+static pending_copy *pending;
+static size_t n_pending, cap_pending;
+
 static int owned(const void *p)
 {
     pthread_mutex_lock(&lock);
@@ -65,6 +76,8 @@ static void sim_release(void *p)
     size_t i = 0;
     while (i < n_regions && regions[i].p != p) i++;
     CHECK(i < n_regions);   /* releasing something alloc did not return */
+    for (size_t k = 0; k < n_pending; k++)   /* an upload still to land in it */
+        CHECK(!((const char *)pending[k].dst >= regions[i].p && (const char *)pending[k].dst < regions[i].p + regions[i].n));
     regions[i] = regions[--n_regions];
     pthread_mutex_unlock(&lock);
     free(p);
@@ -103,6 +116,30 @@ static void sim_copy(void *dst, const void *src, size_t bytes)
 }
 
 static void sim_sync(void) {}
+static void *sim_host_alloc(size_t bytes) { return xmalloc(bytes ? bytes : 1); }
+
+
+static void sim_upload_async(void *dst, const void *src, size_t bytes)
+{
+    NEED(dst);
+    if (bytes && owned(src)) {
+        fprintf(stderr, "ctrbox: simulated GPU: upload from device memory %p\n", src);
+        abort();
+    }
+    pthread_mutex_lock(&lock);
+    if (n_pending == cap_pending) pending = xrealloc(pending, (cap_pending = cap_pending * 2 + 8) * sizeof *pending);
+    pending[n_pending++] = (pending_copy){ dst, src, bytes };
+    pthread_mutex_unlock(&lock);
+}
+
+static void sim_upload_wait(void)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_pending; i++)
+        if (pending[i].bytes) memmove(pending[i].dst, pending[i].src, pending[i].bytes);
+    n_pending = 0;
+    pthread_mutex_unlock(&lock);
+}
 
 static void linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
 {
@@ -309,6 +346,10 @@ const dense_backend dense_backend_sim = {
     .download = sim_download,
     .zero = sim_zero,
     .copy = sim_copy,
+    .upload_async = sim_upload_async,
+    .upload_wait = sim_upload_wait,
+    .host_alloc = sim_host_alloc,
+    .host_release = free,
     .sync = sim_sync,
 };
 

@@ -32,6 +32,12 @@ struct dev_rows {
     size_t stage_rows;
     uint32_t *miss;           /* the batch's unique rows to upload */
     size_t miss_cap;
+    float *pf_stage;          /* host (the backend's pinned memory): rows sent ahead, until they land */
+    size_t pf_rows;
+    uint32_t *pf_row;         /* the rows to send ahead, and their tables */
+    uint16_t *pf_tab;
+    size_t pf_cap;
+    size_t pend_lo, pend_hi;  /* slots whose upload may still be in flight */
     dev_rows_stats st;
 };
 
@@ -53,9 +59,23 @@ dev_rows *dev_rows_create(const dense_backend *be, emb_table *const *tabs, int n
     return d;
 }
 
+/* The uploads sent ahead have landed: their slots may be read (and their staging reused). */
+static void pending_wait(dev_rows *d)
+{
+    if (d->pend_hi > d->pend_lo) {
+        double t0 = now_sec();
+        d->be->upload_wait();
+        d->st.upload_s += now_sec() - t0;
+    }
+    d->pend_lo = d->pend_hi = 0;
+}
+
 void dev_rows_destroy(dev_rows *d)
 {
     if (!d) return;
+    pending_wait(d);
+    if (d->pf_stage) d->be->host_release(d->pf_stage);
+    free(d->pf_row), free(d->pf_tab);
     if (d->slab) d->be->release(d->slab);
     for (int t = 0; t < d->n_tables; t++) key_map_free(&d->map[t]);
     free(d->map), free(d->in_map), free(d->skey), free(d->stab), free(d->sdirty), free(d->stage), free(d->miss);
@@ -80,6 +100,7 @@ static void stage_reserve(dev_rows *d, size_t rows)
 static void slots_reserve(dev_rows *d, size_t n)
 {
     if (n <= d->cap) return;
+    pending_wait(d);   /* the slab is copied */
     size_t cap = d->cap ? d->cap : 4096;
     while (cap < n) cap *= 2;
     if (cap > d->max_slots) cap = d->max_slots;
@@ -101,6 +122,7 @@ static size_t record_floats(const dev_rows *d, int t)
 
 void dev_rows_sync(dev_rows *d)
 {
+    pending_wait(d);
     if (!d->n_dirty) return;
     double t0 = now_sec();
     for (size_t s = 0; s < d->used;) {
@@ -150,15 +172,21 @@ int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, cha
     size_t n_miss = 0;
     for (int pass = 0; pass < 2; pass++) {   /* the second only when the rows did not fit: every row is missing then */
         n_miss = 0;
+        int in_flight = 0;
         for (size_t u = 0; u < U; u++) {
             int t;
             uint32_t row;
             emb_batch_unique_row(eb, u, &t, &row);
             CHECK(row != UINT32_MAX);   /* inference's zero row never trains */
             uint64_t v = key_map_get(&d->map[t], emb_table_head(d->tab[t], row)->key);
-            if (v) rec[u] = (size_t)(v - 1) * d->stride;
-            else d->miss[n_miss++] = (uint32_t)u;
+            if (v) {
+                rec[u] = (size_t)(v - 1) * d->stride;
+                in_flight |= v - 1 >= d->pend_lo && v - 1 < d->pend_hi;
+            } else {
+                d->miss[n_miss++] = (uint32_t)u;
+            }
         }
+        if (in_flight) pending_wait(d);
         if (d->used + n_miss <= d->max_slots) break;
         dev_rows_drop(d);
         d->st.flushes++;
@@ -193,4 +221,49 @@ int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, cha
             d->sdirty[s] = 1;
         }
     return 0;
+}
+
+void dev_rows_prefetch(dev_rows *d, const key_vec *keys)
+{
+    if (!keys) return;
+    pending_wait(d);   /* one set in flight at a time: its staging buffer is reused */
+    double t0 = now_sec();
+    size_t n = 0, room = d->max_slots - d->used;
+    for (int t = 0; t < d->n_tables && n < room; t++)
+        for (size_t i = 0; i < keys[t].n && n < room; i++) {
+            uint64_t key = keys[t].k[i];
+            if (key_map_get(&d->map[t], key)) continue;
+            int64_t row = emb_table_find(d->tab[t], key);
+            if (row < 0) continue;   /* not in memory now (or new): the batch that reads it uploads it */
+            if (n == d->pf_cap) {
+                d->pf_cap = d->pf_cap ? 2 * d->pf_cap : 4096;
+                d->pf_row = xrealloc(d->pf_row, d->pf_cap * sizeof *d->pf_row);
+                d->pf_tab = xrealloc(d->pf_tab, d->pf_cap * sizeof *d->pf_tab);
+            }
+            d->pf_row[n] = (uint32_t)row, d->pf_tab[n] = (uint16_t)t;
+            n++;
+        }
+    if (!n) return;
+    slots_reserve(d, d->used + n);
+    if (n > d->pf_rows) {
+        if (d->pf_stage) d->be->host_release(d->pf_stage);
+        d->pf_rows = n > 2 * d->pf_rows ? n : 2 * d->pf_rows;
+        d->pf_stage = d->be->host_alloc(d->pf_rows * d->stride * sizeof *d->pf_stage);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int t = d->pf_tab[i];
+        size_t s = d->used + i;
+        uint64_t key = emb_table_head(d->tab[t], d->pf_row[i])->key;
+        memcpy(d->pf_stage + i * d->stride, emb_table_vals(d->tab[t], d->pf_row[i]), record_floats(d, t) * sizeof(float));
+        if (2 * (d->in_map[t] + 1) > d->map[t].cap) key_map_reserve(&d->map[t], d->in_map[t] + 1);
+        key_map_put_new(&d->map[t], key, s + 1);
+        d->in_map[t]++;
+        d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
+    }
+    d->be->upload_async(d->slab + d->used * d->stride, d->pf_stage, n * d->stride * sizeof *d->pf_stage);
+    d->pend_lo = d->used, d->pend_hi = d->used + n;
+    d->used += n;
+    d->st.uploaded += n, d->st.prefetched += n;
+    d->st.upload_bytes += n * d->stride * sizeof(float);
+    d->st.upload_s += now_sec() - t0;
 }

@@ -21,6 +21,12 @@
  * pieces, cut at batch boundaries, with the same result; the cut points depend only on the data
  * and the budget. A batch whose own rows exceed the budget is refused.
  *
+ * Ahead of a pass (AIBox's overlap): dev_rows_prefetch sends the rows of the keys a pass will train
+ * that are in their tables now into free slots without waiting; on a GPU the copy runs beside the
+ * kernels of the pass training meanwhile, and the first batch that reads one of those slots waits
+ * for it. Their values cannot change before then: only training changes values, and it changes
+ * them here (a key the pass in training also trains reads the same, resident, row).
+ *
  * The tier borrows the tables and the backend; it owns its slab and host buffers.
  */
 #ifndef CTRBOX_DENSE_DEVROWS_H
@@ -38,8 +44,9 @@ typedef struct dev_rows dev_rows;
 typedef struct {
     uint64_t uploaded, downloaded;          /* rows copied in and out */
     uint64_t upload_bytes, download_bytes;
+    uint64_t prefetched;                    /* of the rows uploaded, those dev_rows_prefetch sent ahead */
     uint64_t flushes;                       /* times the tier was emptied to make room (pieces beyond the first) */
-    double upload_s, download_s;            /* time in those copies (waited for) */
+    double upload_s, download_s;            /* time in those copies (waited for), and in staging them */
 } dev_rows_stats;
 
 /* A tier for rows of tabs (n_tables, borrowed) on backend be, within budget bytes of device memory. */
@@ -54,6 +61,9 @@ size_t dev_rows_capacity(const dev_rows *d);
  * offset in floats into the slab; rows not resident are uploaded first. train: the step will change
  * them (they are dirty after). 0, or -1 when the batch's rows alone exceed the budget (err says so). */
 int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, char *err, size_t errlen);
+/* Send ahead the rows of keys (per table: a pass's distinct keys) that are in their tables and not
+ * resident, as many as the free slots hold, without waiting for the copy (see above). */
+void dev_rows_prefetch(dev_rows *d, const key_vec *keys);
 /* The slab (device memory), valid until the next dev_rows_batch. */
 float *dev_rows_slab(dev_rows *d);
 

@@ -1512,6 +1512,11 @@ void model_rows_drop(model *m)
     if (m->tier) dev_rows_drop(m->tier);
 }
 
+void model_rows_prefetch(model *m, const key_vec *keys)
+{
+    if (m->tier && keys) dev_rows_prefetch(m->tier, keys);
+}
+
 const dev_rows *model_row_tier(const model *m) { return m->tier; }
 
 #define DENSE_MAGIC "CTRBXDNS"

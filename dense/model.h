@@ -137,6 +137,9 @@ int model_set_row_tier(model *m, uint64_t budget, char *err, size_t errlen);
 void model_rows_sync(model *m);
 /* The same, then forget every row in device memory: before rows change on the host (shrink). */
 void model_rows_drop(model *m);
+/* Send the rows of keys (per table: a pass's distinct keys) to the tier ahead of the batches that
+ * read them, without waiting (dev_rows_prefetch); nothing without a tier or keys. */
+void model_rows_prefetch(model *m, const key_vec *keys);
 /* The tier, or NULL (its counts for the log). */
 const dev_rows *model_row_tier(const model *m);
 

@@ -1217,7 +1217,7 @@ const pass_item *passes_next(passes *ps)
     if (!ps->reading) {   /* streamed: one pass per epoch */
         if (ps->item.index) return NULL;
         ps->rs->pass++;
-        ps->item = (pass_item){ NULL, NULL, 0, 0, 1 };
+        ps->item = (pass_item){ NULL, NULL, 0, 0, 1, NULL, NULL };
         return &ps->item;
     }
     pass_data *cur = ps->cur = ps->nxt;
@@ -1289,7 +1289,8 @@ const pass_item *passes_next(passes *ps)
         if (ps->job) fetch_start(ps, ps->job);
         ps->boundary_s += now_sec() - b0;
     }
-    ps->item = (pass_item){ &cur->u->rows, cur->u->order, cur->lo, cur->hi, cur->u->index };
+    ps->item = (pass_item){ &cur->u->rows, cur->u->order, cur->lo, cur->hi, cur->u->index, cur->keys,
+                            ps->nxt ? ps->nxt->keys : NULL };
     return &ps->item;
 }
 

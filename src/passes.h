@@ -47,6 +47,8 @@ typedef struct {
     const size_t *order;        /* its training order (NULL: the rows' own) */
     size_t lo, hi;              /* the positions of order this item trains */
     uint64_t index;             /* 1-based pass number within the epoch */
+    const key_vec *keys;        /* per table: its distinct keys (NULL: streamed) */
+    const key_vec *next_keys;   /* the next item's, when it is read already (else NULL) */
 } pass_item;
 
 /* The training order of a pass (or shuffle buffer) of n rows, chunk its number within the

@@ -497,10 +497,10 @@ static void log_row_tier(trainer *t)
     if (!d || !t->log) return;
     const dev_rows_stats *s = dev_rows_stats_of(d);
     fprintf(t->log, "{\"kind\": \"gpu_rows\", \"epoch\": %d, \"pass\": %u, \"resident_rows\": %zu, \"capacity_rows\": %zu, "
-            "\"row_bytes\": %zu, \"uploaded_rows\": %llu, \"upload_bytes\": %llu, \"upload_s\": %.4f, "
+            "\"row_bytes\": %zu, \"uploaded_rows\": %llu, \"prefetched_rows\": %llu, \"upload_bytes\": %llu, \"upload_s\": %.4f, "
             "\"downloaded_rows\": %llu, \"download_bytes\": %llu, \"download_s\": %.4f, \"refills\": %llu}\n",
             t->rs.epoch, t->rs.pass, dev_rows_resident(d), dev_rows_capacity(d), dev_rows_stride(d) * sizeof(float),
-            (unsigned long long)s->uploaded, (unsigned long long)s->upload_bytes, s->upload_s,
+            (unsigned long long)s->uploaded, (unsigned long long)s->prefetched, (unsigned long long)s->upload_bytes, s->upload_s,
             (unsigned long long)s->downloaded, (unsigned long long)s->download_bytes, s->download_s,
             (unsigned long long)s->flushes);
     fflush(t->log);
@@ -523,6 +523,9 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
         const pass_item *p;
         while (ret == 0 && (p = passes_next(t->ps))) {
             double t0 = now_sec();
+            /* with the rows in GPU memory: this pass's go up now, the next one's while this one trains */
+            model_rows_prefetch(t->m, p->keys);
+            model_rows_prefetch(t->m, p->next_keys);
             ret = p->rows ? train_rows(t, p->rows, p->order, p->lo, p->hi) : train_stream(t);
             model_rows_sync(t->m);   /* the rows the GPU changed go back before the commit */
             log_row_tier(t);

@@ -154,8 +154,10 @@ Test(placement, the_model_does_not_depend_on_where_rows_live)
 }
 
 /* A pass larger than --gpu-mem-mb trains in pieces (the log counts the refills), with the same
- * model; evaluation every few steps reads the rows the GPU changed; a run killed and resumed with
- * the rows in GPU memory gives the uninterrupted run's model. */
+ * model; the rows of each pass were sent ahead (on the simulated device an upload sent ahead lands
+ * only when waited for, so a batch reading it too early would change the model); evaluation every
+ * few steps reads the rows the GPU changed; a run killed and resumed with the rows in GPU memory
+ * gives the uninterrupted run's model. */
 Test(placement, passes_larger_than_the_gpu_budget_train_in_pieces)
 {
     th_tmpdir();
@@ -168,8 +170,9 @@ Test(placement, passes_larger_than_the_gpu_budget_train_in_pieces)
     same_predictions("cpu", "small", "the pass tier at 0.45 MB");
     char *log;
     cr_assert_eq(th_run(&log, "grep '\"gpu_rows\"' small/log.jsonl | tail -1"), 0);
-    const char *r = strstr(log, "\"refills\": ");
+    const char *r = strstr(log, "\"refills\": "), *pf = strstr(log, "\"prefetched_rows\": ");
     cr_assert(r && atoi(r + 11) > 0, "no pass was cut into pieces: %s", log);
+    cr_assert(pf && atoi(pf + 19) > 0, "no rows were sent ahead of their pass: %s", log);
     free(log);
     /* with a table folder at a tiny cache, killed and resumed */
     snprintf(opts, sizeof opts, "%s --placement gpu --gpu-mem-mb 0.45 --table-dir t1 --cache-mb 0.05", model);

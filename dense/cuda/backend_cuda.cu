@@ -43,7 +43,7 @@ static void cublas_check_at(cublasStatus_t s, const char *what, const char *file
     exit(1);
 }
 
-static cudaStream_t stream;
+static cudaStream_t stream, copy_stream;   /* the kernels' queue; uploads that overlap them */
 static cublasHandle_t blas;
 static double *loss_acc;   /* device scratch for bce's sum */
 
@@ -842,6 +842,26 @@ static void cuda_copy(void *dst, const void *src, size_t bytes)
     if (bytes) cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 static void cuda_sync(void) { cuda_check(cudaStreamSynchronize(stream)); }
+static void cuda_upload_async(void *dst, const void *src, size_t bytes)
+{
+    /* after the kernels queued so far (the slots may have been read by them), beside those queued next */
+    static cudaEvent_t queued;
+    if (!queued) cuda_check(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    cuda_check(cudaEventRecord(queued, stream));
+    cuda_check(cudaStreamWaitEvent(copy_stream, queued, 0));
+    if (bytes) cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream));
+}
+static void cuda_upload_wait(void) { cuda_check(cudaStreamSynchronize(copy_stream)); }
+static void *cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    cuda_check(cudaMallocHost(&p, bytes ? bytes : 1));
+    return p;
+}
+static void cuda_host_release(void *p)
+{
+    if (p) cuda_check(cudaFreeHost(p));
+}
 
 static dense_backend table;
 
@@ -874,6 +894,7 @@ extern "C" int ctrbox_cuda_open(int which, const dense_backend **out, size_t *me
     cuda_check(cudaSetDevice(which));
     if (!stream) {
         cuda_check(cudaStreamCreate(&stream));
+        cuda_check(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
         cublas_check(cublasCreate(&blas));
         cublas_check(cublasSetStream(blas, stream));
         cuda_check(cudaMalloc((void **)&loss_acc, sizeof *loss_acc));
@@ -918,6 +939,10 @@ extern "C" int ctrbox_cuda_open(int which, const dense_backend **out, size_t *me
     table.download = cuda_download;
     table.zero = cuda_zero;
     table.copy = cuda_copy;
+    table.upload_async = cuda_upload_async;
+    table.upload_wait = cuda_upload_wait;
+    table.host_alloc = cuda_host_alloc;
+    table.host_release = cuda_host_release;
     table.sync = cuda_sync;
     *out = &table;
     return n;
