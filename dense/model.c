@@ -1,14 +1,19 @@
 /*
- * model.c: the models of model.h on the CPU backend.
+ * model.c: the models of model.h, each layer on the backend it is placed on (the CPU's unless
+ * model_place moved it).
  *
  * Parameters are registered first (pointer-to-view and size), then one block each is allocated
- * for parameters, gradients and moments and the views are set. Activation buffers are sized for
- * the configured batch. Batch flow:
+ * for parameters, gradients and moments and the views are set; a placed layer mirrors its range of
+ * them on the device (placed). A batch's buffers are acts: a host copy sized for the configured
+ * batch and a device copy made when a layer there needs it, with a record of which is current, so
+ * a layer reads its inputs where it runs and values cross only at device boundaries. Batch flow:
  *   gather   embedding/batch.h: entry k -> unique row u; Uw (U) first-order weights, Ue the
- *            embeddings of the unique rows
- *   forward/backward over the dense layers, ending in dUw, dUe (the batch's gradient arrays)
- *   scatter  embedding/batch.h: the optimizer inside each unique row; then the dense optimizer
- *            over the block
+ *            embeddings of the unique rows (with the pass tier, dense/devrows.h, they are gathered
+ *            out of the rows in device memory instead)
+ *   forward/backward over the layers, ending in dUw, dUe (the batch's gradient arrays)
+ *   scatter  embedding/batch.h: the optimizer inside each unique row (or, with the pass tier,
+ *            inside the rows in device memory); then the dense optimizer over the block
+ * The model owns its tables, blocks, acts and the pass tier; acts borrow the batch's row arrays.
  */
 #include "model.h"
 
