@@ -1434,7 +1434,8 @@ uint64_t model_dense_apply(model *m)
 
 double model_train_batch(model *m, const sample_block *b, size_t r0, size_t r1, uint32_t pass)
 {
-    emb_batch_gather(m->rows, b, r0, r1, pass, EMB_GATHER_TRAIN);
+    /* with the pass tier the rows' values are read out of device memory */
+    emb_batch_gather(m->rows, b, r0, r1, pass, m->tier ? EMB_GATHER_TRAIN | EMB_GATHER_NO_VALUES : EMB_GATHER_TRAIN);
     double loss = loss_and_grads(m, b, r0, r1, m->tier != NULL, 1);
     m->step++;
     if (m->tier) {   /* the sparse optimizer inside the rows in device memory */

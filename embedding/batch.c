@@ -41,6 +41,7 @@ struct emb_batch {
     size_t cap_k, cap_u, U;
     float *Uw, *Ue, *dUw, *dUe;
     int zero_slot;           /* inference: slot of the zero row for unknown keys */
+    int no_values;           /* this gather leaves Uw, Ue unset (EMB_GATHER_NO_VALUES) */
     /* the batch's distinct keys, per key in first-seen order */
     uint64_t *lkey;
     uint32_t *lshow, *lclick, *lu, *ent;   /* per key: occurrences, clicks, unique slot; per entry: key index */
@@ -262,7 +263,8 @@ static size_t distinct_keys(emb_batch *eb, const sample_block *b, size_t r0, siz
     return total;
 }
 
-/* Unique slot for row `row` of table t (de-duplicated by the row's mark), its values copied in. */
+/* Unique slot for row `row` of table t (de-duplicated by the row's mark), its values copied in
+ * (unless the gather leaves them: eb->no_values). */
 static uint32_t unique_row(emb_batch *eb, int t, int64_t row)
 {
     if (row < 0) {   /* inference, unknown key: a zero vector */
@@ -284,8 +286,8 @@ static uint32_t unique_row(emb_batch *eb, int t, int64_t row)
         eb->utab[eb->U] = (uint16_t)t;
         eb->uoff[eb->U + 1] = eb->uoff[eb->U] + (size_t)eb->tE[t];
         const float *v = emb_table_vals(eb->tab[t], (uint32_t)row);
-        if (eb->has_w) eb->Uw[eb->U] = v[0];
-        if (eb->tE[t]) memcpy(eb->Ue + eb->uoff[eb->U], v + eb->has_w, (size_t)eb->tE[t] * sizeof(float));
+        if (eb->has_w && !eb->no_values) eb->Uw[eb->U] = v[0];
+        if (eb->tE[t] && !eb->no_values) memcpy(eb->Ue + eb->uoff[eb->U], v + eb->has_w, (size_t)eb->tE[t] * sizeof(float));
         eb->U++;
     }
     return h->mark - 1;
@@ -293,6 +295,8 @@ static uint32_t unique_row(emb_batch *eb, int t, int64_t row)
 
 void emb_batch_gather(emb_batch *eb, const sample_block *b, size_t r0, size_t r1, uint32_t pass, emb_gather_mode mode)
 {
+    eb->no_values = (mode & EMB_GATHER_NO_VALUES) != 0;
+    mode = (emb_gather_mode)(mode & ~EMB_GATHER_NO_VALUES);
     uint64_t k0 = b->row_ptr[r0], k1 = b->row_ptr[r1];
     size_t nnz = (size_t)(k1 - k0);
     ensure_unique(eb, nnz);
@@ -331,6 +335,7 @@ void emb_batch_gather(emb_batch *eb, const sample_block *b, size_t r0, size_t r1
                 emb_row_count(emb_table_config_of(tb), emb_table_head(tb, row), (float)eb->lshow[j], (float)eb->lclick[j], pass);
             }
             eb->urow[j] = row;
+            if (eb->no_values) continue;
             const float *v = emb_table_vals(tb, row);
             if (eb->has_w) eb->Uw[j] = v[0];
             int E = eb->tE[eb->utab[j]];

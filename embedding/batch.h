@@ -29,6 +29,8 @@ typedef enum {
     EMB_GATHER_NO_COUNT,    /* nothing counted; a missing key gets a row, with admission its field's
                              * default row (the rows were given: src/lanes.c) */
     EMB_GATHER_INFER,       /* nothing created: unknown keys read a zero row */
+    EMB_GATHER_NO_VALUES = 0x10,   /* with a mode: find, create and count the rows, but leave Uw and Ue
+                                    * unset (the rows' values are read elsewhere: a device's pass tier) */
 } emb_gather_mode;
 
 typedef struct emb_batch emb_batch;
