@@ -9,11 +9,13 @@
 #     (--placement gpu) and with the planner's choice (--placement auto), against PyTorch eager on
 #     the same GPU with the whole table in GPU memory (bench/peer_torch.py --device cuda), at batch
 #     4096 and 16384 on the same generated data: samples/s and test AUC of both sides;
-#  4. the pass tier's copies (the gpu_rows lines of each run's log: bytes over seconds, staging
-#     included) against the link ctrbox plan measured.
+#  4. the pass tier's copies (the gpu_rows lines of each run's log: bytes over the seconds of the
+#     copies a batch waited for, and the time spent waiting for those sent ahead) against the link
+#     ctrbox plan measured.
 # Results: $RESULTS (default $OUT where the device tool sets it, else $BENCH_DIR): gpu.json, the
 # profiles, tests.log.
-# Env: ROWS (1000000), TEST_ROWS (100000), BATCHES ("4096 16384"), MODELS ("deepfm dlrm"),
+# Env: ROWS (1000000), TEST_ROWS (100000), BATCHES ("4096 16384"), MODELS ("deepfm dlrm"), PASS_ROWS
+# (250000: ctrbox trains in passes, each shuffled; 0: one streamed pass in file order),
 # BENCH_DIR (build/bench-gpu), PY (python3 with torch and CUDA), SKIP_TESTS=1, TORCH_DEVICE (cuda),
 # PREBUILT=1 (the lent GPU machines: no package manager, no network; run bench/gpu_pack.sh here
 # first and carry ["bin", ".gpu"]: the programs built here and the libraries they load).
@@ -81,6 +83,7 @@ model_flags() {   # the same sizes on both sides
 }
 rows="[]"
 link=0
+pass_opt=$([ "${PASS_ROWS:-250000}" != 0 ] && echo "--pass-rows ${PASS_ROWS:-250000}" || true)   # passes: the next one's rows go up ahead
 for m in $MODELS; do
     flags=$(model_flags "$m")
     echo "== plan $m"
@@ -93,7 +96,7 @@ for m in $MODELS; do
             out="$DIR/ctrbox-$m-$b-$placement"
             rm -rf "$out"
             ct bin/ctrbox train --model "$m" $flags --train "$tr" --valid "$te" --format criteo --out "$out" --epochs 1 \
-                --batch "$b" --lr 0.001 --shuffle-rows 0 --threads "$JOBS" --placement "$placement" --quiet
+                --batch "$b" --lr 0.001 --shuffle-rows 0 $pass_opt --threads "$JOBS" --placement "$placement" --quiet
             sps=$($PY -c "import json; print([json.loads(l) for l in open('$out/log.jsonl') if '\"epoch\"' in l and 'train_samples_per_s' in l][-1]['train_samples_per_s'])")
             # the pass tier's copies, when it ran: bytes over the seconds spent staging and copying them
             tier=$($PY - "$out/log.jsonl" <<'PY'
@@ -103,11 +106,12 @@ if not g:
     print("null")
 else:
     x = g[-1]
-    up = x["upload_bytes"] / x["upload_s"] / 1e9 if x["upload_s"] > 0 else 0
+    waited = x["upload_bytes"] - x["prefetch_bytes"]   # the uploads a batch waited for, timed alone
+    up = waited / x["upload_s"] / 1e9 if x["upload_s"] > 0 else 0
     down = x["download_bytes"] / x["download_s"] / 1e9 if x["download_s"] > 0 else 0
     print(json.dumps({"uploaded_rows": x["uploaded_rows"], "prefetched_rows": x["prefetched_rows"],
                       "upload_gb_per_s": round(up, 3), "download_gb_per_s": round(down, 3), "row_bytes": x["row_bytes"],
-                      "refills": x["refills"]}))
+                      "prefetch_wait_s": x["prefetch_wait_s"], "stage_s": x["stage_s"], "refills": x["refills"]}))
 PY
 )
             ct bin/ctrbox eval --model "$out" --data "$te" --format criteo --pred-out "$out/test.pred" >/dev/null
@@ -135,8 +139,9 @@ for r in rows:
           f"   AUC {r['test_auc']:.4f} vs {t['test_auc']:.4f} ({r['test_auc'] - t['test_auc']:+.4f})")
     p = r.get("pass_tier")
     if p:
-        print(f"      pass tier: {p['uploaded_rows']:,} rows up ({p['prefetched_rows']:,} sent ahead), "
-              f"{p['upload_gb_per_s']:.2f} GB/s up, {p['download_gb_per_s']:.2f} GB/s down (staging included), "
-              f"link {r['link_gb_per_s']} GB/s; refills {p['refills']}")
+        print(f"      pass tier: {p['uploaded_rows']:,} rows up ({p['prefetched_rows']:,} sent ahead, waited for them "
+              f"{p['prefetch_wait_s']:.3f} s); copies {p['upload_gb_per_s']:.2f} GB/s up, {p['download_gb_per_s']:.2f} GB/s "
+              f"down against the link's {r['link_gb_per_s']} GB/s; {p['stage_s']:.2f} s packing rows on the host; "
+              f"refills {p['refills']}")
 print(f"  results: {sys.argv[1]}")
 PY

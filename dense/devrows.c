@@ -65,7 +65,7 @@ static void pending_wait(dev_rows *d)
     if (d->pend_hi > d->pend_lo) {
         double t0 = now_sec();
         d->be->upload_wait();
-        d->st.upload_s += now_sec() - t0;
+        d->st.prefetch_wait_s += now_sec() - t0;
     }
     d->pend_lo = d->pend_hi = 0;
 }
@@ -124,7 +124,7 @@ void dev_rows_sync(dev_rows *d)
 {
     pending_wait(d);
     if (!d->n_dirty) return;
-    double t0 = now_sec();
+    double t0 = now_sec(), copy = 0;
     for (size_t s = 0; s < d->used;) {
         if (!d->sdirty[s]) {
             s++;
@@ -133,7 +133,9 @@ void dev_rows_sync(dev_rows *d)
         size_t e = s;
         while (e < d->used && d->sdirty[e]) e++;
         stage_reserve(d, e - s);
+        double c0 = now_sec();
         d->be->download(d->stage, d->slab + s * d->stride, (e - s) * d->stride * sizeof *d->stage);
+        copy += now_sec() - c0;
         for (size_t k = s; k < e; k++) {
             int t = d->stab[k];
             int64_t row = emb_table_find(d->tab[t], d->skey[k]);
@@ -147,7 +149,8 @@ void dev_rows_sync(dev_rows *d)
         s = e;
     }
     d->n_dirty = 0;
-    d->st.download_s += now_sec() - t0;
+    d->st.download_s += copy;
+    d->st.stage_s += now_sec() - t0 - copy;
 }
 
 void dev_rows_drop(dev_rows *d)
@@ -208,11 +211,14 @@ int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, cha
             d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
             rec[u] = s * d->stride;
         }
+        double c0 = now_sec();
         d->be->upload(d->slab + d->used * d->stride, d->stage, n_miss * d->stride * sizeof *d->stage);
+        double c1 = now_sec();
         d->used += n_miss;
         d->st.uploaded += n_miss;
         d->st.upload_bytes += n_miss * d->stride * sizeof(float);
-        d->st.upload_s += now_sec() - t0;
+        d->st.upload_s += c1 - c0;
+        d->st.stage_s += c0 - t0;
     }
     if (train)
         for (size_t u = 0; u < U; u++) {
@@ -265,5 +271,6 @@ void dev_rows_prefetch(dev_rows *d, const key_vec *keys)
     d->used += n;
     d->st.uploaded += n, d->st.prefetched += n;
     d->st.upload_bytes += n * d->stride * sizeof(float);
-    d->st.upload_s += now_sec() - t0;
+    d->st.prefetch_bytes += n * d->stride * sizeof(float);
+    d->st.stage_s += now_sec() - t0;
 }

@@ -42,11 +42,13 @@
 typedef struct dev_rows dev_rows;
 
 typedef struct {
-    uint64_t uploaded, downloaded;          /* rows copied in and out */
+    uint64_t uploaded, downloaded;          /* rows copied in and out (uploaded: those sent ahead too) */
     uint64_t upload_bytes, download_bytes;
-    uint64_t prefetched;                    /* of the rows uploaded, those dev_rows_prefetch sent ahead */
+    uint64_t prefetched, prefetch_bytes;    /* of those uploaded, the ones dev_rows_prefetch sent ahead */
     uint64_t flushes;                       /* times the tier was emptied to make room (pieces beyond the first) */
-    double upload_s, download_s;            /* time in those copies (waited for), and in staging them */
+    double upload_s, download_s;            /* time in the copies waited for (uploads a batch needs, downloads) */
+    double prefetch_wait_s;                 /* time waiting for copies sent ahead */
+    double stage_s;                         /* time packing rows for uploads and unpacking downloads on the host */
 } dev_rows_stats;
 
 /* A tier for rows of tabs (n_tables, borrowed) on backend be, within budget bytes of device memory. */

@@ -497,11 +497,13 @@ static void log_row_tier(trainer *t)
     if (!d || !t->log) return;
     const dev_rows_stats *s = dev_rows_stats_of(d);
     fprintf(t->log, "{\"kind\": \"gpu_rows\", \"epoch\": %d, \"pass\": %u, \"resident_rows\": %zu, \"capacity_rows\": %zu, "
-            "\"row_bytes\": %zu, \"uploaded_rows\": %llu, \"prefetched_rows\": %llu, \"upload_bytes\": %llu, \"upload_s\": %.4f, "
-            "\"downloaded_rows\": %llu, \"download_bytes\": %llu, \"download_s\": %.4f, \"refills\": %llu}\n",
+            "\"row_bytes\": %zu, \"uploaded_rows\": %llu, \"upload_bytes\": %llu, \"upload_s\": %.4f, "
+            "\"prefetched_rows\": %llu, \"prefetch_bytes\": %llu, \"prefetch_wait_s\": %.4f, \"downloaded_rows\": %llu, "
+            "\"download_bytes\": %llu, \"download_s\": %.4f, \"stage_s\": %.4f, \"refills\": %llu}\n",
             t->rs.epoch, t->rs.pass, dev_rows_resident(d), dev_rows_capacity(d), dev_rows_stride(d) * sizeof(float),
-            (unsigned long long)s->uploaded, (unsigned long long)s->prefetched, (unsigned long long)s->upload_bytes, s->upload_s,
-            (unsigned long long)s->downloaded, (unsigned long long)s->download_bytes, s->download_s,
+            (unsigned long long)s->uploaded, (unsigned long long)s->upload_bytes, s->upload_s,
+            (unsigned long long)s->prefetched, (unsigned long long)s->prefetch_bytes, s->prefetch_wait_s,
+            (unsigned long long)s->downloaded, (unsigned long long)s->download_bytes, s->download_s, s->stage_s,
             (unsigned long long)s->flushes);
     fflush(t->log);
 }
