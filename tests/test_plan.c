@@ -43,6 +43,7 @@ static void random_profile(plan_profile *p, int n, int tight)
         if (i == 0 || urand() < 0.2) {
             l->input[l->n_inputs++] = PLAN_HOST;
             l->host_bytes = 1e5 * (1 + 50 * urand());
+            if (urand() < 0.3) l->pass_rows = 1e4 * (1 + 10 * urand()), l->pass_bytes = l->pass_rows * 200;   /* reads rows */
         }
         if (i > 0) l->input[l->n_inputs++] = i - 1;
         for (int k = 0; k < 2 && i > 1; k++)
@@ -155,6 +156,37 @@ Test(plan, transfer_costs_keep_cheap_layers_beside_their_inputs)
     cr_assert_float_eq(g.moved_bytes[0], 1e6, 1e-6);
 }
 
+/* The pass tier: a layer that reads rows pays their trip to GPU memory and back when it runs there;
+ * the new rows a step brings scale it. */
+Test(plan, the_pass_tier_is_priced_on_the_gpu)
+{
+    plan_profile p;
+    memset(&p, 0, sizeof p);
+    p.n = 2;
+    p.batch = 1000;
+    p.link_bytes_per_s = 1e9;
+    for (int i = 0; i < 2; i++) {
+        snprintf(p.l[i].name, sizeof p.l[i].name, i ? "loss" : "embedding");
+        p.l[i].time_s[PLACE_CPU] = 2.0, p.l[i].time_s[PLACE_GPU] = 1.0;
+        p.l[i].n_inputs = 1, p.l[i].input[0] = i - 1;
+    }
+    p.l[0].pass_rows = 1e6, p.l[0].pass_bytes = 3e9;   /* 3 s a step at the link's speed */
+    place_device gpu[2] = { PLACE_GPU, PLACE_GPU }, cpu[2] = { PLACE_CPU, PLACE_CPU };
+    plan_result r;
+    plan_evaluate(&p, gpu, &r);
+    cr_assert_float_eq(r.step_s, 1.0 + 3.0 + 1.0, 1e-9);
+    cr_assert_float_eq(r.moved_bytes[0], 3e9, 1);
+    plan_evaluate(&p, cpu, &r);
+    cr_assert_float_eq(r.step_s, 4.0, 1e-9, "on the cpu the rows stay");
+    cr_assert_eq(plan_solve(&p, &r), 0);
+    cr_assert_eq(r.dev[0], PLACE_CPU, "3 s of rows a step keep the embedding on the cpu");
+    plan_set_rows_per_step(&p, 1e5);   /* keys repeat: a tenth of the rows are new each step */
+    cr_assert_float_eq(p.l[0].pass_bytes, 3e8, 1);
+    cr_assert_eq(plan_solve(&p, &r), 0);
+    cr_assert(r.dev[0] == PLACE_GPU && r.dev[1] == PLACE_GPU);
+    cr_assert_float_eq(r.step_s, 1.0 + 0.3 + 1.0, 1e-9);
+}
+
 Test(plan, profile_round_trip_and_damage)
 {
     th_tmpdir();
@@ -175,6 +207,8 @@ Test(plan, profile_round_trip_and_damage)
             cr_assert_eq(q.l[i].mem_bytes[d], p.l[i].mem_bytes[d]);
         }
         cr_assert_eq(q.l[i].n_inputs, p.l[i].n_inputs);
+        cr_assert_eq(q.l[i].pass_bytes, p.l[i].pass_bytes);
+        cr_assert_eq(q.l[i].pass_rows, p.l[i].pass_rows);
         cr_assert_arr_eq(q.l[i].input, p.l[i].input, sizeof(int) * (size_t)p.l[i].n_inputs);
     }
     plan_result a, b;
@@ -266,6 +300,12 @@ Test(plan, every_model_has_a_chain_with_all_its_parameters)
                               model_kind_name((model_kind)k), sh[i].name, sh[i].input[j]);
                 for (int j = 0; j < i; j++) cr_assert_str_neq(sh[i].name, sh[j].name);
             }
+            /* the layer that reads the rows knows their size in the pass tier (values and Adam's state) */
+            int rows_at = sh[0].kind == PL_POOL || sh[0].kind == PL_WIDE ? 0 : -1;
+            cr_assert_eq(rows_at, 0, "%s", model_kind_name((model_kind)k));
+            int V = (k == MODEL_FFM ? 26 * c.dim : k == MODEL_LR ? 0 : c.dim) +
+                    (k == MODEL_LR || k == MODEL_FM || k == MODEL_FFM || k == MODEL_WIDEDEEP || k == MODEL_DEEPFM);
+            cr_assert_eq(sh[0].row_floats, 3 * V, "%s: a row of %d floats", model_kind_name((model_kind)k), sh[0].row_floats);
             float *pp, *gg;
             size_t np;
             model_dense(m, &pp, &gg, &np);
@@ -345,6 +385,18 @@ Test(plan, cli_plans_a_gpu_machine_from_its_profile)
                 th_path("gpu.json"));
     cr_assert_neq(rc, 0);
     cr_assert(strstr(out, "fc7=gpu"), "%s", out);
+    free(out);
+    /* the pass tier's traffic is printed, and --rows-per-step scales it */
+    rc = th_run(&out, "$B/ctrbox plan --model deepfm --dim 8 --hidden 64,64 --batch 512 --profile %s --placement gpu",
+                th_path("gpu.json"));
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "pass tier: with embedding on the gpu its rows go up to GPU memory and back, 2.88 MB a step for "
+                          "13312 new rows"), "%s", out);
+    free(out);
+    rc = th_run(&out, "$B/ctrbox plan --model deepfm --dim 8 --hidden 64,64 --batch 512 --profile %s --placement gpu "
+                      "--rows-per-step 1331.2", th_path("gpu.json"));
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "0.29 MB a step for 1331 new rows"), "%s", out);
     free(out);
     /* a damaged profile names itself */
     th_write_str(th_path("junk.json"), "[1, 2");
