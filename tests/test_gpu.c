@@ -154,22 +154,41 @@ static void check_batchnorm(const dense_backend *be, float tol, float eps)
         }
 }
 
+/* A batch's entries (CSR rp (B+1)): field f of sample b, for fields 0..nf-1, has 1 + (b + f) % reps
+ * entries, each a random unique row below U with a random value. Caller frees. */
+typedef struct {
+    uint32_t *uidx;
+    uint16_t *field;
+    float *val;
+    uint64_t *rp;
+    size_t nnz;
+} batch_entries;
+
+static batch_entries make_entries(int B, int nf, int reps, size_t U)
+{
+    size_t cap = (size_t)B * nf * reps;
+    batch_entries e = { malloc(cap * 4), malloc(cap * 2), malloc(cap * 4), malloc(((size_t)B + 1) * 8), 0 };
+    e.rp[0] = 0;
+    for (int b = 0; b < B; b++) {
+        for (int f = 0; f < nf; f++)
+            for (int k = 0; k <= (b + f) % reps; k++, e.nnz++)
+                e.uidx[e.nnz] = (uint32_t)(rand_r(&seed) % U), e.field[e.nnz] = (uint16_t)f, e.val[e.nnz] = frand();
+        e.rp[b + 1] = e.nnz;
+    }
+    return e;
+}
+
 /* Pooling over a batch of multi-hot rows: field f of sample b has 1 + (b + f) % 3 entries. */
 static void check_pool(const dense_backend *be, float tol, float eps)
 {
     int B = 37, F = 5, D = 6, W = F * D;
-    size_t cap = (size_t)B * F * 3, nnz = 0, U = 23;
-    uint32_t *uidx = malloc(cap * 4);
-    uint16_t *field = malloc(cap * 2);
-    float *val = malloc(cap * 4);
-    uint64_t *rp = malloc(((size_t)B + 1) * 8);
-    rp[0] = 0;
-    for (int b = 0; b < B; b++) {
-        for (int f = 0; f < F; f++)
-            for (int k = 0; k <= (b + f) % 3; k++, nnz++)
-                uidx[nnz] = (uint32_t)(rand_r(&seed) % U), field[nnz] = (uint16_t)f, val[nnz] = frand();
-        rp[b + 1] = nnz;
-    }
+    size_t U = 23;
+    batch_entries e = make_entries(B, F, 3, U);
+    uint32_t *uidx = e.uidx;
+    uint16_t *field = e.field;
+    float *val = e.val;
+    uint64_t *rp = e.rp;
+    size_t nnz = e.nnz;
     size_t *uoff = malloc(U * sizeof *uoff);
     for (size_t u = 0; u < U; u++) uoff[u] = u * D;
     int32_t slot[5] = { 0, 1, 2, 3, 4 };
@@ -307,18 +326,13 @@ static void check_optimizers(const dense_backend *be, float tol, float eps)
 static void check_wide_sum_rowdot(const dense_backend *be, float tol, float eps)
 {
     int B = 45, F = 4, ND = 3, C = 37;
-    size_t U = 19, cap = (size_t)B * F * 2, nnz = 0;
-    uint32_t *uidx = malloc(cap * 4);
-    uint16_t *field = malloc(cap * 2);
-    float *val = malloc(cap * 4);
-    uint64_t *rp = malloc(((size_t)B + 1) * 8);
-    rp[0] = 0;
-    for (int b = 0; b < B; b++) {
-        for (int f = 0; f < F + 1; f++)   /* field F is numeric: slot -1, skipped */
-            for (int k = 0; k <= (b + f) % 2; k++, nnz++)
-                uidx[nnz] = (uint32_t)(rand_r(&seed) % U), field[nnz] = (uint16_t)f, val[nnz] = frand();
-        rp[b + 1] = nnz;
-    }
+    size_t U = 19;
+    batch_entries e = make_entries(B, F + 1, 2, U);   /* field F is numeric: slot -1, skipped */
+    uint32_t *uidx = e.uidx;
+    uint16_t *field = e.field;
+    float *val = e.val;
+    uint64_t *rp = e.rp;
+    size_t nnz = e.nnz;
     int32_t slot[5] = { 0, 1, 2, 3, -1 };
     float *w = host_rand(U), *x = host_rand((size_t)B * ND), *wd = host_rand((size_t)ND), *dout = host_rand((size_t)B),
           *out = malloc((size_t)B * 4), *dw = host_rand(U), *dwd = host_rand((size_t)ND);
