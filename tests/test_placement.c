@@ -185,6 +185,25 @@ Test(placement, passes_larger_than_the_gpu_budget_train_in_pieces)
     same_predictions("cpu", "resumed", "the pass tier, killed and resumed");
 }
 
+/* A watched folder (--follow: each file scored, then trained, with shrink and decay at each epoch's
+ * end) with the whole model on the simulated GPU and the rows in its memory: the CPU's model. */
+Test(placement, a_watched_folder_with_the_rows_in_gpu_memory)
+{
+    th_tmpdir();
+    cr_assert_eq(th_run(NULL, "mkdir in && $B/ctrbox-data gen --rows 6000 --seed 3 --keys 0.001 --out in/a.tsv && "
+                              "$B/ctrbox-data gen --rows 6000 --seed 4 --keys 0.001 --offset 6000 --out in/b.tsv"), 0);
+    const char *run = "$B/ctrbox train --follow in --follow-idle 0.5 --format criteo --model deepfm --dim 4 --hidden 16 "
+                      "--batch 256 --pass-rows 2000 --threads 1 --quiet --shrink-threshold 0.3 --decay 0.9";
+    char *out;
+    cr_assert_eq(th_run(&out, "%s --out cpu && $B/ctrbox predict --model cpu --data in/b.tsv --format criteo --out cpu.pred",
+                        run), 0, "%s", out);
+    free(out);
+    cr_assert_eq(th_run(&out, "CTRBOX_GPU_SIM=1 %s --placement gpu --gpu-mem-mb 0.5 --out sim && $B/ctrbox predict --model "
+                              "sim --data in/b.tsv --format criteo --out sim.pred", run), 0, "%s", out);
+    free(out);
+    same_predictions("cpu", "sim", "--follow with the rows in GPU memory");
+}
+
 static double auc_of(const char *dir)
 {
     char *out;
