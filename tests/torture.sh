@@ -4,8 +4,9 @@
 # `tests/torture.sh <loop> 1 <S>` runs that trial again alone.
 #   kill     a training run with a random combination of the options that touch state (model,
 #            admission, shrink, decay, a table per field, evaluation every N steps, pass size,
-#            cache budget and policy, epochs, threads) is killed -9 at random moments, resumed each
-#            time, and must end with the model and table rows of the uninterrupted run, byte for
+#            cache budget and policy, epochs, threads; a third of the runs with the whole model on
+#            the simulated GPU and the rows in its memory) is killed -9 at random moments, resumed
+#            each time, and must end with the model and table rows of the uninterrupted run, byte for
 #            byte (predictions, and every row with its counters and optimizer state).
 #   corrupt  one file of a random kind (text log, cbx, model file, tiered model file, slot file,
 #            commit record, RocksDB's SSTs, MANIFEST, CURRENT, log, serving bundle, quantized rows,
@@ -20,7 +21,7 @@
 #            success, or exit 1 with one line; never a hang or an abort.
 #   follow   `train --follow` with random options (model, admission, shrink, decay, pass size,
 #            epochs, in memory or a table folder at a random budget, progressive validation, an
-#            export folder) over files that arrive between runs (renamed into place, done-files,
+#            export folder, a third on the simulated GPU with the rows in its memory) over files that arrive between runs (renamed into place, done-files,
 #            a folder with _SUCCESS), killed -9 at random moments and started again: it must end
 #            with the ledger, model and rows of one uninterrupted run over the final folder, and
 #            the export folder's base plus deltas must predict as a full bundle of that model.
@@ -62,21 +63,23 @@ kill_trial() {
     opts+=" $(pick '' '--min-show 2' '--min-show 3') $(pick '' '--shrink-threshold 0.5' '--shrink-threshold 0.3')"
     opts+=" $(pick '' '' '--shrink-unseen 3') $(pick '' '--decay 0.9') $(pick '' '--table-per-field')"
     opts+=" $(pick '' '--valid ../va.tsv' '--valid ../va.tsv --eval-every 7')"
+    local G="CTRBOX_GPU_SIM=$(pick 0 0 1)"   # 1: the whole model on the simulated GPU, the rows in its memory
+    [ "$G" = CTRBOX_GPU_SIM=1 ] && opts+=" --placement gpu --gpu-mem-mb $(pick 1 4)"
     local t0=$(ms)
-    if ! timeout 300 $B/ctrbox train $opts --quiet --out ref --table-dir tref >ref.log 2>&1; then
+    if ! timeout 300 env $G $B/ctrbox train $opts --quiet --out ref --table-dir tref >ref.log 2>&1; then
         fail kill $s "the reference run failed ($opts): $(tail -1 ref.log)"; cd "$W"; return
     fi
     local run_ms=$(($(ms) - t0 + 1)) kills=0 k
     for k in 1 2 3 4; do   # killed up to four times, at random moments of what a run takes
         local at=$((RANDOM % (run_ms + 50)))
-        $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1 &   # (the kill below bounds it)
+        env $G $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1 &   # (the kill below bounds it)
         local p=$!
         sleep "$((at / 1000)).$(printf %03d $((at % 1000)))"
         kill -9 $p 2>/dev/null
         wait $p 2>/dev/null
         [ $? -eq 137 ] && kills=$((kills + 1))
     done
-    if ! timeout 300 $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1; then
+    if ! timeout 300 env $G $B/ctrbox train $opts --quiet --out res --resume tres >res.log 2>&1; then
         fail kill $s "the last resume failed ($opts): $(tail -1 res.log)"; cd "$W"; return
     fi
     $B/ctrbox predict --model ref --data ../va.tsv --out p_ref.txt 2>/dev/null
@@ -94,7 +97,7 @@ kill_trial() {
     # and the same model with every row in memory (the tier moves rows, never changes them); with
     # --valid the in-memory run keeps its best epoch, a tiered one its last commit: compared without
     if [[ $opts != *--valid* ]]; then
-        timeout 300 $B/ctrbox train $opts --quiet --out mem >mem.log 2>&1 &&
+        timeout 300 env $G $B/ctrbox train $opts --quiet --out mem >mem.log 2>&1 &&
             $B/ctrbox predict --model mem --data ../va.tsv --out p_mem.txt 2>/dev/null
         cmp -s p_ref.txt p_mem.txt || { fail kill $s "the tier's model differs from the in-memory one ($opts)"; cd "$W"; return; }
     fi
@@ -280,6 +283,8 @@ follow_trial() {
     opts+=" --epochs $(pick 1 1 2) --pass-rows $(pick 700 1500 4000) --threads $(pick 1 2) --seed $((RANDOM % 100))"
     opts+=" $(pick '' '--min-show 2') $(pick '' '--shrink-threshold 0.4' '--shrink-unseen 2') $(pick '' '--decay 0.9')"
     opts+=" $(pick '' '--no-progressive') $(pick '' '--export-dir EX --export-every 2')"
+    local G="CTRBOX_GPU_SIM=$(pick 0 0 1)"   # 1: the whole model on the simulated GPU, the rows in its memory
+    [ "$G" = CTRBOX_GPU_SIM=1 ] && opts+=" --placement gpu --gpu-mem-mb $(pick 1 4)"
     local tiered=$(pick 0 1) done=$(pick 0 1)
     local ro=${opts//EX/exr} ko=${opts//EX/exk}
     [ "$tiered" = 1 ] && { ro+=" --table-dir tr --cache-mb $(pick 0.02 0.2)"; ko+=" --table-dir tk --cache-mb 0.05"; }
@@ -296,17 +301,17 @@ follow_trial() {
     local kills=0
     for ((i = 1; i <= n; i++)); do   # a day arrives, the trainer runs and is killed at a random moment
         drop $i
-        $B/ctrbox train $ko --follow in --out k >k.log 2>&1 &
+        env $G $B/ctrbox train $ko --follow in --out k >k.log 2>&1 &
         local p=$! at=$((RANDOM % 1500))
         sleep "$((at / 1000)).$(printf %03d $((at % 1000)))"
         kill -9 $p 2>/dev/null
         wait $p 2>/dev/null
         [ $? -eq 137 ] && kills=$((kills + 1))
     done
-    if ! timeout 300 $B/ctrbox train $ko --follow in --follow-idle 0 --out k >k.log 2>&1; then
+    if ! timeout 300 env $G $B/ctrbox train $ko --follow in --follow-idle 0 --out k >k.log 2>&1; then
         fail follow $s "the last run failed ($ko): $(tail -1 k.log)"; cd "$W"; return
     fi
-    if ! timeout 300 $B/ctrbox train $ro --follow in --follow-idle 0 --out r >r.log 2>&1; then
+    if ! timeout 300 env $G $B/ctrbox train $ro --follow in --follow-idle 0 --out r >r.log 2>&1; then
         fail follow $s "the reference failed ($ro): $(tail -1 r.log)"; cd "$W"; return
     fi
     $B/ctrbox predict --model r --data ../va.tsv --out p_r.txt 2>/dev/null
