@@ -922,6 +922,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     if (r == 0 && k) r = emb_tier_catalog(L->tier, &blob, &len, err, errlen) < 0 ? -1 : 0;
     /* every rank's catalog is the same bytes */
     uint64_t h = blob ? XXH64(blob, catalog_common(blob, len), 0) : 0, h0 = h;
+    if (r != 0 && dist_rank() > 0) fprintf(stderr, "ctrbox: rank %d: %s\n", dist_rank(), err);   /* rank 0 says its own */
     if (!dist_all(r == 0)) {
         if (r == 0) snprintf(err, errlen, "%s: another process could not open its folder", L->top);
         free(blob);
