@@ -325,11 +325,16 @@ __global__ void pool_backward_kernel(float *demb, const float *dout, const size_
 }
 /* The column -> slot map of a pooled row (W ints: the slot a float belongs to, -1 none), built
  * when (off, dim, F, W) change and kept on the device. off and dim are keyed by address: a model
- * never rewrites its slot tables in place. */
+ * never rewrites its slot tables in place, and releasing either forgets the map (cuda_release),
+ * since a later allocation may reuse the address for other tables (the planner's measurements
+ * come and go before the model's). */
+static int *cs_dev, cs_cap_w, cs_key_f = -1, cs_key_w = -1;
+static const int *cs_key_off, *cs_key_dim;
+
 static int *col_slot_for(const int *off, const int *dim, int F, int W)
 {
-    static int *dev, cap_w, key_f = -1, key_w = -1;
-    static const int *key_off, *key_dim;
+    int *&dev = cs_dev, &cap_w = cs_cap_w, &key_f = cs_key_f, &key_w = cs_key_w;
+    const int *&key_off = cs_key_off, *&key_dim = cs_key_dim;
     if (dev && key_off == off && key_dim == dim && key_f == F && key_w == W) return dev;
     int *host_off = (int *)malloc(sizeof(int) * (size_t)F), *host_dim = (int *)malloc(sizeof(int) * (size_t)F);
     int *m = (int *)malloc(sizeof(int) * (size_t)W);
@@ -820,6 +825,7 @@ static void *cuda_alloc(size_t bytes)
 static void cuda_release(void *p)
 {
     if (!p) return;
+    if (p == cs_key_off || p == cs_key_dim) cs_key_off = cs_key_dim = NULL;   /* its column map goes stale */
     cuda_check(cudaStreamSynchronize(stream));
     cuda_check(cudaFree(p));
 }
