@@ -176,19 +176,19 @@ int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, cha
     for (int pass = 0; pass < 2; pass++) {   /* the second only when the rows did not fit: every row is missing then */
         n_miss = 0;
         int in_flight = 0;
+        /* the lookups on every thread (the maps are only read), the misses listed in order after */
+        #pragma omp parallel for schedule(static, 1024) reduction(| : in_flight) if (U >= 8192)
         for (size_t u = 0; u < U; u++) {
             int t;
             uint32_t row;
             emb_batch_unique_row(eb, u, &t, &row);
             CHECK(row != UINT32_MAX);   /* inference's zero row never trains */
             uint64_t v = key_map_get(&d->map[t], emb_table_head(d->tab[t], row)->key);
-            if (v) {
-                rec[u] = (size_t)(v - 1) * d->stride;
-                in_flight |= v - 1 >= d->pend_lo && v - 1 < d->pend_hi;
-            } else {
-                d->miss[n_miss++] = (uint32_t)u;
-            }
+            rec[u] = v ? (size_t)(v - 1) * d->stride : SIZE_MAX;
+            in_flight |= v && v - 1 >= d->pend_lo && v - 1 < d->pend_hi;
         }
+        for (size_t u = 0; u < U; u++)
+            if (rec[u] == SIZE_MAX) d->miss[n_miss++] = (uint32_t)u;
         if (in_flight) pending_wait(d);
         if (d->used + n_miss <= d->max_slots) break;
         dev_rows_drop(d);

@@ -68,6 +68,8 @@ Test(placement, simulated_gpu_gives_the_cpu_model)
         { "--model dcnv2 --dim 4 --hidden 32,16 --cross 2 --batch 256", "embedding=gpu,cross2=gpu,loss=gpu" },
         { "--model dlrm --dim 4 --hidden 32,16 --bottom 8,4 --batch 256", "embedding=gpu,interaction=gpu" },
         { "--model dlrm --dim 4 --hidden 32,16 --bottom 8,4 --batch 256 --interaction cat", "top1=gpu,embedding=gpu,bot1=gpu" },
+        /* batches of over 8192 rows for the pass tier: its lookups run on every thread */
+        { "--model deepfm --dim 4 --hidden 16 --batch 2048", "gpu" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char opts[300], dir_cpu[32], dir_gpu[32];
