@@ -2614,23 +2614,29 @@ static int write_sst(emb_tier *t, const emb_tier_batch *b, const void *catalog, 
     return 0;
 }
 
-/* Add the SST file at path to the index (moved into RocksDB): the commit is durable. A failure
- * deletes the file, but a prepared commit's stays (the job may have recorded it: the next open
- * publishes it). */
+/* Add the SST file at path to the index: the commit is durable. A commit's own file is moved into
+ * RocksDB, and a failure deletes it. A prepared commit's file (the job may have recorded it: if
+ * this process dies, the next open publishes it) is copied in and deleted only once ingested:
+ * RocksDB writes the commit's sequence number into the file it ingests (write_global_seqno, which
+ * the C API cannot turn off), in place when it moves the file, so a process killed between that
+ * write and the index's update left a prepared file no later ingestion accepts ("global seqno
+ * property" corruption: mpi::admission_does_not_depend_on_the_number_of_processes saw it). */
 static int ingest_file(emb_tier *t, const char *path, char *err, size_t errlen)
 {
     char *e = NULL;
     const char *files[1] = { path };
+    int prepared = strstr(path, "/prepared-") != NULL;
     rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
-    rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+    rocksdb_ingestexternalfileoptions_set_move_files(io, !prepared);
     rocksdb_ingest_external_file_cf(t->db, t->cf, files, 1, io, &e);
     rocksdb_ingestexternalfileoptions_destroy(io);
     if (e) {
         snprintf(err, errlen, "%s: commit failed: %s", t->dir, e);
         free(e);
-        if (!strstr(path, "/prepared-")) unlink(path);
+        if (!prepared) unlink(path);
         return -EIO;
     }
+    if (prepared) unlink(path);   /* ingested: a crash before this leaves a commit the next open counts, and drops the file */
     return 0;
 }
 

@@ -334,25 +334,30 @@ static void outputs_of(const char *mdir, const char *table, const char *name)
 static long long shard_commits(const char *dir);
 /* Start `job` (a shell command writing a sharded folder `dir`, its model into `out`) in the
  * background, kill -9 one of its ranks once the job has made `at` commits, and wait for mpirun to
- * end the job; the commits it reached. `out` names this test's job among all (tests run at once). */
+ * end the job; the commits it reached. `out` names this test's job among all (tests run at once).
+ * One shell finds the rank first (the binary ctrbox, run again by itself: not mpirun's, whose
+ * command line names the same options, in this test's folder: another suite on the machine runs
+ * the same commands elsewhere), then reads the commit count (SHARDS.ctrbox's, at byte 24) every
+ * 2 ms and kills at once: a job's commits come tens of milliseconds apart, and a kill that lagged
+ * behind them (a process started per poll, then the search) landed after the last one. */
 static long long kill_a_rank_at(const char *job, const char *dir, const char *out, long long at)
 {
     char cmd[3072];
     cr_assert_eq(th_run(NULL, "rm -f job.rc"), 0);
     snprintf(cmd, sizeof cmd, "(%s > job.log 2>&1; echo $? > job.rc) > /dev/null 2>&1 & true", job);
     cr_assert_eq(th_run(NULL, "%s", cmd), 0);
-    for (int waited = 0; shard_commits(dir) < at && !th_file_exists(th_path("job.rc")) && waited < 6000; waited++)
-        cr_assert_eq(th_run(NULL, "sleep 0.01"), 0);
-    cr_assert(!th_file_exists(th_path("job.rc")), "the job ended before its kill at commit %lld", at);
-    /* a rank's process (the binary ctrbox, run again by itself: not mpirun's, whose command line
-     * names the same options), of this test's job: in its folder (another suite on the machine runs
-     * the same commands elsewhere) */
     char *o;
-    cr_assert_eq(th_run(&o, "for p in $(pgrep -f -- '--out %s'); do case $(readlink /proc/$p/exe) in */ctrbox) "
-                            "[ \"$(readlink /proc/$p/cwd)\" = \"$(pwd -P)\" ] && echo $p;; esac; done | tail -1 | "
-                            "xargs -r kill -9; for i in $(seq 600); do [ -f job.rc ] && break; sleep 0.05; done; cat job.rc",
-                        out),
+    cr_assert_eq(th_run(&o, "rank=; for i in $(seq 3000); do [ -f job.rc ] && break; "
+                            "for p in $(pgrep -f -- '--out %s'); do case $(readlink /proc/$p/exe) in */ctrbox) "
+                            "[ \"$(readlink /proc/$p/cwd)\" = \"$(pwd -P)\" ] && rank=$p;; esac; done; "
+                            "[ -n \"$rank\" ] && break; sleep 0.01; done; "
+                            "while [ ! -f job.rc ]; do c=$(od -An -t u8 -j 24 -N 8 %s/SHARDS.ctrbox 2>/dev/null); "
+                            "[ \"${c:-0}\" -ge %lld ] 2>/dev/null && break; sleep 0.002; done; "
+                            "[ -f job.rc ] && { echo ended; exit 0; }; kill -9 $rank; "
+                            "for i in $(seq 600); do [ -f job.rc ] && break; sleep 0.05; done; cat job.rc",
+                        out, dir, at),
                  0, "%s", o);
+    cr_assert(strncmp(o, "ended", 5), "the job ended before its kill at commit %lld", at);
     cr_assert_neq(atoi(o), 0, "the job survived the kill of a rank:\n%s", o);
     free(o);
     return shard_commits(dir);
