@@ -45,10 +45,13 @@ static void make_batch(sample_block *b, data_schema *s, int nd)
     }
 }
 
+static int mean_pool;   /* the next models pool multi-hot fields by their mean (--pool mean) */
+
 static model_config small_config(model_kind k, int bn, float dropout)
 {
     model_config c;
     model_config_default(&c, k);
+    c.pool_mean = mean_pool;
     c.dim = 3;
     c.n_hidden = 2;
     c.hidden[0] = 5;
@@ -150,8 +153,8 @@ static void check_model_placed(model_kind k, int nd, int bn, float dropout, int 
     float *ga = malloc(n * sizeof *ga);
     memcpy(ga, g, n * sizeof *ga);
     char what[64];
-    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d tables=%d/%s placed=%d", model_kind_name(k), nd, bn,
-             dropout, cat, per_field, dims, place);
+    snprintf(what, sizeof what, "%s nd=%d bn=%d dropout=%g cat=%d tables=%d/%s placed=%d%s", model_kind_name(k), nd, bn,
+             dropout, cat, per_field, dims, place, mean_pool ? " mean" : "");
     ctx cx = { m, &b };
     int bad = 0;
     double num;
@@ -205,6 +208,12 @@ static void check_placed_models(void)
     for (int place = 1; place <= 3; place++) check_model_placed(MODEL_DLRM, 0, 1, 0.3f, 1, 0, "", place);
     check_model_placed(MODEL_DLRM, 2, 0, 0, 1, 0, "", 2);
     check_model_placed(MODEL_DCNV2, 0, 0, 0, 0, 0, "f0=2,f2=6", 3);   /* tables of their own sizes */
+    mean_pool = 1;   /* field 1 is multi-hot: mean pooling's backward divides by its count */
+    for (int place = 1; place <= 3; place += 2) {
+        check_model_placed(MODEL_DEEPFM, 2, 0, 0, 0, 0, "", place);
+        check_model_placed(MODEL_DLRM, 0, 0, 0, 0, 0, "", place);
+    }
+    mean_pool = 0;
 }
 
 /* On the simulated device (CPU kernels behind device memory that every kernel checks): the
@@ -230,6 +239,10 @@ Test(model, gradient_check_every_model)
     for (int k = 0; k < MODEL_COUNT; k++)
         for (int nd = 0; nd <= 2; nd += 2) check_model((model_kind)k, nd, 0, 0, 0, 0, "");
     for (int nd = 0; nd <= 2; nd += 2) check_model(MODEL_DLRM, nd, 0, 0, 1, 0, "");   /* dlrm's concatenation variant */
+    mean_pool = 1;   /* mean pooling of the multi-hot field */
+    check_model(MODEL_DEEPFM, 2, 0, 0, 0, 0, "");
+    check_model(MODEL_FFM, 0, 0, 0, 0, 0, "");
+    mean_pool = 0;
 }
 
 Test(model, gradient_check_tables_per_field_and_sizes)
