@@ -120,6 +120,18 @@ static size_t record_floats(const dev_rows *d, int t)
     return (size_t)emb_table_values(d->tab[t]) + (size_t)emb_table_state_floats(d->tab[t]);
 }
 
+/* Slot s (reserved) takes row `row` of table t: its key goes into the map and the slot's record,
+ * its values and state into the staging at stage, to be uploaded. */
+static void slot_take(dev_rows *d, int t, uint32_t row, size_t s, float *stage)
+{
+    uint64_t key = emb_table_head(d->tab[t], row)->key;
+    memcpy(stage, emb_table_vals(d->tab[t], row), record_floats(d, t) * sizeof(float));
+    if (2 * (d->in_map[t] + 1) > d->map[t].cap) key_map_reserve(&d->map[t], d->in_map[t] + 1);
+    key_map_put_new(&d->map[t], key, s + 1);
+    d->in_map[t]++;
+    d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
+}
+
 void dev_rows_sync(dev_rows *d)
 {
     pending_wait(d);
@@ -203,12 +215,7 @@ int dev_rows_batch(dev_rows *d, const emb_batch *eb, size_t *rec, int train, cha
             int t;
             uint32_t row;
             emb_batch_unique_row(eb, u, &t, &row);
-            uint64_t key = emb_table_head(d->tab[t], row)->key;
-            memcpy(d->stage + i * d->stride, emb_table_vals(d->tab[t], row), record_floats(d, t) * sizeof(float));
-            if (2 * (d->in_map[t] + 1) > d->map[t].cap) key_map_reserve(&d->map[t], d->in_map[t] + 1);
-            key_map_put_new(&d->map[t], key, s + 1);
-            d->in_map[t]++;
-            d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
+            slot_take(d, t, row, s, d->stage + i * d->stride);
             rec[u] = s * d->stride;
         }
         double c0 = now_sec();
@@ -256,16 +263,7 @@ void dev_rows_prefetch(dev_rows *d, const key_vec *keys)
         d->pf_rows = n > 2 * d->pf_rows ? n : 2 * d->pf_rows;
         d->pf_stage = d->be->host_alloc(d->pf_rows * d->stride * sizeof *d->pf_stage);
     }
-    for (size_t i = 0; i < n; i++) {
-        int t = d->pf_tab[i];
-        size_t s = d->used + i;
-        uint64_t key = emb_table_head(d->tab[t], d->pf_row[i])->key;
-        memcpy(d->pf_stage + i * d->stride, emb_table_vals(d->tab[t], d->pf_row[i]), record_floats(d, t) * sizeof(float));
-        if (2 * (d->in_map[t] + 1) > d->map[t].cap) key_map_reserve(&d->map[t], d->in_map[t] + 1);
-        key_map_put_new(&d->map[t], key, s + 1);
-        d->in_map[t]++;
-        d->skey[s] = key, d->stab[s] = (uint16_t)t, d->sdirty[s] = 0;
-    }
+    for (size_t i = 0; i < n; i++) slot_take(d, d->pf_tab[i], d->pf_row[i], d->used + i, d->pf_stage + i * d->stride);
     d->be->upload_async(d->slab + d->used * d->stride, d->pf_stage, n * d->stride * sizeof *d->pf_stage);
     d->pend_lo = d->used, d->pend_hi = d->used + n;
     d->used += n;

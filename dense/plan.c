@@ -196,7 +196,7 @@ typedef struct {
     int32_t *slot;
     int *off, *dim;
     float *slab, *uw, *duw;   /* pool, wide: the pass tier's rows and the batch's weights */
-    size_t *rec;
+    size_t *rec, *ruoff;      /* their slots, and each row's embedding floats (none for the wide part) */
 } layer_bufs;
 
 static void *upload_copy(const dense_backend *be, const void *h, size_t bytes)
@@ -240,11 +240,13 @@ static void bufs_make(layer_bufs *L, const plan_layer_shape *s, int B, int momen
         L->y = be->alloc((size_t)B * F * D * sizeof(float));
         L->dy = rand_buf(be, (size_t)B * F * D, &seed);
         if (s->row_floats > 0) {   /* the rows out of the pass tier and their sparse update, every row distinct */
-            size_t R = (size_t)s->row_floats, *rec = xmalloc(nnz * sizeof *rec);
+            size_t R = (size_t)s->row_floats, *rec = xmalloc((nnz + 1) * sizeof *rec);
             for (size_t k = 0; k < nnz; k++) rec[k] = k * R;
             L->rec = upload_copy(be, rec, nnz * sizeof *rec);
+            for (size_t k = 0; k <= nnz; k++) rec[k] = s->kind == PL_WIDE ? 0 : k * D;   /* the wide part's rows: a weight */
+            L->ruoff = upload_copy(be, rec, (nnz + 1) * sizeof *rec);
             free(rec);
-            L->slab = rand_buf(be, nnz * R + 256, &seed);   /* + room: the wide part's stand-in rows read past R */
+            L->slab = rand_buf(be, nnz * R, &seed);
             L->uw = be->alloc(nnz * sizeof(float));
             L->duw = rand_buf(be, nnz, &seed);
         }
@@ -310,7 +312,7 @@ static void bufs_free(layer_bufs *L)
 {
     void *all[] = { L->x, L->x2, L->y, L->dy, L->dx, L->w, L->dw, L->b, L->db, L->m, L->z, L->gamma, L->beta,
                     L->dgamma, L->dbeta, L->mean, L->rstd, L->rm, L->rv, L->t, L->mask, L->uoff, L->uidx,
-                    L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, L->slab, L->uw, L->duw, L->rec };
+                    L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, L->slab, L->uw, L->duw, L->rec, L->ruoff };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) L->be->release(all[i]);
 }
@@ -323,7 +325,7 @@ static void layer_run(layer_bufs *L, const plan_layer_shape *s, int B, const den
     case PL_POOL: case PL_WIDE: {
         int D = s->kind == PL_WIDE ? 1 : s->D, W = s->F * D, has_w = s->kind == PL_WIDE;
         size_t U = (size_t)B * s->F;
-        if (L->slab) be->rows_gather(L->uw, L->w, L->slab, L->rec, L->uoff, has_w, U);
+        if (L->slab) be->rows_gather(L->uw, L->w, L->slab, L->rec, L->ruoff, has_w, U);
         be->pool_forward(L->y, L->w, L->uoff, L->uidx, L->field, L->val, L->row_ptr, L->slot, L->off, L->dim, 0, B,
                          s->F, W);
         be->zero(L->dw, (size_t)B * W * sizeof(float));
@@ -332,7 +334,7 @@ static void layer_run(layer_bufs *L, const plan_layer_shape *s, int B, const den
         if (L->slab) {   /* the sparse optimizer inside the rows: Adam, the default */
             sparse_opt so;
             sparse_opt_default(&so, SOPT_ADAM);
-            be->rows_update(L->slab, L->rec, L->uoff, L->duw, L->dw, has_w, &so, 1, U);
+            be->rows_update(L->slab, L->rec, L->ruoff, L->duw, L->dw, has_w, &so, 1, U);
         }
         break;
     }

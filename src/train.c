@@ -561,12 +561,13 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
             log_eval(t, "epoch", NULL, now_sec() - t->t_start);
         }
         uint64_t shrunk;
-        if (o->shrink_threshold >= 0 || o->shrink_unseen)
-            model_rows_drop(t->m);   /* shrink deletes rows on the host: the GPU forgets its copies */
         if (passes_commit_epoch(t->ps, &shrunk) < 0) {
             ret = -1;
             break;
         }
+        /* shrink deleted rows on the host: the GPU forgets its copies (clean: synced after the last
+         * pass, nothing trained since) */
+        if (shrunk) model_rows_drop(t->m);
         if (shrunk && !o->quiet) fprintf(stderr, "shrink: %llu keys deleted\n", (unsigned long long)shrunk);
         /* with a table folder the model is the last committed pass; else the best (or the last) */
         if (!t->o->follow && (passes_tiered(t->ps) || !t->have_valid) && keep_model(t) < 0) {
