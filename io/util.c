@@ -327,6 +327,16 @@ void blas_select_core(char **argv)
     if (set) execv("/proc/self/exe", argv);   /* on failure, go on with the libraries' own choices */
 }
 
+void thread_lower_priority(int delta)
+{
+    id_t tid = (id_t)gettid();
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);   /* -1 is a valid value: errno tells */
+    if (now == -1 && errno) return;
+    int want = now + delta > 19 ? 19 : now + delta;
+    if (want > now) (void)setpriority(PRIO_PROCESS, tid, want);
+}
+
 static uint64_t du_sum;
 
 static int du_one(const char *p, const struct stat *st, int type, struct FTW *ftw)

@@ -92,6 +92,11 @@ int folder_lock(const char *dir, const char *name, int shared);
  * set are kept. Call first thing in main. */
 void blas_select_core(char **argv);
 
+/* Lower the calling thread's CPU priority by delta nice steps (at most to 19), relative to what it
+ * has: the tier's background threads give way to the trainer's BLAS threads, which lose more than
+ * the core when one of them is preempted (the other waits at their barrier). Best effort. */
+void thread_lower_priority(int delta);
+
 /* Parse "a,b,c" of non-negative integers; returns count or -1 on a bad list. Caller frees *out. */
 int parse_u64_list(const char *s, uint64_t **out);
 

@@ -324,6 +324,10 @@ static int writer_wait(struct passes *ps);
 static void *fetcher_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-fetch");
+    /* below the trainer: a preempted BLAS thread stalls its partner too, and the fetch mostly has
+     * until the next boundary (a fetch still running there is waited for with the cores free);
+     * the end-to-end bench: docs/performance.md, twelfth session */
+    thread_lower_priority(5);
     fetcher *f = arg;
     pthread_mutex_lock(&f->mu);
     for (;;) {
@@ -757,6 +761,7 @@ static int shrink(passes *ps, emb_tier_batch *batch, uint64_t *deleted)
 static void *writer_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ctrbox-write");
+    thread_lower_priority(19);   /* a commit has until the next one: the cores the trainer leaves will do */
     passes *ps = arg;
     writer *w = &ps->wr;
     pthread_mutex_lock(&w->mu);
