@@ -659,7 +659,7 @@ Test(tier, slot_map_follows_the_index)
 {
     emb_table *t;
     size_t rb;
-    /* 1 MB of index memory: a map of about 98,000 entries, for 150,000 keys */
+    /* 1 MB of index memory: a map of 92,160 entries, for 150,000 keys */
     emb_tier *tier = small_tier("smap", 1u << 20, &t, &rb);
     char err[1024];
     enum { N = 150000, ROUNDS = 4 };
