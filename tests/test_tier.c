@@ -6,7 +6,10 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "../embedding/table.h"
 #include "../embedding/tier.h"
 #include "../io/mix.h"
+#include "../io/util.h"
 #include "helpers.h"
 
 TestSuite(tier, .fini = th_cleanup);
@@ -835,4 +839,36 @@ Test(tier, shrink_deletes_alike_in_memory_and_on_ssd)
     predict("m1", "p1.txt");
     predict("m2", "p2.txt");
     th_same_file("p1.txt", "p2.txt");
+}
+
+/* The tier's fetch (+5) and writer (+19) threads lower their own priority, relative to what they
+ * have and at most to 19; the other threads keep theirs. */
+static int own_nice(void)
+{
+    errno = 0;
+    int n = getpriority(PRIO_PROCESS, (id_t)gettid());
+    cr_assert(n != -1 || errno == 0);
+    return n;
+}
+
+static void *lower_twice(void *arg)
+{
+    int *nice = arg;
+    nice[0] = own_nice();
+    thread_lower_priority(5);
+    nice[1] = own_nice();
+    thread_lower_priority(19);
+    nice[2] = own_nice();
+    return NULL;
+}
+
+Test(tier, background_threads_give_way_to_the_trainer)
+{
+    int before = own_nice(), nice[3];
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, lower_twice, nice), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(nice[1], nice[0] + 5 > 19 ? 19 : nice[0] + 5, "nice %d -> %d", nice[0], nice[1]);
+    cr_assert_eq(nice[2], 19);
+    cr_assert_eq(own_nice(), before, "the calling thread's priority is its own");
 }
