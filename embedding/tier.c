@@ -412,7 +412,8 @@ static uint64_t smap_get(const emb_tier *t, int tb, uint64_t key)
     return 0;
 }
 
-/* Entries [w, SMAP_WAYS - 1) of set one place later (the last one drops), or the reverse (up). */
+/* n entries of set move one place: those from w on to one later (up = 0: the one after them is
+ * overwritten), or those after w to one earlier (up = 1: entry w is overwritten). */
 static void smap_shift(smap_line *set, int w, int n, int up)
 {
     if (n <= 0) return;
