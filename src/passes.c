@@ -1283,6 +1283,11 @@ const pass_item *passes_next(passes *ps)
             coming += emb_cache_fetch_bytes(ps->cache, ps->job);
         }
         emb_tier_settle(ps->tier);   /* the slots and batches of the commits durable since */
+        /* The fetch reads while the rows go: it asks only for keys not in memory, whose copies in
+         * the tier were sealed at earlier boundaries, and eviction writes to free slots only (as
+         * the commit at the end of a part does while a fetch runs). The other core reads while
+         * this one writes back, instead of waiting through the boundary. */
+        if (ps->job) fetch_start(ps, ps->job);
         evict(ps, cur->keys, ps->nxt ? ps->nxt->keys : NULL, coming);
         char err[1024];
         int sr = ps->wb ? emb_tier_seal(ps->wb, err, sizeof err) : 0;
@@ -1291,7 +1296,6 @@ const pass_item *passes_next(passes *ps)
             ps->failed = 1;
             return NULL;
         }
-        if (ps->job) fetch_start(ps, ps->job);
         ps->boundary_s += now_sec() - b0;
     }
     ps->item = (pass_item){ &cur->u->rows, cur->u->order, cur->lo, cur->hi, cur->u->index, cur->keys,
