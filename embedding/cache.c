@@ -333,6 +333,28 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
+/* rows v[0..m) hot first, cold after (buckets of show by its power of two, stable), in a new
+ * array. The slots a run of them takes are then freed together when those keys come again, and
+ * whole runs of free slots are written again, instead of holes between cold rows; and the rows
+ * most likely to be read back sit together, so that one fetch read serves several of them. */
+static emb_row_head **hot_first(emb_row_head *const *v, size_t m)
+{
+    enum { HOT = 40 };
+    size_t cnt[HOT + 1] = { 0 };
+    uint8_t *bk = xmalloc(m ? m : 1);
+    for (size_t i = 0; i < m; i++) {
+        int x = 0;
+        frexpf(v[i]->show + 1.0f, &x);
+        bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
+        cnt[bk[i] + 1]++;
+    }
+    for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
+    emb_row_head **ord = xmalloc((m ? m : 1) * sizeof *ord);
+    for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = v[i];
+    free(bk);
+    return ord;
+}
+
 /* Write the rows of table tb whose keep byte is 0 and that are not clean into wb, before they
  * leave memory; their count with NaN or inf goes to st (written all the same: the commit refuses
  * them). */
@@ -349,7 +371,11 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
     for (size_t i = 0; i < m; i++) bad += !emb_row_finite(e, v[i]);
     st->nonfinite += bad;
     st->written += m;
-    if (m) st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)v, m);
+    if (m) {
+        emb_row_head **ord = hot_first(v, m);
+        st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m);
+        free(ord);
+    }
 }
 
 uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
@@ -457,22 +483,7 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes)
             emb_row_head *h = emb_table_head(e, (uint32_t)r);
             if (!emb_row_clean(h)) v[m++] = h;
         }
-        /* hot rows first, cold ones after (buckets of show by its power of two, stable): the
-         * slots a commit writes in one run are then freed together when those keys come again,
-         * and whole runs of free slots are written again, instead of holes between cold rows */
-        enum { HOT = 40 };
-        size_t cnt[HOT + 1] = { 0 };
-        uint8_t *bk = xmalloc(m ? m : 1);
-        for (size_t i = 0; i < m; i++) {
-            int x = 0;
-            frexpf(v[i]->show + 1.0f, &x);
-            bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
-            cnt[bk[i] + 1]++;
-        }
-        for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
-        emb_row_head **ord = xmalloc((m ? m : 1) * sizeof *ord);
-        for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = v[i];
-        free(bk);
+        emb_row_head **ord = hot_first(v, m);
         *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m);
         free(ord);
         free(v);
