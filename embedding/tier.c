@@ -46,6 +46,7 @@
 #define FETCH_DEPTH 128
 #define GET_CHUNK 128
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
+#define PACK_CHUNK (4u << 20)  /* the bytes of a chunk of packed fetched rows */
 #define MIN_RUN 16
 #define SMAP_WAYS 10   /* entries in a set: one cache line (smap_line) */
 #define SPAN_BYTES (16u << 10)   /* the most one fetch read covers */
@@ -127,8 +128,14 @@ struct emb_tier {
     uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring */
     size_t rbuf_slot;        /* bytes of one */
     int fixed;               /* rbuf and the slot files are registered with ring */
-    pthread_mutex_t mu;      /* stats */
+    pthread_mutex_t mu;      /* stats, and the chunks below */
     emb_tier_stats st;
+    /* Chunks of packed fetches (PACK_CHUNK bytes) given back, for the next fetch: memory new to
+     * the process is faulted in a page at a time, which took a quarter of the fetch thread's
+     * time in the end-to-end bench (docs/performance.md). Spare and live chunks together stay
+     * within the most that were ever live at once, so keeping them raises no peak. */
+    uint8_t **spare;
+    size_t n_spare, cap_spare, pack_live, pack_peak;
 };
 
 typedef struct {
@@ -1151,6 +1158,7 @@ out:
 }
 
 static void close_sharded(emb_tier *t);
+static void spare_free(emb_tier *t);
 
 void emb_tier_close(emb_tier *t)
 {
@@ -1188,6 +1196,7 @@ void emb_tier_close(emb_tier *t)
     }
     free(t->wbuf[0]), free(t->wbuf[1]);
     free(t->zeros);
+    spare_free(t);
     free(t->rec);
     pthread_mutex_destroy(&t->rec_mu);
     free(t->sf);
@@ -1400,6 +1409,46 @@ typedef struct {
     size_t row_bytes;
 } packed_sink;
 
+static void spare_free(emb_tier *t)
+{
+    for (size_t i = 0; i < t->n_spare; i++) free(t->spare[i]);
+    free(t->spare);
+    t->spare = NULL;
+    t->n_spare = t->cap_spare = 0;
+}
+
+/* A chunk for a packed fetch: a spare one, or new. */
+static uint8_t *chunk_get(emb_tier *t, size_t bytes)
+{
+    uint8_t *c = NULL;
+    if (bytes == PACK_CHUNK) {
+        pthread_mutex_lock(&t->mu);
+        if (t->n_spare) c = t->spare[--t->n_spare];
+        if (++t->pack_live > t->pack_peak) t->pack_peak = t->pack_live;
+        pthread_mutex_unlock(&t->mu);
+    }
+    return c ? c : xmalloc(bytes);
+}
+
+/* Chunk c (of bytes) given back: kept while spare and live ones are within the peak. */
+static void chunk_put(emb_tier *t, uint8_t *c, size_t bytes)
+{
+    if (bytes == PACK_CHUNK) {
+        pthread_mutex_lock(&t->mu);
+        t->pack_live--;
+        if (t->n_spare + t->pack_live < t->pack_peak) {
+            if (t->n_spare == t->cap_spare) {
+                t->cap_spare = t->cap_spare ? 2 * t->cap_spare : 8;
+                t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
+            }
+            t->spare[t->n_spare++] = c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    free(c);
+}
+
 static void packed_put(void *ctx, size_t i, const uint8_t *rec)
 {
     packed_sink *s = ctx;
@@ -1407,7 +1456,7 @@ static void packed_put(void *ctx, size_t i, const uint8_t *rec)
     size_t c = p->n / p->per_chunk;
     if (c == p->n_chunks) {   /* fixed-size chunks: no copy and no slack beyond one chunk */
         p->chunk = xrealloc(p->chunk, (p->n_chunks + 1) * sizeof *p->chunk);
-        p->chunk[p->n_chunks++] = xmalloc(p->per_chunk * s->row_bytes);
+        p->chunk[p->n_chunks++] = chunk_get(p->pool, p->chunk_bytes);
     }
     memcpy(p->chunk[c] + (p->n % p->per_chunk) * s->row_bytes, rec, s->row_bytes);
     p->pos[i] = (uint32_t)p->n++;
@@ -1419,7 +1468,9 @@ int emb_tier_fetch_packed(emb_tier *t, int tb, const uint64_t *keys, size_t n, e
     CHECK(n <= UINT32_MAX);
     packed_sink s = { out, emb_tier_row_bytes(t, tb) };
     memset(out, 0, sizeof *out);
-    out->per_chunk = (4u << 20) / s.row_bytes + 1;
+    out->pool = t;
+    out->chunk_bytes = s.row_bytes <= PACK_CHUNK ? PACK_CHUNK : s.row_bytes;
+    out->per_chunk = out->chunk_bytes / s.row_bytes;
     out->pos = xmalloc((n ? n : 1) * sizeof *out->pos);
     return fetch_into(t, tb, keys, n, (fetch_sink){ packed_put, &s }, aux, err, errlen);
 }
@@ -1432,7 +1483,7 @@ const uint8_t *emb_tier_packed_rec(const emb_tier_packed *p, size_t i, size_t ro
 
 void emb_tier_packed_free(emb_tier_packed *p)
 {
-    for (size_t c = 0; c < p->n_chunks; c++) free(p->chunk[c]);
+    for (size_t c = 0; c < p->n_chunks; c++) chunk_put(p->pool, p->chunk[c], p->chunk_bytes);
     free(p->chunk);
     free(p->pos);
     memset(p, 0, sizeof *p);
@@ -2858,6 +2909,7 @@ static int open_sharded(emb_tier **out, const char *dir, int n_tables, const siz
                      "mpirun -np %d ... --resume %s", dir, ranks, ranks, dir);
     if (ranks < 1 || ranks > 1 << 20) return failf(err, errlen, -EBADMSG, "%s/" EMB_SHARDS_FILE ": %d ranks", dir, ranks);
     emb_tier *t = xcalloc(1, sizeof *t);
+    pthread_mutex_init(&t->mu, NULL);   /* its packed fetches' chunks */
     t->dir = xstrdup(dir);
     t->readonly = 1;
     t->lockfd = -1;
@@ -2896,6 +2948,8 @@ static int open_sharded(emb_tier **out, const char *dir, int n_tables, const siz
 static void close_sharded(emb_tier *t)
 {
     for (int r = 0; r < t->n_sub; r++) emb_tier_close(t->sub[r]);
+    spare_free(t);
+    pthread_mutex_destroy(&t->mu);
     free(t->sub), free(t->layout), free(t->dir), free(t);
 }
 

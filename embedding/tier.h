@@ -80,8 +80,10 @@ int emb_tier_fetch(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint8_t 
  * particular order): memory for the found keys only. emb_tier_packed_rec gives key i's record
  * (for a key found); emb_tier_packed_free releases them. */
 typedef struct {
+    struct emb_tier *pool;        /* the tier its chunks go back to: free it before closing that */
     uint8_t **chunk;
     size_t n_chunks, per_chunk;   /* records per chunk */
+    size_t chunk_bytes;
     uint32_t *pos;                /* per key: its record's number */
     size_t n;
 } emb_tier_packed;
