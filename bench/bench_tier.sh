@@ -6,8 +6,9 @@
 #     rounds. The tier's 256 MB of index memory holds all its keys in the slot map here.
 #  2. end to end: DeepFM on generated data (E2E_ROWS rows, --keys 1000: tens of millions of
 #     distinct keys) in passes, the table in memory, then in the SSD tier with --cache-mb at 10% of
-#     the in-memory table's bytes, then in memory again: samples/s of the tier over the mean of the
-#     two in-memory runs.
+#     the in-memory table's bytes, then in memory again (E2E_REPEAT times tier and memory): samples/s
+#     of each tier run over the mean of the in-memory runs before and after it, the median of those
+#     ratios, and the same for the processes' CPU seconds (the work the tier adds, less noisy).
 #  2b. eviction policy: LFU against LRU on Zipf data with a smaller vocabulary (POLICY_ROWS rows,
 #     --keys 1), --cache-mb at 10% of the table, passes of POLICY_PASS_ROWS (small enough that a
 #     pass's rows fit the cache, so the policy chooses what stays): memory hit rates and samples/s.
@@ -18,7 +19,7 @@
 #     disk (du) over its live rows' bytes (rows times the record's bytes).
 #  5. the curve: samples/s of the end-to-end run with --cache-mb at 1, 3, 10, 30 and 100% of the
 #     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
-# Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
+# Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), E2E_REPEAT (1: tier runs, each followed by an in-memory one), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
 #      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), RSS_MIN_SHOWS ("0 2"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
 #      PARTS ("prefetch e2e policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
@@ -27,6 +28,7 @@ cd "$(dirname "$0")/.."
 PREFETCH_ROWS=${PREFETCH_ROWS:-4000000}
 E2E_ROWS=${E2E_ROWS:-10000000}
 PASS_ROWS=${PASS_ROWS:-500000}
+E2E_REPEAT=${E2E_REPEAT:-1}
 POLICY_ROWS=${POLICY_ROWS:-1000000}
 POLICY_PASS_ROWS=${POLICY_PASS_ROWS:-5000}
 RSS_PASS_ROWS=${RSS_PASS_ROWS:-50000}   # three passes of samples in memory take their share of --cache-mb
@@ -73,44 +75,58 @@ gen() {   # rows, seed, keys: a cbx file of generated rows (kept for later runs)
 ARGS=(--model deepfm --train "" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096 --lr 0.001
       --pass-rows "$PASS_ROWS" --threads 2 --quiet)
 # name, extra args...: samples/s, mean memory hit rate, peak RSS (MB: the process's, from
-# /usr/bin/time, which includes the final model save), last resident bytes, rows. The table
+# /usr/bin/time, which includes the final model save), last resident bytes, rows, the share of
+# rows read the slot map located / reads per row read, CPU seconds (user + system, the whole
+# process: /usr/bin/time). The table
 # folder's size goes to $T/name.disk and the folder is deleted (they take tens of GB).
 run() {
     local name=$1; shift
     rm -rf "$T/$name" "$T/$name.tables"
-    /usr/bin/time -f %M -o "$T/$name.maxrss" bin/ctrbox train "${ARGS[@]}" --out "$T/$name" "$@"
+    /usr/bin/time -f '%M %U %S' -o "$T/$name.maxrss" bin/ctrbox train "${ARGS[@]}" --out "$T/$name" "$@"
     # allocated bytes: the holes the repack punched (the rows it moved went past them) do not count
     if [ -d "$T/$name.tables" ]; then du -s -B1 "$T/$name.tables" | cut -f1 >"$T/$name.disk"; rm -rf "$T/$name.tables"; fi
     rm -f "$T/$name/model.ctrbox"   # the in-memory run's holds the whole table
     local log="$T/$name/log.jsonl"
     local sps=$(grep '"kind": "epoch"' "$log" | tail -1 | num samples_per_s)
     local hit=$(grep '"kind": "pass"' "$log" | num hit_memory | awk '{ s += $1; n++ } END { printf "%.4f", s / n }')
-    local rss=$(($(tail -1 "$T/$name.maxrss") * 1024))
+    local rss=$(($(tail -1 "$T/$name.maxrss" | cut -d' ' -f1) * 1024))
+    local cpu=$(tail -1 "$T/$name.maxrss" | awk '{ printf "%.1f", $2 + $3 }')
     local res=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_bytes)
     local rows=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_rows)
     # rows the SSD served: the share the slot map located, and reads per row
     local smap=$(grep '"kind": "pass"' "$log" | awk '{ for (i = 1; i < NF; i++) { if ($i == "\"rows_read\":") r += $(i + 1);
         if ($i == "\"reads\":") n += $(i + 1); if ($i == "\"slot_map_hits\":") m += $(i + 1) } }
         END { if (r > 0) printf "%.4f/%.4f", m / r, n / r; else printf "0/0" }' | tr -d ',')
-    echo "$sps $hit $((rss / 1048576)) $res $rows $smap"
+    echo "$sps $hit $((rss / 1048576)) $res $rows $smap $cpu"
 }
 # the in-memory run before and after the tier's: this machine's speed drifts by 10% over minutes,
 # and the mean of the two runs around it is the fairer reference
 if want e2e; then
-echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS"
+echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS ($E2E_REPEAT tier runs)"
 ARGS[3]=$(gen "$E2E_ROWS" 1 1000)
-read mem_sps _ mem_rss mem_bytes mem_rows _ < <(run mem)
-echo "   in memory: $mem_sps samples/s, $mem_rows keys ($((mem_bytes / 1048576)) MB of rows), peak RSS $mem_rss MB"
+read mem_sps _ mem_rss mem_bytes mem_rows _ mem_cpu < <(run mem)
+echo "   in memory: $mem_sps samples/s, $mem_cpu CPU s, $mem_rows keys ($((mem_bytes / 1048576)) MB of rows), peak RSS $mem_rss MB"
 cache_mb=$((mem_bytes / 1048576 / 10))
-read ssd_sps ssd_hit ssd_rss _ _ ssd_smap < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
-read mem2_sps _ _ _ _ _ < <(run mem)
-ssd_ratio=$(awk -v a="$ssd_sps" -v b="$mem_sps" -v c="$mem2_sps" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
-echo "   in memory again: $mem2_sps samples/s"
-echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, ratio $ssd_ratio (to the mean of the two in-memory runs);" \
-     "memory hits $ssd_hit; peak RSS $ssd_rss MB"
+# tier, memory, tier, memory, ...: each tier run against the mean of the in-memory runs around it;
+# the median of those ratios is the figure (this machine's speed drifts by 10% over minutes)
+mems=("$mem_sps") mem_cpus=("$mem_cpu") ssds=() ssd_cpus=() ratios=() cpu_ratios=()
+for i in $(seq 1 "$E2E_REPEAT"); do
+    read ssd_sps ssd_hit ssd_rss _ _ ssd_smap ssd_cpu < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
+    read mem2_sps _ _ _ _ _ mem2_cpu < <(run mem)
+    r=$(awk -v a="$ssd_sps" -v b="${mems[-1]}" -v c="$mem2_sps" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
+    rc=$(awk -v a="$ssd_cpu" -v b="${mem_cpus[-1]}" -v c="$mem2_cpu" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
+    echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, $ssd_cpu CPU s; in memory again: $mem2_sps samples/s, $mem2_cpu CPU s;" \
+         "ratio $r (to the mean of the in-memory runs around it), CPU seconds $rc of theirs"
+    mems+=("$mem2_sps") mem_cpus+=("$mem2_cpu") ssds+=("$ssd_sps") ssd_cpus+=("$ssd_cpu") ratios+=("$r") cpu_ratios+=("$rc")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ssd_ratio=$(median "${ratios[@]}")
+echo "   ratio $ssd_ratio (median of ${#ratios[@]}); memory hits $ssd_hit; peak RSS $ssd_rss MB"
 echo "   of the rows read from the SSD: located by the slot map / reads per row: $ssd_smap"
+list() { local IFS=,; echo "[$*]"; }
 json+=("\"e2e\": {\"rows\": $E2E_ROWS, \"pass_rows\": $PASS_ROWS, \"keys\": $mem_rows, \"table_bytes\": $mem_bytes, \"cache_mb\": $cache_mb,
-         \"memory_samples_per_s\": $mem_sps, \"memory_again_samples_per_s\": $mem2_sps, \"ssd_samples_per_s\": $ssd_sps, \"ratio\": $ssd_ratio, \"ssd_hit_memory\": $ssd_hit,
+         \"memory_samples_per_s\": $(list "${mems[@]}"), \"ssd_samples_per_s\": $(list "${ssds[@]}"), \"ratios\": $(list "${ratios[@]}"), \"ratio\": $ssd_ratio,
+         \"memory_cpu_s\": $(list "${mem_cpus[@]}"), \"ssd_cpu_s\": $(list "${ssd_cpus[@]}"), \"cpu_ratios\": $(list "${cpu_ratios[@]}"), \"ssd_hit_memory\": $ssd_hit,
          \"ssd_slot_map_share\": ${ssd_smap%/*}, \"ssd_reads_per_row\": ${ssd_smap#*/},
          \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
 fi
@@ -120,10 +136,10 @@ ARGS0=("${ARGS[@]}")
 echo "== 2b. eviction policy on Zipf data ($POLICY_ROWS rows, --keys 1, passes of $POLICY_PASS_ROWS), --cache-mb at 10% of the table"
 ARGS[3]=$(gen "$POLICY_ROWS" 3 1)
 ARGS+=(--pass-rows "$POLICY_PASS_ROWS")
-read pm_sps _ _ pm_bytes _ _ < <(run pmem)
+read pm_sps _ _ pm_bytes _ _ _ < <(run pmem)
 pcache=$(awk -v b="$pm_bytes" 'BEGIN { printf "%.1f", b / 1048576 / 10 }')
-read lfu_sps lfu_hit _ _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb "$pcache" --cache-policy lfu)
-read lru_sps lru_hit _ _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$pcache" --cache-policy lru)
+read lfu_sps lfu_hit _ _ _ _ _ < <(run lfu --table-dir "$T/lfu.tables" --cache-mb "$pcache" --cache-policy lfu)
+read lru_sps lru_hit _ _ _ _ _ < <(run lru --table-dir "$T/lru.tables" --cache-mb "$pcache" --cache-policy lru)
 echo "   table $((pm_bytes / 1048576)) MB, --cache-mb $pcache: LFU memory hits $lfu_hit ($lfu_sps samples/s);" \
      "LRU memory hits $lru_hit ($lru_sps samples/s); in memory $pm_sps samples/s"
 json+=("\"policy\": {\"rows\": $POLICY_ROWS, \"table_bytes\": $pm_bytes, \"cache_mb\": $pcache, \"lfu_hit_memory\": $lfu_hit,
@@ -139,7 +155,7 @@ for rows in $RSS_SMALL_ROWS $RSS_BIG_ROWS; do
           --lr 0.001 --pass-rows "$RSS_PASS_ROWS" --threads 2 --quiet)
     for mb in ${RSS_BUDGETS:-256 1024}; do
         for ms in ${RSS_MIN_SHOWS:-0 2}; do
-            read _ _ rss _ keys _ < <(run "rss-$rows-$mb-$ms" --table-dir "$T/rss-$rows-$mb-$ms.tables" --cache-mb "$mb" --min-show "$ms")
+            read _ _ rss _ keys _ _ < <(run "rss-$rows-$mb-$ms" --table-dir "$T/rss-$rows-$mb-$ms.tables" --cache-mb "$mb" --min-show "$ms")
             disk=$(cat "$T/rss-$rows-$mb-$ms.disk")
             ok=$([ "$rss" -le $((mb + 256)) ] && echo within || echo OVER)
             echo "   $rows rows ($((disk / 1048576)) MB table folder), --cache-mb $mb, --min-show $ms: peak RSS $rss MB," \
@@ -173,14 +189,14 @@ if want curve; then
 echo "== 5. the curve: samples/s against the cache's share of the table ($CURVE_ROWS rows)"
 ARGS=(--model deepfm --train "$(gen "$CURVE_ROWS" 1 1000)" --epochs 1 --dim 16 --hidden 400,400,400 --batch 4096
       --lr 0.001 --pass-rows "$PASS_ROWS" --threads 2 --quiet)
-read c_mem _ _ c_bytes _ _ < <(run cmem)
+read c_mem _ _ c_bytes _ _ _ < <(run cmem)
 pts=()
 for pct in 1 3 10 30 100; do
     mb=$(awk -v b="$c_bytes" -v p="$pct" 'BEGIN { m = b / 1048576 * p / 100; if (p == 100) m = m * 1.5 + 300; printf "%.0f", m < 2 ? 2 : m }')
-    read sps hit _ _ _ _ < <(run "c$pct" --table-dir "$T/c$pct.tables" --cache-mb "$mb")
+    read sps hit _ _ _ _ _ < <(run "c$pct" --table-dir "$T/c$pct.tables" --cache-mb "$mb")
     pts+=("$pct $mb $sps $hit")
 done
-read c_mem2 _ _ _ _ _ < <(run cmem)
+read c_mem2 _ _ _ _ _ _ < <(run cmem)
 curve=()
 printf '   %-8s %-10s %-12s %-8s %s\n' "cache" "--cache-mb" "samples/s" "ratio" "memory hits"
 for p in "${pts[@]}"; do
@@ -194,6 +210,6 @@ json+=("\"curve\": {\"rows\": $CURVE_ROWS, \"table_bytes\": $c_bytes, \"memory_s
 echo "{${json[-1]}}" | python3 bench/tier_curve.py docs/tier-curve.svg
 fi
 
-{ echo "{"; (IFS=$'\n'; printf '%s\n' "${json[@]}" | paste -sd, -); echo "}"; } > "$DIR/tier.json"
+{ echo "{"; (IFS=,; echo "${json[*]}"); echo "}"; } > "$DIR/tier.json"   # members may span lines
 rm -rf "$T"/*.tables
 echo "results in $DIR/tier.json"
