@@ -130,10 +130,11 @@ struct emb_tier {
     int fixed;               /* rbuf and the slot files are registered with ring */
     pthread_mutex_t mu;      /* stats, and the chunks below */
     emb_tier_stats st;
-    /* Chunks of packed fetches (PACK_CHUNK bytes) given back, for the next fetch: memory new to
-     * the process is faulted in a page at a time, which took a quarter of the fetch thread's
-     * time in the end-to-end bench (docs/performance.md). Spare and live chunks together stay
-     * within the most that were ever live at once, so keeping them raises no peak. */
+    /* Chunks of packed fetches (PACK_CHUNK bytes) given back, for the next fetch: freed, they went
+     * back to the system and the next fetch faulted them in again a page at a time (two fifths more
+     * minor faults in the end-to-end bench's tier run, docs/performance.md). Spare and live
+     * chunks together stay within the most that were ever live at once, so keeping them raises
+     * no peak. */
     uint8_t **spare;
     size_t n_spare, cap_spare, pack_live, pack_peak;
 };
