@@ -133,8 +133,8 @@ struct emb_tier {
     /* Chunks of packed fetches (PACK_CHUNK bytes) given back, for the next fetch: freed, they went
      * back to the system and the next fetch faulted them in again a page at a time (two fifths more
      * minor faults in the end-to-end bench's tier run, docs/performance.md). Spare and live
-     * chunks together stay within the most that were ever live at once, so keeping them raises
-     * no peak. */
+     * chunks together stay within the most that were ever live at once; the spares are held
+     * between fetches too, when that memory was free before. */
     uint8_t **spare;
     size_t n_spare, cap_spare, pack_live, pack_peak;
 };
