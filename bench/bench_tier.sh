@@ -77,8 +77,8 @@ ARGS=(--model deepfm --train "" --epochs 1 --dim 16 --hidden 400,400,400 --batch
 # name, extra args...: samples/s, mean memory hit rate, peak RSS (MB: the process's, from
 # /usr/bin/time, which includes the final model save), last resident bytes, rows, the share of
 # rows read the slot map located / reads per row read, CPU seconds (user + system, the whole
-# process: /usr/bin/time). The table
-# folder's size goes to $T/name.disk and the folder is deleted (they take tens of GB).
+# process: /usr/bin/time). The table folder's size goes to $T/name.disk and the folder is deleted
+# (they take tens of GB).
 run() {
     local name=$1; shift
     rm -rf "$T/$name" "$T/$name.tables"
@@ -99,8 +99,6 @@ run() {
         END { if (r > 0) printf "%.4f/%.4f", m / r, n / r; else printf "0/0" }' | tr -d ',')
     echo "$sps $hit $((rss / 1048576)) $res $rows $smap $cpu"
 }
-# the in-memory run before and after the tier's: this machine's speed drifts by 10% over minutes,
-# and the mean of the two runs around it is the fairer reference
 if want e2e; then
 echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS ($E2E_REPEAT tier runs)"
 ARGS[3]=$(gen "$E2E_ROWS" 1 1000)
@@ -120,13 +118,13 @@ for i in $(seq 1 "$E2E_REPEAT"); do
     mems+=("$mem2_sps") mem_cpus+=("$mem2_cpu") ssds+=("$ssd_sps") ssd_cpus+=("$ssd_cpu") ratios+=("$r") cpu_ratios+=("$rc")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ssd_ratio=$(median "${ratios[@]}")
-echo "   ratio $ssd_ratio (median of ${#ratios[@]}); memory hits $ssd_hit; peak RSS $ssd_rss MB"
+ssd_ratio=$(median "${ratios[@]}") cpu_ratio=$(median "${cpu_ratios[@]}")
+echo "   ratio $ssd_ratio, CPU seconds $cpu_ratio of in memory (medians of ${#ratios[@]}); the last tier run's memory hits $ssd_hit, peak RSS $ssd_rss MB"
 echo "   of the rows read from the SSD: located by the slot map / reads per row: $ssd_smap"
 list() { local IFS=,; echo "[$*]"; }
 json+=("\"e2e\": {\"rows\": $E2E_ROWS, \"pass_rows\": $PASS_ROWS, \"keys\": $mem_rows, \"table_bytes\": $mem_bytes, \"cache_mb\": $cache_mb,
          \"memory_samples_per_s\": $(list "${mems[@]}"), \"ssd_samples_per_s\": $(list "${ssds[@]}"), \"ratios\": $(list "${ratios[@]}"), \"ratio\": $ssd_ratio,
-         \"memory_cpu_s\": $(list "${mem_cpus[@]}"), \"ssd_cpu_s\": $(list "${ssd_cpus[@]}"), \"cpu_ratios\": $(list "${cpu_ratios[@]}"), \"ssd_hit_memory\": $ssd_hit,
+         \"memory_cpu_s\": $(list "${mem_cpus[@]}"), \"ssd_cpu_s\": $(list "${ssd_cpus[@]}"), \"cpu_ratios\": $(list "${cpu_ratios[@]}"), \"cpu_ratio\": $cpu_ratio, \"ssd_hit_memory\": $ssd_hit,
          \"ssd_slot_map_share\": ${ssd_smap%/*}, \"ssd_reads_per_row\": ${ssd_smap#*/},
          \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
 fi
