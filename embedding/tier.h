@@ -83,7 +83,7 @@ typedef struct {
     struct emb_tier *pool;        /* the tier its chunks go back to: free it before closing that */
     uint8_t **chunk;
     size_t n_chunks, per_chunk;   /* records per chunk */
-    size_t chunk_bytes;
+    size_t chunk_bytes;           /* of each chunk: PACK_CHUNK (tier.c), or one record when larger */
     uint32_t *pos;                /* per key: its record's number */
     size_t n;
 } emb_tier_packed;
