@@ -951,17 +951,12 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
                    errno == ENOENT ? "no table folder here" : strerror(errno));
         goto out;
     }
-    /* a trainer that died a moment ago releases its lock as its process ends: a job started again
-     * at once (a launcher's restart, mpirun's other ranks still exiting) waits up to 2 s for that */
-    int locked = 0;
-    for (int tries = 0; !locked && tries <= 40; tries++) {
-        locked = flock(t->lockfd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0;
-        if (!locked && (errno != EWOULDBLOCK || readonly)) break;
-        if (!locked && tries < 40) usleep(50000);
-    }
-    if (!locked) {
-        ret = fail(err, errlen, -EBUSY, "%s: %s", dir,
-                   readonly ? "a trainer is using this table folder" : "in use by another trainer or reader (lock held)");
+    int lk = lock_file(t->lockfd, readonly);   /* waits a moment for a trainer that just died */
+    if (lk < 0) {
+        ret = fail(err, errlen, lk, "%s: %s", dir,
+                   lk != -EBUSY ? strerror(-lk)
+                   : readonly   ? "a trainer is using this table folder"
+                                : "in use by another trainer or reader (lock held)");
         goto out;
     }
     t->opt = rocksdb_options_create();

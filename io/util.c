@@ -353,6 +353,21 @@ uint64_t path_disk_bytes(const char *path)
     return du_sum;
 }
 
+int lock_file(int fd, int shared)
+{
+    /* A writer that died a moment ago releases its lock only as its process ends, which can take
+     * a while after its parent saw it killed (timeout(1)'s own SIGKILL does not wait for it, and a
+     * process's memory and io_uring are torn down first): a job started again at once (a
+     * launcher's restart, mpirun's other ranks still exiting) waits up to 2 s for that. A reader
+     * does not wait: a writer it meets is alive. */
+    for (int tries = 0;; tries++) {
+        if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) return 0;
+        if (errno != EWOULDBLOCK) return -errno;
+        if (shared || tries == 40) return -EBUSY;
+        usleep(50000);
+    }
+}
+
 int folder_lock(const char *dir, const char *name, int shared)
 {
     char path[4096];
@@ -360,10 +375,10 @@ int folder_lock(const char *dir, const char *name, int shared)
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 && shared) fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -errno;
-    if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-        int e = errno;
+    int r = lock_file(fd, shared);
+    if (r < 0) {
         close(fd);
-        return e == EWOULDBLOCK ? -EBUSY : -e;
+        return r;
     }
     return fd;
 }

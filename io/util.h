@@ -79,9 +79,12 @@ uint64_t address_space_left(uint64_t *limit);
 /* Bytes a file or folder (all files below it) takes on disk: allocated blocks; 0 if unreadable. */
 uint64_t path_disk_bytes(const char *path);
 
-/* Hold DIR/NAME's flock, exclusive (one writer) or shared, without waiting: the open descriptor,
- * which keeps the lock until closed (or the process ends), or -EBUSY when another process holds
- * it, or -errno. */
+/* Take fd's flock, exclusive (one writer) or shared: 0, -EBUSY when another process holds it, or
+ * -errno. An exclusive lock waits up to 2 s for a holder whose process is ending; a shared one does
+ * not wait. */
+int lock_file(int fd, int shared);
+/* Hold DIR/NAME's flock as lock_file takes it: the open descriptor, which keeps the lock until
+ * closed (or the process ends), or -EBUSY when another process holds it, or -errno. */
 int folder_lock(const char *dir, const char *name, int shared);
 
 /* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3

@@ -358,6 +358,11 @@ Test(robust, one_trainer_per_model_folder)
     expect(0, NULL, T "$B/ctrbox eval --model m --data va.tsv%s", "");   /* readers need no lock */
     close(fd);
     expect(0, NULL, run, "m");
+    /* a trainer killed a moment ago holds its lock until its process has ended, which timeout(1)
+     * and launchers do not wait for: a trainer started again at once waits up to 2 s for it */
+    char held[512];
+    snprintf(held, sizeof held, "flock m/LOCK.model sleep 0.8 & sleep 0.2; %s", run);
+    expect(0, NULL, held, "m");
     /* and truly at once: one of two wins, the other says why */
     char *o;
     th_run(&o, "%s m2 & %s m2; echo rc2=$?; wait $!; echo rc1=$?", run, run);

@@ -189,6 +189,10 @@ Test(tier, folder_in_use_and_foreign_folders_are_refused)
     cr_assert(strstr(o, "a trainer is using this table folder"), "%s", o);
     free(o);
     close(fd);
+    /* a holder whose process is ending (a trainer killed a moment ago) is waited for, up to 2 s */
+    rc = th_run(&o, "flock tu/LOCK.ctrbox sleep 0.8 & sleep 0.2; " RUN " --out b --resume tu --cache-mb 0.05");
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
     /* without --resume a committed folder is not overwritten */
     rc = th_run(&o, RUN " --out b --table-dir tu");
     cr_assert_eq(rc, 1, "%s", o);
