@@ -106,6 +106,7 @@ struct emb_tier {
     struct smap_line *smap;       /* the slot map: smap_sets sets */
     uint64_t smap_sets;
     pthread_mutex_t smap_mu;
+    int smap_waiting;        /* fetches waiting for smap_mu (a commit's update of the map lets them in) */
     rocksdb_t *db;
     rocksdb_column_family_handle_t *cf;
     rocksdb_options_t *opt;
@@ -378,6 +379,17 @@ static void filter_add(emb_tier *t, int tb, uint64_t key)
 {
     uint64_t h = filter_hash(tb, key);
     __atomic_fetch_or(&t->filt[(h >> 32) & (t->filt_words - 1)], filter_mask(h), __ATOMIC_RELAXED);
+}
+
+/* Hint that key's word will be read (write 0) or set (1) soon. The filter is megabytes: a lookup
+ * there is a cache miss, and the locked OR of filter_add on a word not in the cache waits for it
+ * with nothing else under way (nine tenths of a put's image, docs/performance.md). Always inlined,
+ * as key_map_prefetch (io/keymap.h). */
+__attribute__((always_inline)) static inline void filter_prefetch(emb_tier *t, int tb, uint64_t key, int write)
+{
+    const uint64_t *w = &t->filt[(filter_hash(tb, key) >> 32) & (t->filt_words - 1)];
+    if (write) __builtin_prefetch(w, 1);
+    else __builtin_prefetch(w, 0);
 }
 
 static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
@@ -1321,8 +1333,18 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
     rocksdb_pinnableslice_t *vals[GET_CHUNK];
     char *errs[GET_CHUNK];
     int ret = 0;
-    if (via_map) pthread_mutex_lock(&t->smap_mu);
+    if (via_map) {
+        __atomic_add_fetch(&t->smap_waiting, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_lock(&t->smap_mu);
+        __atomic_sub_fetch(&t->smap_waiting, 1, __ATOMIC_ACQ_REL);
+    }
+    enum { AHEAD = 8 };   /* the filter's words and the map's sets of the keys AHEAD further on their way */
+    uint16_t fp;
     for (size_t j = 0; j < c; j++) {
+        if (j + AHEAD < c) {
+            filter_prefetch(t, tb, keys[j + AHEAD], 0);
+            if (via_map && t->smap_sets) __builtin_prefetch(smap_where(t, tb, keys[j + AHEAD], &fp));
+        }
         if (via_map) via_map[j] = 0;
         if (known && known[j]) continue;   /* the open batch's answer (aux set) */
         aux[j] = 0;
@@ -2162,8 +2184,14 @@ typedef struct {
 static void store_pending(void *ctx)
 {
     pending_puts *q = ctx;
+    enum { AHEAD = 8 };   /* rows and key filter words on their way (filter_prefetch) */
     #pragma omp parallel for schedule(dynamic, 1024)   /* chunks as threads come (cache.c) */
-    for (size_t i = 0; i < q->n; i++) put_image(q->b, q->tb, &q->v[i]);
+    for (size_t i = 0; i < q->n; i++) {
+        if (i + 2 * AHEAD < q->n)
+            for (size_t o = 0; o < q->b->t->sf[q->tb].row_bytes; o += 64) __builtin_prefetch((char *)q->v[i + 2 * AHEAD].h + o);
+        if (i + AHEAD < q->n && !emb_row_slot1(q->v[i + AHEAD].h)) filter_prefetch(q->b->t, q->tb, q->v[i + AHEAD].h->key, 1);
+        put_image(q->b, q->tb, &q->v[i]);
+    }
     q->n = 0;
 }
 
@@ -2645,9 +2673,40 @@ static int sst_entry(void *ctx, const ientry *e)
     return *errp ? -EIO : 0;
 }
 
+/* A commit's entries go into the slot map in pieces of SMAP_PIECE, their sets on their way before
+ * the lock is taken, and a fetch waiting for the map takes it between two pieces. The writer runs
+ * at the lowest priority: holding the map through a whole commit's million entries, it kept the
+ * fetch waiting, and the trainer waiting for the fetch, until the trainer's cores let it finish
+ * (docs/performance.md, fourteenth session). A fetch meanwhile finds the committed keys in the
+ * batch being committed first (open_lookup), so the map's state between pieces is never read for
+ * them. */
+enum { SMAP_PIECE = 512 };
+typedef struct {
+    emb_tier *t;
+    size_t n;
+    uint8_t tb[SMAP_PIECE];
+    uint64_t key[SMAP_PIECE], slot1[SMAP_PIECE];
+} smap_piece;
+
+static void smap_apply(smap_piece *p)
+{
+    emb_tier *t = p->t;
+    uint16_t fp;
+    for (size_t i = 0; i < p->n && t->smap_sets; i++) __builtin_prefetch(smap_where(t, p->tb[i], p->key[i], &fp), 1);
+    pthread_mutex_lock(&t->smap_mu);
+    for (size_t i = 0; i < p->n; i++) smap_set(t, p->tb[i], p->key[i], p->slot1[i]);
+    pthread_mutex_unlock(&t->smap_mu);
+    p->n = 0;
+    while (__atomic_load_n(&t->smap_waiting, __ATOMIC_ACQUIRE)) sched_yield();   /* else this thread takes it again first */
+}
+
 static int smap_entry(void *ctx, const ientry *e)
 {
-    smap_set(ctx, e->tb, e->key, e->del ? 0 : e->v.slot + 1);
+    smap_piece *p = ctx;
+    p->tb[p->n] = e->tb;
+    p->key[p->n] = e->key;
+    p->slot1[p->n] = e->del ? 0 : e->v.slot + 1;
+    if (++p->n == SMAP_PIECE) smap_apply(p);
     return 0;
 }
 
@@ -2770,9 +2829,12 @@ static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, c
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }
     if (ret == 0) {
-        pthread_mutex_lock(&t->smap_mu);   /* the map follows the index */
-        int mr = merge_segments(b, smap_entry, t);
-        pthread_mutex_unlock(&t->smap_mu);
+        smap_piece *piece = xmalloc(sizeof *piece);   /* the map follows the index */
+        piece->t = t;
+        piece->n = 0;
+        int mr = merge_segments(b, smap_entry, piece);
+        smap_apply(piece);
+        free(piece);
         if (mr < 0) {   /* the index is right, the map may not be: nothing is looked up in it from now */
             pthread_mutex_lock(&t->smap_mu);
             memset(t->smap, 0, t->smap_sets * sizeof *t->smap);
