@@ -17,6 +17,9 @@
  * with the fetch, writer and reader threads on the same cores, a static share left the trainer's
  * thread waiting at a loop's end for a thread that had lost its core. */
 
+/* Keys looked up at once (emb_table_find_many) by one thread of a boundary's loops */
+#define FIND_CHUNK 1024
+
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
 #define ROW_INDEX_BYTES EMB_CACHE_INDEX_BYTES_PER_ROW
 _Static_assert(EMB_CACHE_INDEX_BYTES_PER_ROW == 4 * sizeof(key_slot), "four index slots a row");
@@ -186,8 +189,13 @@ emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys)
         const emb_table *e = c->tab[tb];
         size_t nk = keys[tb].n;
         uint8_t *absent = xmalloc(nk ? nk : 1);
-        #pragma omp parallel for schedule(dynamic, 4096)
-        for (size_t i = 0; i < nk; i++) absent[i] = emb_table_find(e, keys[tb].k[i]) < 0;   /* the table is only read */
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (size_t c0 = 0; c0 < nk; c0 += FIND_CHUNK) {   /* the table is only read */
+            int64_t r[FIND_CHUNK];
+            size_t m = nk - c0 < FIND_CHUNK ? nk - c0 : FIND_CHUNK;
+            emb_table_find_many(e, keys[tb].k + c0, m, r);
+            for (size_t i = 0; i < m; i++) absent[c0 + i] = r[i] < 0;
+        }
         for (size_t i = 0; i < nk; i++)
             if (absent[i]) key_vec_push(&f->miss[tb], keys[tb].k[i]);
         free(absent);
@@ -237,9 +245,14 @@ uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
     for (int tb = 0; tb < c->n_tables; tb++) {
         const emb_table *e = c->tab[tb];
         uint64_t n_new = 0;
-        #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : n_new)
-        for (size_t i = 0; i < f->miss[tb].n; i++)
-            n_new += !f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;   /* the table is only read */
+        size_t n = f->miss[tb].n;
+        #pragma omp parallel for schedule(dynamic, 1) reduction(+ : n_new)
+        for (size_t c0 = 0; c0 < n; c0 += FIND_CHUNK) {   /* the table is only read */
+            int64_t r[FIND_CHUNK];
+            size_t m = n - c0 < FIND_CHUNK ? n - c0 : FIND_CHUNK;
+            emb_table_find_many(e, f->miss[tb].k + c0, m, r);
+            for (size_t i = 0; i < m; i++) n_new += !f->aux[tb][c0 + i] && r[i] < 0;
+        }
         coming += n_new * (c->row_bytes[tb] + ROW_INDEX_BYTES);
     }
     return coming;
@@ -260,8 +273,13 @@ void emb_cache_install(emb_cache *c, const emb_fetch *f)
         /* rows claimed in key order on this thread (the same rows with any thread count), filled on
          * all: the keys are distinct, and nothing looks a key up until the loop ends */
         uint32_t *row = xmalloc((n ? n : 1) * sizeof *row);
-        #pragma omp parallel for schedule(dynamic, 4096)
-        for (size_t i = 0; i < n; i++) row[i] = f->aux[tb][i] && emb_table_find(e, f->miss[tb].k[i]) < 0;
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (size_t c0 = 0; c0 < n; c0 += FIND_CHUNK) {
+            int64_t r[FIND_CHUNK];
+            size_t m = n - c0 < FIND_CHUNK ? n - c0 : FIND_CHUNK;
+            emb_table_find_many(e, f->miss[tb].k + c0, m, r);
+            for (size_t i = 0; i < m; i++) row[c0 + i] = f->aux[tb][c0 + i] && r[i] < 0;
+        }
         for (size_t i = 0; i < n; i++) row[i] = row[i] ? emb_table_claim(e) + 1 : 0;
         #pragma omp parallel for schedule(dynamic, 4096)
         for (size_t i = 0; i < n; i++) {
@@ -395,10 +413,13 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         for (int l = 0; l < 2; l++) {
             const key_vec *pv = l ? (pinned2 ? &pinned2[tb] : NULL) : &pinned[tb];
             if (!pv) continue;
-            #pragma omp parallel for schedule(dynamic, 4096)
-            for (size_t i = 0; i < pv->n; i++) {
-                int64_t r = emb_table_find(e, pv->k[i]);
-                if (r >= 0) p[r] = 1;
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (size_t c0 = 0; c0 < pv->n; c0 += FIND_CHUNK) {
+                int64_t r[FIND_CHUNK];
+                size_t m = pv->n - c0 < FIND_CHUNK ? pv->n - c0 : FIND_CHUNK;
+                emb_table_find_many(e, pv->k + c0, m, r);
+                for (size_t i = 0; i < m; i++)
+                    if (r[i] >= 0) p[r[i]] = 1;
             }
         }
         size_t n_unpinned = 0;
@@ -412,19 +433,32 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
         for (int tb = 0; tb < c->n_tables; tb++) n += emb_table_rows(c->tab[tb]);
         victim *v = scratch(&c->vic, &c->vic_cap, (n ? n : 1) * sizeof *v);
         n = 0;
-        for (int tb = 0; tb < c->n_tables; tb++) {
+        for (int tb = 0; tb < c->n_tables; tb++) {   /* in row order, made in chunks on every thread */
             emb_table *e = c->tab[tb];
             const emb_table_config *cfg = emb_table_config_of(e);
-            size_t rows = emb_table_rows(e);
-            for (size_t r = 0; r < rows; r++) {
-                if (keep[tb][r]) continue;
-                const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                float show, click;
-                emb_row_counters_at(cfg, h, pass, &show, &click);
-                double pri = c->lfu ? (double)show : (double)h->last_pass;
-                v[n++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                                   (uint32_t)r, tb };
+            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
+            size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* each chunk's first victim */
+            at[0] = n;
+            for (size_t k = 0; k < chunks; k++) {
+                size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, m = 0;
+                for (size_t r = k * FIND_CHUNK; r < r1; r++) m += !keep[tb][r];
+                at[k + 1] = at[k] + m;
             }
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (size_t k = 0; k < chunks; k++) {
+                size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = at[k];
+                for (size_t r = k * FIND_CHUNK; r < r1; r++) {
+                    if (keep[tb][r]) continue;
+                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                    float show, click;
+                    emb_row_counters_at(cfg, h, pass, &show, &click);
+                    double pri = c->lfu ? (double)show : (double)h->last_pass;
+                    v[j++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
+                                       (uint32_t)r, tb };
+                }
+            }
+            n = at[chunks];
+            free(at);
         }
         /* only the rows to drop need choosing: the `want` least shown (average linear time); with
          * rows of one size they all go, with several the least shown of them first */

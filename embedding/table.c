@@ -103,6 +103,19 @@ int64_t emb_table_first_nonfinite(const emb_table *t)
 
 int64_t emb_table_find(const emb_table *t, uint64_t key) { return (int64_t)key_map_get(&t->idx, key) - 1; }
 
+void emb_table_find_many(const emb_table *t, const uint64_t *keys, size_t n, int64_t *rows)
+{
+    /* each lookup is a cache miss in an index of megabytes: the slots of the lookups AHEAD
+     * further are on their way meanwhile (the end-to-end bench's boundary lookups: 1.11 -> 0.88 s
+     * for the pins, 0.69 -> 0.45 s for the misses, docs/performance.md) */
+    enum { AHEAD = 12 };
+    for (size_t i = 0; i < n && i < AHEAD; i++) key_map_prefetch(&t->idx, keys[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) key_map_prefetch(&t->idx, keys[i + AHEAD]);
+        rows[i] = (int64_t)key_map_get(&t->idx, keys[i]) - 1;
+    }
+}
+
 /* normal(0,1) from two hashes */
 static float gauss(uint64_t a, uint64_t b)
 {
@@ -459,8 +472,15 @@ size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
     }
     size_t removed = t->rows - w;
     t->rows = w;
+    /* the index again, on every thread (distinct keys), each slot on its way AHEAD rows before:
+     * a put's compare-and-swap on a slot not in the cache waits with nothing else under way */
     key_map_clear(&t->idx);
-    for (size_t r = 0; r < w; r++) key_map_put_new(&t->idx, emb_table_head(t, (uint32_t)r)->key, (uint64_t)r + 1);
+    enum { AHEAD = 12 };
+    #pragma omp parallel for schedule(dynamic, 4096)
+    for (size_t r = 0; r < w; r++) {
+        if (r + AHEAD < w) key_map_prefetch_put(&t->idx, emb_table_head(t, (uint32_t)(r + AHEAD))->key);
+        key_map_put_shared(&t->idx, emb_table_head(t, (uint32_t)r)->key, (uint64_t)r + 1);
+    }
     return removed;
 }
 

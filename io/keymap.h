@@ -61,6 +61,12 @@ __attribute__((always_inline)) static inline void key_map_prefetch(const key_map
     __builtin_prefetch(m->s + key_map_home(m, key));
 }
 
+/* The same, for a key about to be put. */
+__attribute__((always_inline)) static inline void key_map_prefetch_put(const key_map *m, uint64_t key)
+{
+    __builtin_prefetch(m->s + key_map_home(m, key), 1);
+}
+
 /* Put a key known to be absent with value val (not 0); no growth. */
 void key_map_put_new(key_map *m, uint64_t key, uint64_t val);
 /* The same for puts of distinct absent keys on several threads at once: each takes the first
