@@ -2418,25 +2418,30 @@ void emb_tier_abort(emb_tier_batch *b)
 int emb_tier_seal(emb_tier_batch *b, char *err, size_t errlen)
 {
     submit_buf(b, b->cur);
+    /* the index changes are sorted and spilled while the writes complete (the boundary waited for
+     * the disk after the sort before); fetches see the segment only once the rows are written */
+    size_t bytes = b->n_ie * sizeof *b->ie;
+    int ret = b->n_ie && !b->err ? spill_open(b, err, errlen) : 0;
+    if (ret == 0 && b->n_ie && !b->err) {
+        sort_ientries(b->ie, b->n_ie, 0);
+        for (size_t done = 0; done < bytes;) {
+            ssize_t w = pwrite(b->spill_fd, (char *)b->ie + done, bytes - done, (off_t)(b->spill_end + done));
+            if (w <= 0) {
+                b->err = w < 0 ? -errno : -ENOSPC;
+                snprintf(b->errmsg, sizeof b->errmsg, "%s: cannot write a temporary file: %s", b->t->dir, strerror(-b->err));
+                break;
+            }
+            done += (size_t)w;
+        }
+    }
     drain(b, 0);
     drain(b, 1);
     if (b->err) {
         snprintf(err, errlen, "%s", b->errmsg);
         return b->err;
     }
-    if (!b->n_ie) return 0;
-    int ret = spill_open(b, err, errlen);
     if (ret < 0) return ret;
-    sort_ientries(b->ie, b->n_ie, 0);
-    size_t bytes = b->n_ie * sizeof *b->ie;
-    for (size_t done = 0; done < bytes;) {
-        ssize_t w = pwrite(b->spill_fd, (char *)b->ie + done, bytes - done, (off_t)(b->spill_end + done));
-        if (w <= 0) {
-            b->err = w < 0 ? -errno : -ENOSPC;
-            return fail(err, errlen, b->err, "%s: cannot write a temporary file: %s", b->t->dir, strerror(-b->err));
-        }
-        done += (size_t)w;
-    }
+    if (!b->n_ie) return 0;
     emb_tier *t = b->t;
     seg *g = xmalloc(sizeof *g + ((size_t)t->n + 1) * sizeof *g->tb_at);
     g->n = b->n_ie;
