@@ -1004,11 +1004,14 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     rocksdb_universal_compaction_options_set_max_size_amplification_percent(uco, 400);
     rocksdb_options_set_universal_compaction_options(t->opt, uco);
     rocksdb_universal_compaction_options_destroy(uco);
-    /* no compression in the newer sorted runs: index blocks missing from the block cache are read
-     * from the page cache without a decompression (snappy took a third of a fetch's CPU). The last
-     * run, which holds most entries and is written by the full compactions after a repack, is LZ4:
-     * the index was a fifth of a table folder's bytes on disk, and the disk bench's index went
-     * from 136 to 92 MB (docs/performance.md) */
+    /* no compression in the runs compactions write above the last: index blocks missing from the
+     * block cache are read from the page cache without a decompression (snappy took a third of a
+     * fetch's CPU). The last run, which holds most entries and is written by the full compactions
+     * after a repack, is LZ4: the index was a fifth of a table folder's bytes on disk, and the disk
+     * bench's index went from 136 to 92 MB (docs/performance.md). A commit's own file is LZ4 too:
+     * RocksDB's SST file writer takes the bottommost compression. Written uncompressed, the writer
+     * saved its LZ4 and the fetch its decompression, but the fetch read and copied more bytes: one
+     * profile each, no CPU saved in all (docs/performance.md, fourteenth session). */
     rocksdb_options_set_compression(t->opt, rocksdb_no_compression);
     rocksdb_options_set_bottommost_compression(t->opt, rocksdb_lz4_compression);
     /* the key filter (filter_may_hold) answers for keys never stored before a lookup is made:
