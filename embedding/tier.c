@@ -50,9 +50,10 @@
 #define MIN_RUN 16
 #define SMAP_WAYS 10   /* entries in a set: one cache line (smap_line) */
 /* A fetch read covers at most SPAN_BYTES, and crosses at most SPAN_GAP bytes of unwanted slots
- * between two wanted ones. In this VM the kernel's cost is per read, not per byte: spans of 32 KB
- * with gaps of up to 16 KB (instead of 16 KB and 7 slots) took the end-to-end bench from 3.92M to
- * 2.19M reads for its 4.6M rows, and 7.4 to 14.0 GB read (docs/performance.md, fourteenth session) */
+ * between two wanted ones. In these VMs the kernel's cost is per read more than per byte: spans of
+ * 32 KB with gaps of up to 16 KB (instead of 16 KB and 7 slots) take the end-to-end bench's 4.6M
+ * rows in 2.17M reads (3.92M before), 14.4 GB read, and the fetch thread's CPU in its reads from
+ * 8.5-9.0 to 5.5-6.1 s (docs/performance.md, fourteenth session) */
 #define SPAN_BYTES (32u << 10)
 #define SPAN_GAP (16u << 10)
 #define BLOCK_BYTES 512u         /* the unit of direct I/O: slots smaller than it share one */
