@@ -42,7 +42,7 @@ typedef struct {
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
  * `layout` names the model layout; a folder made for another layout is refused. index_cache:
  * bytes for the index in memory: a quarter holds the key filter (which keys the tier may hold),
- * three quarters of the rest the slot map (the newest index entries, which spare most fetches a
+ * seven eighths of the rest the slot map (the newest index entries, which spare most fetches a
  * RocksDB lookup), the rest RocksDB's block cache (with its index and filter blocks). 0, or <0 with
  * a one-line message in err.
  * A sharded folder (DIR/SHARDS.ctrbox and one folder per rank, embedding/shard.h) opens read-only
