@@ -38,6 +38,8 @@ struct emb_cache {
     size_t *keep_cap;
     void *vic, *ptr;         /* victims; row pointers to write back */
     size_t vic_cap, ptr_cap;
+    uint32_t *moved;         /* each row's number after an eviction */
+    size_t moved_cap;
 };
 
 /* *p with room for `bytes` (its contents are not kept when it grows) */
@@ -88,7 +90,7 @@ void emb_cache_destroy(emb_cache *c)
 {
     if (!c) return;
     for (int i = 0; i < c->n_tables; i++) free(c->keep[i]);
-    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr);
+    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr), free(c->moved);
     free(c->row_bytes);
     free(c->ftab);
     free(c);
@@ -185,20 +187,27 @@ emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys)
     f->miss = xcalloc((size_t)c->n_tables, sizeof *f->miss);
     f->rec = xcalloc((size_t)c->n_tables, sizeof *f->rec);
     f->aux = xcalloc((size_t)c->n_tables, sizeof *f->aux);
+    f->rows = xcalloc((size_t)c->n_tables, sizeof *f->rows);
+    f->n_rows = xcalloc((size_t)c->n_tables, sizeof *f->n_rows);
+    f->gen = xcalloc((size_t)c->n_tables, sizeof *f->gen);
     for (int tb = 0; tb < c->n_tables; tb++) {
         const emb_table *e = c->tab[tb];
         size_t nk = keys[tb].n;
-        uint8_t *absent = xmalloc(nk ? nk : 1);
+        f->rows[tb] = xmalloc((nk ? nk : 1) * sizeof **f->rows);   /* a row for each key at most */
+        f->gen[tb] = emb_table_generation(e);
+        uint32_t *at = xmalloc((nk ? nk : 1) * sizeof *at);   /* row, or UINT32_MAX: absent */
         #pragma omp parallel for schedule(dynamic, 1)
         for (size_t c0 = 0; c0 < nk; c0 += FIND_CHUNK) {   /* the table is only read */
             int64_t r[FIND_CHUNK];
             size_t m = nk - c0 < FIND_CHUNK ? nk - c0 : FIND_CHUNK;
             emb_table_find_many(e, keys[tb].k + c0, m, r);
-            for (size_t i = 0; i < m; i++) absent[c0 + i] = r[i] < 0;
+            for (size_t i = 0; i < m; i++) at[c0 + i] = r[i] < 0 ? UINT32_MAX : (uint32_t)r[i];
         }
-        for (size_t i = 0; i < nk; i++)
-            if (absent[i]) key_vec_push(&f->miss[tb], keys[tb].k[i]);
-        free(absent);
+        for (size_t i = 0; i < nk; i++) {
+            if (at[i] == UINT32_MAX) key_vec_push(&f->miss[tb], keys[tb].k[i]);
+            else f->rows[tb][f->n_rows[tb]++] = at[i];
+        }
+        free(at);
         f->aux[tb] = xcalloc(f->miss[tb].n ? f->miss[tb].n : 1, sizeof **f->aux);
     }
     return f;
@@ -222,8 +231,9 @@ void emb_fetch_free(emb_fetch *f)
         key_vec_free(&f->miss[i]);
         emb_tier_packed_free(&f->rec[i]);
         free(f->aux[i]);
+        free(f->rows[i]);
     }
-    free(f->miss), free(f->rec), free(f->aux);
+    free(f->miss), free(f->rec), free(f->aux), free(f->rows), free(f->n_rows), free(f->gen);
     free(f);
 }
 
@@ -238,26 +248,6 @@ void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *s
     }
 }
 
-uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f)
-{
-    /* not those created since the misses were listed: they are resident now */
-    uint64_t coming = 0;
-    for (int tb = 0; tb < c->n_tables; tb++) {
-        const emb_table *e = c->tab[tb];
-        uint64_t n_new = 0;
-        size_t n = f->miss[tb].n;
-        #pragma omp parallel for schedule(dynamic, 1) reduction(+ : n_new)
-        for (size_t c0 = 0; c0 < n; c0 += FIND_CHUNK) {   /* the table is only read */
-            int64_t r[FIND_CHUNK];
-            size_t m = n - c0 < FIND_CHUNK ? n - c0 : FIND_CHUNK;
-            emb_table_find_many(e, f->miss[tb].k + c0, m, r);
-            for (size_t i = 0; i < m; i++) n_new += !f->aux[tb][c0 + i] && r[i] < 0;
-        }
-        coming += n_new * (c->row_bytes[tb] + ROW_INDEX_BYTES);
-    }
-    return coming;
-}
-
 uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f)
 {
     uint64_t b = 0;
@@ -265,31 +255,51 @@ uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f)
     return b;
 }
 
-void emb_cache_install(emb_cache *c, const emb_fetch *f)
+uint64_t emb_cache_install(emb_cache *c, emb_fetch *f)
 {
+    uint64_t coming = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
         size_t n = f->miss[tb].n;
-        /* rows claimed in key order on this thread (the same rows with any thread count), filled on
-         * all: the keys are distinct, and nothing looks a key up until the loop ends */
-        uint32_t *row = xmalloc((n ? n : 1) * sizeof *row);
-        #pragma omp parallel for schedule(dynamic, 1)
-        for (size_t c0 = 0; c0 < n; c0 += FIND_CHUNK) {
+        uint64_t n_new = 0;
+        uint32_t *row = xmalloc((n ? n : 1) * sizeof *row);   /* row + 1, 0: none */
+        uint8_t *fill = xmalloc(n ? n : 1);
+        #pragma omp parallel for schedule(dynamic, 1) reduction(+ : n_new)
+        for (size_t c0 = 0; c0 < n; c0 += FIND_CHUNK) {   /* the table is only read */
             int64_t r[FIND_CHUNK];
             size_t m = n - c0 < FIND_CHUNK ? n - c0 : FIND_CHUNK;
             emb_table_find_many(e, f->miss[tb].k + c0, m, r);
-            for (size_t i = 0; i < m; i++) row[c0 + i] = f->aux[tb][c0 + i] && r[i] < 0;
+            for (size_t i = 0; i < m; i++) {
+                row[c0 + i] = r[i] < 0 ? 0 : (uint32_t)r[i] + 1;   /* created since the misses were listed */
+                fill[c0 + i] = f->aux[tb][c0 + i] && r[i] < 0;
+                n_new += !f->aux[tb][c0 + i] && r[i] < 0;   /* in neither: training creates it */
+            }
         }
-        for (size_t i = 0; i < n; i++) row[i] = row[i] ? emb_table_claim(e) + 1 : 0;
+        coming += n_new * (c->row_bytes[tb] + ROW_INDEX_BYTES);
+        /* rows claimed in key order on this thread (the same rows with any thread count), filled on
+         * all: the keys are distinct, and nothing looks a key up until the loop ends */
+        for (size_t i = 0; i < n; i++)
+            if (fill[i]) row[i] = emb_table_claim(e) + 1;
         #pragma omp parallel for schedule(dynamic, 4096)
         for (size_t i = 0; i < n; i++) {
-            if (!row[i]) continue;
+            if (!fill[i]) continue;
             /* the slot read holds the row as it is: it may leave memory unwritten */
             emb_table_fill_record(e, row[i] - 1, emb_tier_packed_rec(&f->rec[tb], i, c->row_bytes[tb]),
                                   f->aux[tb][i] | EMB_ROW_CLEAN);
         }
+        emb_tier_packed_free(&f->rec[tb]);
+        /* the part's rows now: those in memory when the misses were listed (if none moved since:
+         * rows added do not move them) and these */
+        if (f->gen[tb] == emb_table_generation(e)) {
+            for (size_t i = 0; i < n; i++)
+                if (row[i]) f->rows[tb][f->n_rows[tb]++] = row[i] - 1;
+        } else {
+            f->gen[tb] = UINT64_MAX;
+        }
         free(row);
+        free(fill);
     }
+    return coming;
 }
 
 int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen)
@@ -396,23 +406,37 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
     }
 }
 
-uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
+/* The pins' fetches whose rows name table tb's rows as they are */
+static int pin_rows_hold(const emb_pins *pn, const emb_table *e, int tb)
+{
+    return pn->f && pn->f->gen[tb] == emb_table_generation(e);
+}
+
+uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_t coming, uint32_t pass,
                          emb_tier_batch *wb, emb_cache_stats *st)
 {
+    CHECK(n_pins >= 0 && n_pins < 32);   /* a bit each below */
     uint64_t used = emb_cache_bytes(c) + emb_cache_rows(c) * ROW_INDEX_BYTES + coming;
     if (used <= c->budget) return 0;
     /* keep[tb][row]: pinned first (the part's and the next part's keys), then every row but the
      * victims; valid while no row moves */
     uint8_t **keep = c->keep;
     uint64_t unpinned = 0;
-    for (int tb = 0; tb < c->n_tables; tb++) {   /* distinct keys: distinct rows */
+    for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
         size_t rows = emb_table_rows(e);
         uint8_t *p = scratch((void **)&keep[tb], &c->keep_cap[tb], rows ? rows : 1);
         memset(p, 0, rows);
-        for (int l = 0; l < 2; l++) {
-            const key_vec *pv = l ? (pinned2 ? &pinned2[tb] : NULL) : &pinned[tb];
-            if (!pv) continue;
+        for (int l = 0; l < n_pins; l++) {
+            if (pin_rows_hold(&pins[l], e, tb)) {   /* no lookups: the fetch has the rows */
+                const emb_fetch *f = pins[l].f;
+                for (size_t i = 0; i < f->n_rows[tb]; i++) {
+                    CHECK(f->rows[tb][i] < rows);
+                    p[f->rows[tb][i]] = 1;
+                }
+                continue;
+            }
+            const key_vec *pv = &pins[l].keys[tb];
             #pragma omp parallel for schedule(dynamic, 1)
             for (size_t c0 = 0; c0 < pv->n; c0 += FIND_CHUNK) {
                 int64_t r[FIND_CHUNK];
@@ -477,11 +501,22 @@ uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pin
             used -= c->row_bytes[v[i].tb] + ROW_INDEX_BYTES;
         }
     }
-    /* the rows not kept go: those changed since their copy in the tier are written first */
+    /* the rows not kept go: those changed since their copy in the tier are written first; the
+     * pins' rows follow theirs */
     for (int tb = 0; tb < c->n_tables; tb++) {
+        emb_table *e = c->tab[tb];
         if (wb) write_back(c, wb, tb, keep[tb], st);
-        st->evicted += emb_table_keep_rows(c->tab[tb], keep[tb]);
-        emb_table_trim(c->tab[tb]);
+        int follow = 0;
+        for (int l = 0; l < n_pins; l++) follow |= pin_rows_hold(&pins[l], e, tb) << l;
+        uint32_t *moved = follow ? scratch((void **)&c->moved, &c->moved_cap, (emb_table_rows(e) + 1) * sizeof *moved) : NULL;
+        st->evicted += emb_table_keep_rows(e, keep[tb], moved);
+        for (int l = 0; l < n_pins; l++) {
+            emb_fetch *f = pins[l].f;
+            if (!(follow >> l & 1) || f->gen[tb] == emb_table_generation(e)) continue;   /* (a fetch pinned twice) */
+            for (size_t i = 0; i < f->n_rows[tb]; i++) f->rows[tb][i] = moved[f->rows[tb][i]];
+            f->gen[tb] = emb_table_generation(e);
+        }
+        emb_table_trim(e);
     }
     return over;
 }

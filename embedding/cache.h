@@ -41,13 +41,28 @@ typedef struct {
     uint64_t nonfinite;   /* of those, holding NaN or inf */
 } emb_cache_stats;
 
-/* Rows missing from memory, and what the tier holds of them. */
+/* Rows missing from memory, and what the tier holds of them; and the rows in memory of the keys it
+ * was made from, for pinning them (emb_cache_evict) without looking the keys up again. */
 typedef struct {
     int n_tables;
     key_vec *miss;            /* (n_tables) the keys to read */
     emb_tier_packed *rec;     /* (n_tables) the records of those found, packed */
     uint64_t **aux;           /* (n_tables) per key: the tier's slot + 1, 0 if it is not there */
+    /* (n_tables) the rows of the keys in memory: those found by emb_cache_missing, then those
+     * emb_cache_install found or added. They name those rows while the table's generation is
+     * gen[tb] (emb_table_generation; emb_cache_evict keeps them up to date when it moves rows);
+     * else (or gen[tb] == UINT64_MAX) the keys are looked up. The fetch thread never touches them. */
+    uint32_t **rows;
+    size_t *n_rows;
+    uint64_t *gen;
 } emb_fetch;
+
+/* Keys whose rows an eviction keeps: keys (per table), and f (NULL, or the fetch emb_cache_missing
+ * made from these keys) whose rows spare the lookups. */
+typedef struct {
+    const key_vec *keys;
+    emb_fetch *f;
+} emb_pins;
 
 /* What a row in memory costs the budget besides its bytes: its slots in its table's key index
  * (16-byte slots, grown at a load of 1/2 to 1/4: four a row. The index does not shrink when a
@@ -91,23 +106,23 @@ int emb_fetch_run(emb_tier *tier, emb_fetch *f, char *err, size_t errlen);
 void emb_fetch_free(emb_fetch *f);
 /* Count the pass's keys (of `keys`, which f was made from): in memory, read from the tier, new. */
 void emb_cache_count(const key_vec *keys, const emb_fetch *f, emb_cache_stats *st);
-/* Bytes the fetch's new keys will add (those still absent): their rows and key index slots. */
-uint64_t emb_cache_coming(const emb_cache *c, const emb_fetch *f);
 /* Bytes the fetch may add, rows and index slots: every key it reads (before it runs: an upper bound). */
 uint64_t emb_cache_fetch_bytes(const emb_cache *c, const emb_fetch *f);
-/* Install the fetched rows (a key already in memory keeps its row: it is the same or newer). */
-void emb_cache_install(emb_cache *c, const emb_fetch *f);
+/* Install the fetched rows (a key already in memory keeps its row: it is the same or newer), and
+ * free their records. Returns the bytes the fetch's new keys will add (those in neither memory nor
+ * the tier, that training creates): their rows and key index slots. */
+uint64_t emb_cache_install(emb_cache *c, emb_fetch *f);
 /* The rows of every key of block b into memory at once (before an evaluation): its keys, the
  * missing ones read from the tier, installed. 0, or -1 with err. */
 int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *err, size_t errlen);
 
 /* Drop unpinned rows until the rows in memory with their key index slots (64 bytes a row at most)
- * and `coming` bytes (rows about to come, as emb_cache_coming counts them) fit the budget; the rows of
- * `pinned` and of `pinned2` (per table; pinned2 may be NULL) stay. `pass` ages the counters. A
- * dropped row that is not clean is first put into wb (the tier's open batch; NULL without a tier:
- * nothing is dropped there). Returns the bytes the pinned rows and coming take beyond the budget (0
- * when they fit): memory then exceeds the budget by that much. */
-uint64_t emb_cache_evict(emb_cache *c, const key_vec *pinned, const key_vec *pinned2, uint64_t coming, uint32_t pass,
+ * and `coming` bytes (rows about to come, as emb_cache_install counts them) fit the budget; the rows
+ * of the keys of pins[0..n_pins) stay (their fetches' rows then name them where they are after).
+ * `pass` ages the counters. A dropped row that is not clean is first put into wb (the tier's open
+ * batch; NULL without a tier: nothing is dropped there). Returns the bytes the pinned rows and
+ * coming take beyond the budget (0 when they fit): memory then exceeds the budget by that much. */
+uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_t coming, uint32_t pass,
                          emb_tier_batch *wb, emb_cache_stats *st);
 
 /* The rows in memory that are not clean (changed since their copy in the tier, or never written):

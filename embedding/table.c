@@ -41,6 +41,7 @@ struct emb_table {
     uint32_t sk_w;          /* cells a row, a power of two */
     uint32_t sk_cb;         /* bytes a cell: 1, 2 or 4 (counts of 4, 8 or 16 bits: to min_show, no further) */
     uint32_t dead_from;     /* deletions are recorded from this pass on (UINT32_MAX: none known) */
+    uint64_t gen;           /* emb_table_generation */
 };
 
 emb_table *emb_table_create(const emb_table_config *c)
@@ -79,6 +80,7 @@ int emb_table_values(const emb_table *t) { return t->V; }
 int emb_table_state_floats(const emb_table *t) { return t->S; }
 size_t emb_table_row_bytes(const emb_table *t) { return t->row_bytes; }
 size_t emb_table_rows(const emb_table *t) { return t->rows; }
+uint64_t emb_table_generation(const emb_table *t) { return t->gen; }
 
 size_t emb_table_index_bytes(const emb_table *t) { return (t->idx.cap + t->pend.cap) * sizeof(key_slot); }
 
@@ -433,6 +435,7 @@ void emb_table_fill_record(emb_table *t, uint32_t row, const void *rec, uint64_t
 void emb_table_remove(emb_table *t, uint32_t row)
 {
     CHECK(row < t->rows);
+    t->gen++;
     key_map_del(&t->idx, emb_table_head(t, row)->key);
     uint32_t last = (uint32_t)(t->rows - 1);
     if (row != last) {
@@ -442,14 +445,17 @@ void emb_table_remove(emb_table *t, uint32_t row)
     t->rows--;
 }
 
-size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
+size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep, uint32_t *moved_to)
 {
     size_t gone = 0;
     for (size_t r = 0; r < t->rows; r++) gone += !keep[r];
+    t->gen++;
     if (gone * 4 <= t->rows) {
         /* a few go (a part's eviction: a sixth of the rows in the end-to-end bench): their keys
          * leave the index and the last kept rows fill their places, instead of moving every row
          * after the first hole and building the index again (a tenth of a boundary's time) */
+        if (moved_to)
+            for (size_t r = 0; r < t->rows; r++) moved_to[r] = (uint32_t)r;
         size_t w = t->rows;   /* rows [0, w) are still to place */
         for (size_t r = 0; r < w; r++) {
             if (keep[r]) continue;
@@ -458,6 +464,7 @@ size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
             if (--w > r) {   /* row w is kept: it takes r's place */
                 memcpy(emb_table_head(t, (uint32_t)r), emb_table_head(t, (uint32_t)w), t->row_bytes);
                 key_map_slot(&t->idx, emb_table_head(t, (uint32_t)r)->key)->val = (uint64_t)r + 1;
+                if (moved_to) moved_to[w] = (uint32_t)r;
             }
         }
         t->rows = w;
@@ -468,6 +475,7 @@ size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep)
         emb_row_head *h = emb_table_head(t, (uint32_t)r);
         if (!keep[r]) continue;
         if (w != r) memcpy(emb_table_head(t, (uint32_t)w), h, t->row_bytes);
+        if (moved_to) moved_to[r] = (uint32_t)w;
         w++;
     }
     size_t removed = t->rows - w;

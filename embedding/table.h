@@ -139,8 +139,13 @@ void emb_table_fill_record(emb_table *t, uint32_t row, const void *rec, uint64_t
 void emb_table_remove(emb_table *t, uint32_t row);
 /* Remove every row r with keep[r] == 0; returns how many went. Row numbers change: when a quarter
  * or less go, the last kept rows move into the places of those that went, their keys leave the
- * index one by one; when more go, the kept rows keep their order and the index is built again. */
-size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep);
+ * index one by one; when more go, the kept rows keep their order and the index is built again.
+ * moved_to (NULL, or an array of the rows before): each kept row's number after. */
+size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep, uint32_t *moved_to);
+/* Counts the calls that moved or removed rows (emb_table_remove, emb_table_keep_rows): a row
+ * number taken at one generation names the same row while the generation stays (rows added since
+ * do not move the others). */
+uint64_t emb_table_generation(const emb_table *t);
 /* Give the memory of the slab's unused tail back to the system, and shrink the key index, when
  * the rows have fallen far below them (to half the slab's pages, a sixteenth of the index's load). */
 void emb_table_trim(emb_table *t);

@@ -154,7 +154,7 @@ static void clear_tables(lanes *L)
         size_t rows = emb_table_rows(t);
         if (!rows) continue;
         uint8_t *keep = xcalloc(rows, 1);
-        emb_table_keep_rows(t, keep);
+        emb_table_keep_rows(t, keep, NULL);
         free(keep);
     }
 }
@@ -309,14 +309,14 @@ static int load_asked(lanes *L, const void *in, const size_t *rb, int predict, c
     emb_fetch *f = emb_cache_missing(L->cache, keys);
     int ret = emb_fetch_run(L->tier, f, err, errlen);
     if (ret == 0) {
-        uint64_t coming = emb_cache_coming(L->cache, f);
-        emb_cache_install(L->cache, f);
+        uint64_t coming = emb_cache_install(L->cache, f);
         if (!L->wb) L->wb = emb_tier_begin(L->tier);
         emb_cache_stats cs = { 0 };
         /* a prediction in the middle of a pass keeps the pass's rows too: its later steps find them */
         for (int tb = 0; predict && L->pass_keys && tb < T; tb++)
             for (size_t i = 0; i < L->pass_keys[tb].n; i++) key_vec_push(&keys[tb], L->pass_keys[tb].k[i]);
-        emb_cache_evict(L->cache, keys, NULL, coming, L->pass, L->wb, &cs);
+        emb_pins pin = { keys, NULL };   /* (keys may have grown since f) */
+        emb_cache_evict(L->cache, &pin, 1, coming, L->pass, L->wb, &cs);
     }
     emb_fetch_free(f);
     if (!predict && ret == 0) {   /* the pass's keys, until the next pass's */
@@ -968,7 +968,7 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
     for (int tb = 0; k && tb < L->T; tb++) {
         emb_table *own = emb_shard_table(L->shard, tb);
         uint8_t *keep = xcalloc(emb_table_rows(own) + 1, 1);
-        emb_table_keep_rows(own, keep);
+        emb_table_keep_rows(own, keep, NULL);
         free(keep);
     }
     int *ftab = xmalloc((n_fields ? n_fields : 1) * sizeof *ftab);

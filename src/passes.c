@@ -409,6 +409,7 @@ struct passes {
     int reading;              /* rd's thread runs */
     pass_data *cur, *nxt;     /* the pass handed out and the one after it */
     emb_fetch *job;           /* the fetch in flight (for nxt, or for cur before it is handed out) */
+    emb_fetch *cur_f;         /* cur's fetch, installed: its rows, pinned at cur's boundary */
     pass_item item;
     int failed;               /* a pass failed: the epoch ends */
 };
@@ -526,13 +527,14 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 
 /* ---- eviction ---- */
 
-/* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL);
- * say once when they alone exceed it. */
-static void evict(passes *ps, key_vec *keys, key_vec *next, uint64_t coming)
+/* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL; each
+ * with its fetch, made from those keys, or NULL); say once when they alone exceed it. */
+static void evict(passes *ps, key_vec *keys, emb_fetch *keys_f, key_vec *next, emb_fetch *next_f, uint64_t coming)
 {
     if (ps->tier && !ps->wb) ps->wb = emb_tier_begin(ps->tier);
     uint64_t bad = ps->cs.nonfinite;
-    uint64_t over = emb_cache_evict(ps->cache, keys, next, coming, ps->rs->pass, ps->wb, &ps->cs);
+    emb_pins pins[2] = { { keys, keys_f }, { next, next_f } };
+    uint64_t over = emb_cache_evict(ps->cache, pins, next ? 2 : 1, coming, ps->rs->pass, ps->wb, &ps->cs);
     ps->window_bad += ps->cs.nonfinite - bad;
     if (over && !ps->warned_over) {   /* said once */
         uint64_t budget, window;
@@ -1248,9 +1250,8 @@ const pass_item *passes_next(passes *ps)
         ps->map_hits = st.map_hits - ps->st0.map_hits;
         ps->st0 = st;
         double b0 = now_sec();
-        coming = emb_cache_coming(ps->cache, ps->job);   /* rows its new keys will add */
-        emb_cache_install(ps->cache, ps->job);
-        emb_fetch_free(ps->job);
+        coming = emb_cache_install(ps->cache, ps->job);   /* and the rows its new keys will add */
+        ps->cur_f = ps->job;
         ps->job = NULL;
         ps->boundary_s += now_sec() - b0;
     }
@@ -1288,7 +1289,9 @@ const pass_item *passes_next(passes *ps)
          * the commit at the end of a part does while a fetch runs). The other core reads while
          * this one writes back, instead of waiting through the boundary. */
         if (ps->job) fetch_start(ps, ps->job);
-        evict(ps, cur->keys, ps->nxt ? ps->nxt->keys : NULL, coming);
+        evict(ps, cur->keys, ps->cur_f, ps->nxt ? ps->nxt->keys : NULL, ps->job, coming);
+        emb_fetch_free(ps->cur_f);
+        ps->cur_f = NULL;
         char err[1024];
         int sr = ps->wb ? emb_tier_seal(ps->wb, err, sizeof err) : 0;
         if (sr < 0) {   /* the rows written back, findable */
@@ -1339,6 +1342,8 @@ int passes_end_epoch(passes *ps)
         emb_fetch_free(ps->job);
         ps->job = NULL;
     }
+    emb_fetch_free(ps->cur_f);   /* stopped at a boundary before its eviction */
+    ps->cur_f = NULL;
     pass_free(ps->cur, ps->n_tables);
     pass_free(ps->nxt, ps->n_tables);
     ps->cur = ps->nxt = NULL;

@@ -46,7 +46,8 @@ Test(cache, pins_budget_and_order)
             emb_cache_stats st = { 0 };
             double max_dropped = -1;
             uint8_t present[ROWS + 1];
-            uint64_t over = emb_cache_evict(c, &pin, NULL, 0, 20, NULL, &st);
+            emb_pins pins = { &pin, NULL };
+            uint64_t over = emb_cache_evict(c, &pins, 1, 0, 20, NULL, &st);
             for (uint64_t k = 1; k <= ROWS; k++) present[k] = emb_table_find(t, k) >= 0;
             /* the rows of the dropped keys, by their priority: rebuild them from a fresh table */
             emb_table *ref = make_table();

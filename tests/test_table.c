@@ -350,7 +350,7 @@ Test(table, admission_sketch_against_exact_counts)
 
 /* Dropping rows: a few (holes filled from the end, keys deleted one by one) or most (the kept rows
  * packed in order, the index built again); either way every kept key finds its own row, values
- * included, and no dropped key is found. */
+ * included, at the number moved_to gives it, no dropped key is found, and the generation moves. */
 Test(table, keep_rows_drops_exactly_the_rows_not_kept)
 {
     emb_table_config c = cfg(SOPT_ADAGRAD, 0);
@@ -369,14 +369,21 @@ Test(table, keep_rows_drops_exactly_the_rows_not_kept)
             kept += keep[r];
         }
         uint8_t *was_kept = calloc((size_t)n + 1, 1);
-        for (int r = 0; r < n; r++) was_kept[emb_table_head(t, (uint32_t)r)->key / 7919] = keep[r];
-        cr_assert_eq(emb_table_keep_rows(t, keep), (size_t)n - kept);
+        uint32_t *was_at = calloc((size_t)n + 1, sizeof *was_at), *moved_to = malloc((size_t)n * sizeof *moved_to);
+        for (int r = 0; r < n; r++) {
+            was_kept[emb_table_head(t, (uint32_t)r)->key / 7919] = keep[r];
+            was_at[emb_table_head(t, (uint32_t)r)->key / 7919] = (uint32_t)r;
+        }
+        uint64_t gen = emb_table_generation(t);
+        cr_assert_eq(emb_table_keep_rows(t, keep, moved_to), (size_t)n - kept);
+        cr_assert_neq(emb_table_generation(t), gen);
         cr_assert_eq(emb_table_rows(t), kept);
         for (uint64_t k = 1; k <= (uint64_t)n; k++) {
             int64_t r = emb_table_find(t, k * 7919);
             cr_assert_eq(r >= 0, was_kept[k] != 0, "share %d key %llu", share, (unsigned long long)k);
             if (r < 0) continue;
             cr_assert_lt((size_t)r, kept, "share %d key %llu: a row past the table's end", share, (unsigned long long)k);
+            cr_assert_eq((uint32_t)r, moved_to[was_at[k]], "share %d key %llu: moved_to", share, (unsigned long long)k);
             cr_assert_eq(emb_table_head(t, (uint32_t)r)->key, k * 7919);
             cr_assert_eq(emb_table_vals(t, (uint32_t)r)[1], (float)(k * 7919));
         }
@@ -393,6 +400,8 @@ Test(table, keep_rows_drops_exactly_the_rows_not_kept)
         free(rows);
         free(keep);
         free(was_kept);
+        free(was_at);
+        free(moved_to);
         emb_table_destroy(t);
     }
 }
