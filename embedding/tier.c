@@ -48,7 +48,8 @@
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
 #define PACK_CHUNK (4u << 20)  /* the bytes of a chunk of packed fetched rows */
 #define MIN_RUN 16
-#define SMAP_WAYS 10   /* entries in a set: one cache line (smap_line) */
+#define SMAP_WAYS 10   /* entries in a set of the wide layout: one cache line (smap_line) */
+#define SMAP_NARROW 16 /* entries in a set of the narrow layout */
 /* A fetch read covers at most SPAN_BYTES, and crosses at most SPAN_GAP bytes of unwanted slots
  * between two wanted ones. In these VMs the kernel's cost is per read more than per byte: spans of
  * 32 KB with gaps of up to 16 KB (instead of 16 KB and 7 slots) take the end-to-end bench's 4.6M
@@ -104,8 +105,10 @@ struct emb_tier {
     slot_file *sf;
     char *layout;            /* the layout line's model part */
     uint64_t *filt, filt_words;   /* the key filter (power of two words) */
-    struct smap_line *smap;       /* the slot map: smap_sets sets */
+    union smap_line *smap;        /* the slot map: smap_sets sets */
     uint64_t smap_sets;
+    int smap_wide;                /* its layout (smap_line); changed only under smap_mu */
+    int smap_sb;                  /* the narrow layout's slot bits (24; fewer in tests) */
     pthread_mutex_t smap_mu;
     int smap_waiting;        /* fetches waiting for smap_mu (a commit's update of the map lets them in) */
     rocksdb_t *db;
@@ -401,74 +404,115 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
 
 /* ---- the slot map: where recently committed keys are ----
  * A cache of the index's newest entries, in a share of the index's memory, so most fetches skip
- * the RocksDB lookup (which was half a fetch's CPU). Sets of SMAP_WAYS entries (one cache line),
- * newest first; an entry is a 16-bit fingerprint of (table, key) and a 32-bit slot. It is written
- * only once a commit is durable (each put, in commit order, replaces the key's entry; a deletion
+ * the RocksDB lookup (which was half a fetch's CPU). Sets of entries (one cache line), newest
+ * first; an entry is a fingerprint of (table, key) and a slot. It is written only once a commit is
+ * durable (each put, in commit order, replaces the entry with the key's fingerprint; a deletion
  * removes it), so a key's entry, when there is one, is the index's own slot. Two keys can share a
  * fingerprint: a fetch that finds another key in the slot asks the index (fetch_into). */
 
-/* A set: SMAP_WAYS entries of a 16-bit fingerprint (0: empty) and a 32-bit slot, newest first.
- * Six bytes an entry, not eight: a quarter more keys in the same memory (the end-to-end bench's
- * slot map located 0.61 of the rows read with 32-bit fingerprints). A fingerprint matches another
- * key's about once in 6,500 lookups of a full set: the fetch reads that slot, sees the other key
- * and asks the index, as before. */
-typedef struct smap_line {
-    uint16_t fp[SMAP_WAYS];
-    uint32_t slot[SMAP_WAYS];
-    uint32_t pad;
+/* A set, in one of two layouts (the whole map has one: t->smap_wide), newest first:
+ * - narrow, while every slot put is below 2^24 (2^smap_sb): SMAP_NARROW entries of 32 bits, an
+ *   8-bit fingerprint above a 24-bit slot (0: empty). Four bytes an entry: the end-to-end bench's 8.3M
+ *   keys fit the map at 10% of the table, where six-byte entries held two thirds of them. An 8-bit
+ *   fingerprint matches another key's in about one in 16 lookups of a full set: that fetch reads a
+ *   slot for nothing and asks the index.
+ * - wide, from the first slot past 2^24 on (the map is emptied then): SMAP_WAYS entries of a 16-bit
+ *   fingerprint (0: empty) and a 32-bit slot. A fingerprint matches another key's about once in
+ *   6,500 lookups of a full set. */
+typedef union smap_line {
+    struct {
+        uint16_t fp[SMAP_WAYS];
+        uint32_t slot[SMAP_WAYS];
+        uint32_t pad;
+    } w;
+    uint32_t n[SMAP_NARROW];
 } smap_line;
 _Static_assert(sizeof(smap_line) == 64, "a slot map set is one cache line");
 
-static smap_line *smap_where(const emb_tier *t, int tb, uint64_t key, uint16_t *fp)
+/* The set of (tb, key), and its hash for smap_fp */
+static smap_line *smap_where(const emb_tier *t, int tb, uint64_t key, uint64_t *h)
 {
-    uint64_t h = filter_hash(tb, key);
-    *fp = (uint16_t)(h >> 48) ? (uint16_t)(h >> 48) : 1;   /* never 0: 0 is an empty entry */
-    return &t->smap[((h & 0xffffffffu) * t->smap_sets) >> 32];
+    *h = filter_hash(tb, key);
+    return &t->smap[((*h & 0xffffffffu) * t->smap_sets) >> 32];
+}
+
+/* The fingerprint in the map's layout: the hash's top 16 or 32 - smap_sb bits, never 0 (0 is an
+ * empty entry) */
+static uint32_t smap_fp(const emb_tier *t, uint64_t h)
+{
+    uint32_t fp = t->smap_wide ? (uint32_t)(h >> 48) : (uint32_t)(h >> (32 + t->smap_sb));
+    return fp ? fp : 1;
 }
 
 /* slot + 1 of (tb, key) if the map has its fingerprint, else 0 (caller holds smap_mu) */
 static uint64_t smap_get(const emb_tier *t, int tb, uint64_t key)
 {
-    uint16_t fp;
+    uint64_t h;
     if (!t->smap_sets) return 0;
-    const smap_line *set = smap_where(t, tb, key, &fp);
-    for (int w = 0; w < SMAP_WAYS && set->fp[w]; w++)
-        if (set->fp[w] == fp) return (uint64_t)set->slot[w] + 1;
+    const smap_line *set = smap_where(t, tb, key, &h);
+    uint32_t fp = smap_fp(t, h);
+    if (!t->smap_wide) {
+        for (int w = 0; w < SMAP_NARROW && set->n[w]; w++)
+            if (set->n[w] >> t->smap_sb == fp) return (uint64_t)(set->n[w] & ((1u << t->smap_sb) - 1)) + 1;
+        return 0;
+    }
+    for (int w = 0; w < SMAP_WAYS && set->w.fp[w]; w++)
+        if (set->w.fp[w] == fp) return (uint64_t)set->w.slot[w] + 1;
     return 0;
+}
+
+/* the fingerprint of entry w of set (0: empty) */
+static uint32_t smap_fp_at(const emb_tier *t, const smap_line *set, int w)
+{
+    return t->smap_wide ? set->w.fp[w] : set->n[w] >> t->smap_sb;
 }
 
 /* n entries of set move one place: those from w on to one later (up = 0: the one after them is
  * overwritten), or those after w to one earlier (up = 1: entry w is overwritten). */
-static void smap_shift(smap_line *set, int w, int n, int up)
+static void smap_shift(const emb_tier *t, smap_line *set, int w, int n, int up)
 {
     if (n <= 0) return;
-    memmove(set->fp + w + !up, set->fp + w + up, (size_t)n * sizeof *set->fp);
-    memmove(set->slot + w + !up, set->slot + w + up, (size_t)n * sizeof *set->slot);
+    if (!t->smap_wide) {
+        memmove(set->n + w + !up, set->n + w + up, (size_t)n * sizeof *set->n);
+        return;
+    }
+    memmove(set->w.fp + w + !up, set->w.fp + w + up, (size_t)n * sizeof *set->w.fp);
+    memmove(set->w.slot + w + !up, set->w.slot + w + up, (size_t)n * sizeof *set->w.slot);
 }
 
 /* (tb, key) now at slot (put), or gone (slot1 == 0) (caller holds smap_mu). A put replaces the
  * entry with its fingerprint, so a set never holds two: none is left behind with a stale slot. */
 static void smap_set(emb_tier *t, int tb, uint64_t key, uint64_t slot1)
 {
-    uint16_t fp;
     if (!t->smap_sets) return;
-    smap_line *set = smap_where(t, tb, key, &fp);
-    int w = 0;
-    while (w < SMAP_WAYS - 1 && set->fp[w] && set->fp[w] != fp) w++;   /* its entry, or the oldest */
-    if (slot1 == 0) {
-        if (set->fp[w] == fp) {
-            smap_shift(set, w, SMAP_WAYS - 1 - w, 1);
-            set->fp[SMAP_WAYS - 1] = 0;
-        }
-        return;
-    }
-    if (slot1 - 1 > UINT32_MAX) {   /* past what an entry holds: the index answers for this key */
+    if (slot1 && slot1 - 1 > UINT32_MAX) {   /* past what an entry holds: the index answers for this key */
         smap_set(t, tb, key, 0);
         return;
     }
-    smap_shift(set, 0, w, 0);
-    set->fp[0] = fp;
-    set->slot[0] = (uint32_t)(slot1 - 1);
+    if (!t->smap_wide && slot1 > (1u << t->smap_sb)) {   /* the wide layout from now on */
+        memset(t->smap, 0, t->smap_sets * sizeof *t->smap);
+        t->smap_wide = 1;
+    }
+    uint64_t h;
+    smap_line *set = smap_where(t, tb, key, &h);
+    uint32_t fp = smap_fp(t, h);
+    int ways = t->smap_wide ? SMAP_WAYS : SMAP_NARROW, w = 0;
+    while (w < ways - 1 && smap_fp_at(t, set, w) && smap_fp_at(t, set, w) != fp) w++;   /* its entry, or the oldest */
+    if (slot1 == 0) {
+        if (smap_fp_at(t, set, w) == fp) {
+            smap_shift(t, set, w, ways - 1 - w, 1);
+            if (t->smap_wide) set->w.fp[ways - 1] = 0;
+            else set->n[ways - 1] = 0;
+        }
+        return;
+    }
+    smap_shift(t, set, 0, w, 0);
+    if (t->smap_wide) {
+        set->w.fp[0] = (uint16_t)fp;
+        set->w.slot[0] = (uint32_t)(slot1 - 1);
+    } else {
+        set->n[0] = fp << t->smap_sb | (uint32_t)(slot1 - 1);
+    }
 }
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, const char *a, const char *b)
@@ -949,6 +993,7 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
      * the rows read instead of 0.66-0.68, and the trainer waited less for the fetch in each of three
      * alternating pairs of runs, as with 0.97 of it in three more (docs/performance.md, fifteenth
      * session); the block cache keeps several MB at the larger budgets, whose tables it serves more */
+    t->smap_sb = 24;
     t->filt_words = 8192;
     while (t->filt_words * 16 <= index_cache / 4) t->filt_words *= 2;
     size_t rest = index_cache > t->filt_words * 8 ? index_cache - t->filt_words * 8 : 0;
@@ -1248,6 +1293,14 @@ uint64_t emb_tier_rows(emb_tier *t, int tb)
     return t->n_sub ? n : __atomic_load_n(&t->sf[tb].rows, __ATOMIC_RELAXED);
 }
 
+void emb_tier_debug_map_slot_bits(emb_tier *t, int bits)
+{
+    CHECK(bits >= 1 && bits <= 24);
+    pthread_mutex_lock(&t->smap_mu);
+    t->smap_sb = bits;
+    pthread_mutex_unlock(&t->smap_mu);
+}
+
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
     emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0 };
@@ -1347,11 +1400,11 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
         __atomic_sub_fetch(&t->smap_waiting, 1, __ATOMIC_ACQ_REL);
     }
     enum { AHEAD = 8 };   /* the filter's words and the map's sets of the keys AHEAD further on their way */
-    uint16_t fp;
+    uint64_t h;
     for (size_t j = 0; j < c; j++) {
         if (j + AHEAD < c) {
             filter_prefetch(t, tb, keys[j + AHEAD], 0);
-            if (via_map && t->smap_sets) __builtin_prefetch(smap_where(t, tb, keys[j + AHEAD], &fp));
+            if (via_map && t->smap_sets) __builtin_prefetch(smap_where(t, tb, keys[j + AHEAD], &h));
         }
         if (via_map) via_map[j] = 0;
         if (known && known[j]) continue;   /* the open batch's answer (aux set) */
@@ -2704,8 +2757,8 @@ typedef struct {
 static void smap_apply(smap_piece *p)
 {
     emb_tier *t = p->t;
-    uint16_t fp;
-    for (size_t i = 0; i < p->n && t->smap_sets; i++) __builtin_prefetch(smap_where(t, p->tb[i], p->key[i], &fp), 1);
+    uint64_t h;
+    for (size_t i = 0; i < p->n && t->smap_sets; i++) __builtin_prefetch(smap_where(t, p->tb[i], p->key[i], &h), 1);
     pthread_mutex_lock(&t->smap_mu);
     for (size_t i = 0; i < p->n; i++) smap_set(t, p->tb[i], p->key[i], p->slot1[i]);
     pthread_mutex_unlock(&t->smap_mu);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -663,13 +664,23 @@ Test(tier, prepared_commit_is_published_or_dropped)
 
 /* The slot map (recent index entries, in memory) gives what the index gives: after commits that
  * rewrite, delete, and put-then-delete keys, with a map smaller than the keys, every fetch finds the
- * newest row, and the slots fetched are the index's own. */
-Test(tier, slot_map_follows_the_index)
+ * newest row, and the slots fetched are the index's own; in its narrow layout throughout, and with
+ * the narrow layout's slots ending at 2^17, so that a later round's slots pass it and the map goes
+ * wide in the middle of a commit. */
+ParameterizedTestParameters(tier, slot_map_follows_the_index)
+{
+    static int bits[] = { 24, 17 };
+    return cr_make_param_array(int, bits, sizeof bits / sizeof *bits);
+}
+
+ParameterizedTest(int *bits, tier, slot_map_follows_the_index)
 {
     emb_table *t;
     size_t rb;
-    /* 1 MB of index memory: a map of 92,160 entries, for 150,000 keys */
-    emb_tier *tier = small_tier("smap", 1u << 20, &t, &rb);
+    /* 1 MB of index memory: a map of 9,216 sets (147,456 entries narrow, 92,160 wide) for 150,000 keys */
+    emb_tier *tier = small_tier(*bits == 24 ? "smap" : "smapwide", 1u << 20, &t, &rb);
+    emb_tier_debug_map_slot_bits(tier, *bits);
+    uint64_t top = 0;   /* the highest slot + 1 fetched */
     char err[1024];
     enum { N = 150000, ROUNDS = 4 };
     uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux), *aux2 = malloc(N * sizeof *aux2);
@@ -704,11 +715,13 @@ Test(tier, slot_map_follows_the_index)
             cr_assert_eq(aux[k], aux2[k], "round %d key %llu: fetched slot %llu, index slot %llu", round,
                          (unsigned long long)k, (unsigned long long)aux[k], (unsigned long long)aux2[k]);
             cr_assert_eq(aux[k] != 0, alive[k], "round %d key %llu", round, (unsigned long long)k);
+            if (aux[k] > top) top = aux[k];
             if (alive[k]) cr_assert_float_eq(((const emb_row_head *)(rec + k * rb))->show, show[k], 0);
         }
     }
     emb_tier_stats st = emb_tier_get_stats(tier);
     cr_assert_gt(st.map_hits, N / 2, "the map answered %llu fetches", (unsigned long long)st.map_hits);
+    if (*bits < 24) cr_assert_gt(top, 1u << *bits, "no slot went past the narrow layout's");
     cr_assert_lt(st.reads, st.rows_read, "reads %llu, rows %llu: no read served two rows", (unsigned long long)st.reads,
                  (unsigned long long)st.rows_read);
     emb_tier_close(tier);
