@@ -93,9 +93,11 @@ run() {
     local cpu=$(tail -1 "$T/$name.maxrss" | awk '{ printf "%.1f", $2 + $3 }')
     local res=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_bytes)
     local rows=$(grep '"kind": "pass"' "$log" | tail -1 | num resident_rows)
-    # rows the SSD served: the share the slot map located, and reads per row
+    # rows the SSD served: the share the slot map located (its guesses less those that found another
+    # key's row), and reads per row
     local smap=$(grep '"kind": "pass"' "$log" | awk '{ for (i = 1; i < NF; i++) { if ($i == "\"rows_read\":") r += $(i + 1);
-        if ($i == "\"reads\":") n += $(i + 1); if ($i == "\"slot_map_hits\":") m += $(i + 1) } }
+        if ($i == "\"reads\":") n += $(i + 1); if ($i == "\"slot_map_hits\":") m += $(i + 1);
+        if ($i == "\"slot_map_wrong\":") m -= $(i + 1) } }
         END { if (r > 0) printf "%.4f/%.4f", m / r, n / r; else printf "0/0" }' | tr -d ',')
     echo "$sps $hit $((rss / 1048576)) $res $rows $smap $cpu"
 }

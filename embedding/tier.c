@@ -111,6 +111,7 @@ struct emb_tier {
     int smap_sb;                  /* the narrow layout's slot bits (24; fewer in tests) */
     pthread_mutex_t smap_mu;
     int smap_waiting;        /* fetches waiting for smap_mu (a commit's update of the map lets them in) */
+    uint64_t index_gets;     /* emb_tier_stats' (atomic: fetches and lookups count them without mu) */
     rocksdb_t *db;
     rocksdb_column_family_handle_t *cf;
     rocksdb_options_t *opt;
@@ -1377,6 +1378,7 @@ emb_tier_stats emb_tier_get_stats(emb_tier *t)
     pthread_mutex_lock(&t->mu);
     emb_tier_stats s = t->st;
     pthread_mutex_unlock(&t->mu);
+    s.index_gets = __atomic_load_n(&t->index_gets, __ATOMIC_RELAXED);
     return s;
 }
 
@@ -1421,6 +1423,7 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
     }
     if (via_map) pthread_mutex_unlock(&t->smap_mu);
     if (m) rocksdb_batched_multi_get_cf(t->db, t->ro, t->cf, m, kp, ks, vals, errs, 0);
+    __atomic_add_fetch(&t->index_gets, (uint64_t)m, __ATOMIC_RELAXED);
     for (size_t j = 0; j < m; j++) {
         if (errs[j]) {
             if (!ret) ret = fail(err, errlen, -EIO, "%s: index read failed: %s", t->dir, errs[j]);

@@ -37,6 +37,7 @@ typedef struct {
     uint64_t rows_read, bytes_read;        /* fetches that found their row; bytes the reads covered */
     uint64_t reads;                        /* reads issued (one may serve several rows) */
     uint64_t map_hits, map_wrong;          /* slots the slot map gave; of those, another key's */
+    uint64_t index_gets;                   /* keys looked up in the index (RocksDB) */
 } emb_tier_stats;
 
 /* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.

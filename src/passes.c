@@ -386,7 +386,7 @@ struct passes {
     /* statistics of the current pass */
     emb_cache_stats cs;
     uint64_t rows_read, bytes_read, rows_written, bytes_written;
-    uint64_t reads, map_hits;
+    uint64_t reads, map_hits, map_wrong, index_gets;
     double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
     emb_tier_stats st0;
     /* where the run stands (the catalog) */
@@ -947,7 +947,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
         fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
-                "\"reads\": %llu, \"slot_map_hits\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
+                "\"reads\": %llu, \"slot_map_hits\": %llu, \"slot_map_wrong\": %llu, \"index_gets\": %llu, \"rows_written\": %llu, \"bytes_written\": %llu, "
                 "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, \"index_bytes\": %llu, \"samples_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
@@ -956,7 +956,8 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
-                (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits, (unsigned long long)rw,
+                (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits,
+                (unsigned long long)ps->map_wrong, (unsigned long long)ps->index_gets, (unsigned long long)rw,
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
                 (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache),
                 (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)samples, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
@@ -994,7 +995,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     }
     memset(&ps->cs, 0, sizeof ps->cs);
     ps->rows_read = ps->bytes_read = 0;
-    ps->reads = ps->map_hits = 0;
+    ps->reads = ps->map_hits = ps->map_wrong = ps->index_gets = 0;
     ps->rows_written = ps->bytes_written = 0;
     ps->wait_s = ps->commit_s = ps->boundary_s = ps->read_wait_s = ps->commit_wait_s = 0;
 }
@@ -1248,6 +1249,8 @@ const pass_item *passes_next(passes *ps)
         ps->bytes_read = st.bytes_read - ps->st0.bytes_read;
         ps->reads = st.reads - ps->st0.reads;
         ps->map_hits = st.map_hits - ps->st0.map_hits;
+        ps->map_wrong = st.map_wrong - ps->st0.map_wrong;
+        ps->index_gets = st.index_gets - ps->st0.index_gets;
         ps->st0 = st;
         double b0 = now_sec();
         coming = emb_cache_install(ps->cache, ps->job);   /* and the rows its new keys will add */
