@@ -413,10 +413,12 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
 
 /* A set, in one of two layouts (the whole map has one: t->smap_wide), newest first:
  * - narrow, while every slot put is below 2^24 (2^smap_sb): SMAP_NARROW entries of 32 bits, an
- *   8-bit fingerprint above a 24-bit slot (0: empty). Four bytes an entry: the end-to-end bench's 8.3M
- *   keys fit the map at 10% of the table, where six-byte entries held two thirds of them. An 8-bit
- *   fingerprint matches another key's in about one in 16 lookups of a full set: that fetch reads a
- *   slot for nothing and asks the index.
+ *   8-bit fingerprint above a 24-bit slot (0: empty). Four bytes an entry, sixteen a set instead
+ *   of ten: in the end-to-end bench (8.3M keys, the cache at 10%) the map located 0.72-0.75 of the
+ *   rows read instead of 0.70-0.71, and the trainer's waits for the fetch fell from 1.6-2.6 s to
+ *   0.02-0.31 s (docs/performance.md, sixteenth session). An 8-bit fingerprint matches another
+ *   key's in up to one in 16 lookups of a full set: that fetch reads a slot for nothing and asks
+ *   the index (about 1% of the rows read in that bench).
  * - wide, from the first slot past 2^24 on (the map is emptied then): SMAP_WAYS entries of a 16-bit
  *   fingerprint (0: empty) and a 32-bit slot. A fingerprint matches another key's about once in
  *   6,500 lookups of a full set. */
