@@ -395,15 +395,13 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
         emb_row_head *h = emb_table_head(e, (uint32_t)r);
         if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
     }
-    #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : bad)
-    for (size_t i = 0; i < m; i++) bad += !emb_row_finite(e, v[i]);
-    st->nonfinite += bad;
     st->written += m;
     if (m) {
         emb_row_head **ord = hot_first(v, m);
-        st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m);
+        st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m, e, &bad);   /* checked as their images are made */
         free(ord);
     }
+    st->nonfinite += bad;
 }
 
 /* The pins' fetches whose rows name table tb's rows as they are */
@@ -553,7 +551,7 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes)
             if (!emb_row_clean(h)) v[m++] = h;
         }
         emb_row_head **ord = hot_first(v, m);
-        *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m);
+        *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m, NULL, NULL);
         free(ord);
         free(v);
         n += m;

@@ -2245,26 +2245,33 @@ typedef struct {
     int tb;
     placed *v;
     size_t n;
+    const struct emb_table *check;   /* (put_rows') */
+    size_t bad;
 } pending_puts;
 
 static void store_pending(void *ctx)
 {
     pending_puts *q = ctx;
     enum { AHEAD = 8 };   /* rows and key filter words on their way (filter_prefetch) */
-    #pragma omp parallel for schedule(dynamic, 1024)   /* chunks as threads come (cache.c) */
+    size_t bad = 0;
+    #pragma omp parallel for schedule(dynamic, 1024) reduction(+ : bad)   /* chunks as threads come (cache.c) */
     for (size_t i = 0; i < q->n; i++) {
         if (i + 2 * AHEAD < q->n)
             for (size_t o = 0; o < q->b->t->sf[q->tb].row_bytes; o += 64) __builtin_prefetch((char *)q->v[i + 2 * AHEAD].h + o);
         if (i + AHEAD < q->n && !emb_row_slot1(q->v[i + AHEAD].h)) filter_prefetch(q->b->t, q->tb, q->v[i + AHEAD].h->key, 1);
         put_image(q->b, q->tb, &q->v[i]);
+        /* from the image, in the cache now: the rows are not read twice */
+        if (q->check) bad += !emb_row_finite(q->check, (const emb_row_head *)q->v[i].img);
     }
+    q->bad += bad;
     q->n = 0;
 }
 
-size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n)
+size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n, const struct emb_table *check,
+                         size_t *nonfinite)
 {
     size_t chunk = WRITE_BUF / b->t->sf[tb].slot_bytes + 1;   /* a buffer's puts at most */
-    pending_puts q = { b, tb, xmalloc((chunk < n ? chunk : n ? n : 1) * sizeof *q.v), 0 };
+    pending_puts q = { b, tb, xmalloc((chunk < n ? chunk : n ? n : 1) * sizeof *q.v), 0, check, 0 };
     for (size_t i = 0; i < n;) {
         size_t k = n - i < SEAL_CHUNK ? n - i : SEAL_CHUNK;
         seal_full(b, k);
@@ -2275,6 +2282,7 @@ size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n)
         }
         store_pending(&q);
     }
+    if (nonfinite) *nonfinite += q.bad;
     free(q.v);
     return n * b->t->sf[tb].slot_bytes;
 }

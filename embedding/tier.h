@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 typedef struct emb_tier emb_tier;
+struct emb_table;   /* table.h */
 
 typedef struct {
     uint64_t rows_read, bytes_read;        /* fetches that found their row; bytes the reads covered */
@@ -141,8 +142,11 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
 /* put returns the bytes of the slot written (the row, its checksum and padding). */
 size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
 /* The same for n distinct rows of table tb at once (the rows' images are made by the OpenMP
- * threads, the slots and writes are as n puts in that order would take them); returns the bytes. */
-size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n);
+ * threads, the slots and writes are as n puts in that order would take them); returns the bytes.
+ * check (NULL: none): the rows' table; the rows holding NaN or inf (emb_row_finite, read from
+ * their images as they are made) are added to *nonfinite. */
+size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n, const struct emb_table *check,
+                         size_t *nonfinite);
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* The batch's puts so far are written (their I/O completed) and fetches find them: their index
  * changes become a sealed segment, sorted by key, searched before the committed index (newest
