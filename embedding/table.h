@@ -137,8 +137,8 @@ uint32_t emb_table_insert_record(emb_table *t, const void *rec, uint64_t aux);
 void emb_table_fill_record(emb_table *t, uint32_t row, const void *rec, uint64_t aux);
 /* Remove a row: the last row moves into its place (row numbers of other rows may change). */
 void emb_table_remove(emb_table *t, uint32_t row);
-/* Remove every row r with keep[r] == 0; returns how many went. Row numbers change: when a quarter
- * or less go, the last kept rows move into the places of those that went, their keys leave the
+/* Remove every row r with keep[r] == 0; returns how many went. Row numbers change: when half or
+ * less go, the last kept rows move into the places of those that went, their keys leave the
  * index one by one; when more go, the kept rows keep their order and the index is built again.
  * moved_to (NULL, or an array of the rows before): each kept row's number after. */
 size_t emb_table_keep_rows(emb_table *t, const uint8_t *keep, uint32_t *moved_to);

@@ -363,7 +363,7 @@ Test(table, keep_rows_drops_exactly_the_rows_not_kept)
         for (int r = 0; r < n; r++) {
             uint64_t key = emb_table_head(t, (uint32_t)r)->key;
             uint64_t h = key * 0x9E3779B97F4A7C15ull >> 56;   /* 0..255 */
-            keep[r] = share == 0 ? h >= 26 : share == 1 ? h >= 64 : h >= 192;
+            keep[r] = share == 0 ? h >= 26 : share == 1 ? h >= 64 : h >= 192;   /* holes filled twice, then rebuilt */
             if (r >= n - 5) keep[r] = share != 0;   /* a run of dropped (or kept) rows at the end */
             emb_table_vals(t, (uint32_t)r)[1] = (float)key;   /* a value that names its key */
             kept += keep[r];
