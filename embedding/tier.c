@@ -1662,20 +1662,32 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
         io_uring_for_each_cqe(&t->ring, head, cqe) {
             int b = (int)cqe->user_data;
             span sp = inflight[b];
-            if (cqe->res != (int)(sp.count * sb)) {
+            if (cqe->res < 0) {
                 if (!ret) {
-                    char what[64];
-                    snprintf(what, sizeof what, "%s", cqe->res < 0 ? strerror(-cqe->res) : "short read");
                     snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: %s", t->dir, tb,
-                             (unsigned long long)sp.first, what);
-                    ret = cqe->res < 0 ? cqe->res : -EIO;
+                             (unsigned long long)sp.first, strerror(-cqe->res));
+                    ret = cqe->res;
                 }
             } else {
+                /* a read ends early at the file's end: a slot past it is a slot map guess from
+                 * another table's entry (the map is shared, its fingerprints short), asked of the
+                 * index again; a slot the index gave there is an error */
+                uint64_t len = (uint64_t)cqe->res;
                 for (size_t r = sp.a; r < sp.b && ret == 0; r++) {
                     uint64_t slot = req[r] >> 32;
                     size_t i = (size_t)(req[r] & 0xffffffffu);
                     const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot + (slot - sp.first) * sb;
                     int guess = via_map && via_map[i];   /* from the slot map */
+                    if ((slot - sp.first + 1) * sb > len) {
+                        if (guess) {
+                            retry[(*n_retry)++] = i;
+                            continue;
+                        }
+                        snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: short read", t->dir, tb,
+                                 (unsigned long long)slot);
+                        ret = -EIO;
+                        break;
+                    }
                     if (guess && !slot_holds(s, img, slot, keys[i])) {
                         retry[(*n_retry)++] = i;
                         continue;

@@ -775,6 +775,45 @@ Test(tier, slot_map_fingerprint_collision_asks_the_index)
     emb_table_destroy(t);
 }
 
+/* The slot map is shared by the tables: an entry of table 1 can match a key of table 0, at a slot
+ * past the end of table 0's file. The read comes back short there; the fetch asks the index and
+ * gets the key's own row, instead of failing (as it did with the narrow map's 8-bit fingerprints,
+ * in the torture loop's run with a table per field). */
+Test(tier, slot_map_guess_past_a_table_s_end_asks_the_index)
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    emb_table *t[2] = { emb_table_create(&c), emb_table_create(&c) };
+    size_t rb[2] = { emb_table_row_bytes(t[0]), emb_table_row_bytes(t[1]) };
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path("pastend"), 2, rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    uint64_t salt0 = 0x9e3779b97f4a7c15ull, salt1 = 0x9e3779b97f4a7c15ull * 2;   /* tables 0 and 1 in the tier's hash */
+    uint64_t k0 = 0x1234567890abcdefull, k1 = unmix64(mix64(k0 ^ salt0) ^ 1) ^ salt1;   /* one set, one fingerprint */
+    emb_tier_batch *b = emb_tier_begin(tier);
+    uint32_t r = emb_table_get(t[0], k0);
+    emb_table_head(t[0], r)->show = 1;
+    emb_tier_put(b, 0, emb_table_head(t[0], r));
+    for (uint64_t k = 1; k <= 40000; k++) {   /* table 1's slots pass the megabyte table 0's file is zeroed ahead */
+        uint64_t key = k == 40000 ? k1 : k * 7919;
+        r = emb_table_get(t[1], key);
+        emb_table_head(t[1], r)->show = 2;
+        emb_tier_put(b, 1, emb_table_head(t[1], r));
+    }
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+    uint8_t *rec = malloc(rb[0]);
+    uint64_t aux;
+    cr_assert_eq(emb_tier_fetch(tier, 0, &k0, 1, rec, &aux, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(((const emb_row_head *)rec)->key, k0);
+    cr_assert_float_eq(((const emb_row_head *)rec)->show, 1.0f, 0);
+    emb_tier_stats st = emb_tier_get_stats(tier);
+    cr_assert_eq(st.map_wrong, 1, "table 1's entry was tried first (%llu wrong)", (unsigned long long)st.map_wrong);
+    emb_tier_close(tier);
+    free(rec);
+    emb_table_destroy(t[0]);
+    emb_table_destroy(t[1]);
+}
+
 /* Removing rows keeps every other key findable with its own values. */
 Test(tier, table_remove_keeps_the_index)
 {
