@@ -412,8 +412,8 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
  * fingerprint: a fetch that finds another key in the slot asks the index (fetch_into). */
 
 /* A set, in one of two layouts (the whole map has one: t->smap_wide), newest first:
- * - narrow, while every slot put is below 2^24 (2^smap_sb): SMAP_NARROW entries of 32 bits, an
- *   8-bit fingerprint above a 24-bit slot (0: empty). Four bytes an entry, sixteen a set instead
+ * - narrow, in a tier of one table (see emb_tier_open), while every slot put is below 2^24
+ *   (2^smap_sb): SMAP_NARROW entries of 32 bits, an 8-bit fingerprint above a 24-bit slot (0: empty). Four bytes an entry, sixteen a set instead
  *   of ten: in the end-to-end bench (8.3M keys, the cache at 10%) the map located 0.72-0.75 of the
  *   rows read instead of 0.70-0.71, and the trainer's waits for the fetch fell from 1.6-2.6 s to
  *   0.02-0.31 s (docs/performance.md, sixteenth session). An 8-bit fingerprint matches another
@@ -997,6 +997,11 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
      * alternating pairs of runs, as with 0.97 of it in three more (docs/performance.md, fifteenth
      * session); the block cache keeps several MB at the larger budgets, whose tables it serves more */
     t->smap_sb = 24;
+    /* The narrow layout only for one table. The map is shared by the tables, and an entry of one
+     * table that matches a key of another names a slot of the wrong file: that slot may hold an
+     * older image of the key (freed, not yet written over), which passes slot_holds. Eight-bit
+     * fingerprints would make such matches 256 times likelier than the wide layout's. */
+    t->smap_wide = n_tables > 1;
     t->filt_words = 8192;
     while (t->filt_words * 16 <= index_cache / 4) t->filt_words *= 2;
     size_t rest = index_cache > t->filt_words * 8 ? index_cache - t->filt_words * 8 : 0;
