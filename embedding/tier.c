@@ -935,7 +935,7 @@ static int parse_layout(const char *v, size_t vl, int *n_tables, size_t **rb, ch
     line[vl] = 0;
     int n = 0, ret = -1;
     char *lay = strstr(line, " layout="), *rows = strstr(line, " rows=");
-    if (sscanf(line, TIER_VERSION " tables=%d", &n) == 1 && n > 0 && n < 65536 && lay && rows && rows > lay) {
+    if (sscanf(line, TIER_VERSION " tables=%d", &n) == 1 && n > 0 && n <= EMB_TIER_MAX_TABLES && lay && rows && rows > lay) {
         *rows = 0;
         *layout = xstrdup(lay + 8);
         *rb = xcalloc((size_t)n, sizeof **rb);
@@ -975,6 +975,11 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
                   int readonly, size_t index_cache, char *err, size_t errlen)
 {
     *out = NULL;
+    if (n_tables > EMB_TIER_MAX_TABLES)
+        return failf(err, errlen, -EINVAL,
+                     "%s: a table folder holds at most %d tables (its index names a table in one byte); this model "
+                     "has %d (fewer with --field-dim naming the fields that get their own, or without --table-per-field)",
+                     dir, EMB_TIER_MAX_TABLES, n_tables);
     char rec[4200];
     snprintf(rec, sizeof rec, "%s/" EMB_SHARDS_FILE, dir);
     if (access(rec, F_OK) == 0) return open_sharded(out, dir, n_tables, row_bytes, layout, readonly, index_cache, err, errlen);
@@ -1159,9 +1164,10 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         t->n = n_tables;
         row_bytes = rb_found;
     } else {
-        char *want = xmalloc(8192);
-        int w = snprintf(want, 8192, "%s tables=%d layout=%s rows=", TIER_VERSION, n_tables, layout);
-        for (int i = 0; i < n_tables && w < 8192; i++) w += snprintf(want + w, 8192 - (size_t)w, "%s%zu", i ? "," : "", row_bytes[i]);
+        size_t wl = strlen(layout) + 24 * (size_t)n_tables + 64;   /* "," and a size_t each */
+        char *want = xmalloc(wl);
+        int w = snprintf(want, wl, "%s tables=%d layout=%s rows=", TIER_VERSION, n_tables, layout);
+        for (int i = 0; i < n_tables; i++) w += snprintf(want + w, wl - (size_t)w, "%s%zu", i ? "," : "", row_bytes[i]);
         if (!v && readonly) {
             ret = fail(err, errlen, -EBADMSG, "%s: %s", dir, "not a ctrbox table folder (no layout record)");
         } else if (!v) {

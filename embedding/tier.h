@@ -41,7 +41,10 @@ typedef struct {
     uint64_t index_gets;                   /* keys looked up in the index (RocksDB) */
 } emb_tier_stats;
 
-/* Open (creating if allowed) DIR for n_tables tables whose records have row_bytes[i] bytes.
+/* A folder holds at most this many tables: its index names a key's table in one byte. */
+#define EMB_TIER_MAX_TABLES 256
+
+/* Open (creating if allowed) DIR for n_tables (at most EMB_TIER_MAX_TABLES) tables whose records have row_bytes[i] bytes.
  * `layout` names the model layout; a folder made for another layout is refused. index_cache:
  * bytes for the index in memory: a quarter holds the key filter (which keys the tier may hold),
  * seven eighths of the rest the slot map (the newest index entries, which spare most fetches a

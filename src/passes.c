@@ -473,26 +473,31 @@ static emb_cache *cache_of(model *m, uint32_t n_fields, uint64_t budget, int lfu
     return c;
 }
 
-/* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..." */
-static void tier_layout(model *m, char *out, size_t len)
+/* The layout line a table folder records for m's tables: "MODEL;t0:dim=D,w=0|1,opt=NAME,state=S;..."
+ * (malloc'ed: a line of every table, however many) */
+static char *tier_layout(model *m)
 {
+    size_t len = 64 + 96 * (size_t)model_n_tables(m);   /* a table's part is under 96 bytes */
+    char *out = xmalloc(len);
     int w = snprintf(out, len, "%s", model_kind_name(model_config_of(m)->kind));
-    for (int i = 0; i < model_n_tables(m) && w < (int)len; i++) {
+    for (int i = 0; i < model_n_tables(m); i++) {
         const emb_table_config *c = emb_table_config_of(model_table(m, i));
         w += snprintf(out + w, len - (size_t)w, ";t%d:dim=%d,w=%d,opt=%s,state=%d", i, c->dim, c->has_w,
                       sparse_opt_name(c->opt.kind), emb_table_state_floats(model_table(m, i)));
+        CHECK((size_t)w < len);
     }
+    return out;
 }
 
 int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache, emb_tier **out, char *err, size_t errlen)
 {
-    char layout[4096];
-    tier_layout(m, layout, sizeof layout);
+    char *layout = tier_layout(m);
     int n = model_n_tables(m);
     size_t *rb = xcalloc((size_t)n, sizeof *rb);
     for (int i = 0; i < n; i++) rb[i] = emb_table_row_bytes(model_table(m, i));
     int ret = emb_tier_open(out, dir, n, rb, layout, readonly, index_cache, err, errlen);
     free(rb);
+    free(layout);
     return ret;
 }
 

@@ -814,6 +814,48 @@ Test(tier, slot_map_guess_past_a_table_s_end_asks_the_index)
     emb_table_destroy(t[1]);
 }
 
+/* A folder holds EMB_TIER_MAX_TABLES tables, whose layout record (kilobytes) is kept whole and
+ * read back; one more is refused with a message, not stored under another table's number. */
+Test(tier, most_tables_a_folder_holds)
+{
+    enum { N = EMB_TIER_MAX_TABLES };
+    size_t rb[N + 1];
+    char *layout = malloc(64 * (N + 1));
+    int w = sprintf(layout, "lr");
+    for (int i = 0; i <= N; i++) {
+        rb[i] = sizeof(emb_row_head) + 8;
+        if (i < N) w += sprintf(layout + w, ";t%d:dim=0,w=1,opt=adam,state=2", i);
+    }
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_lt(emb_tier_open(&tier, th_path("toomany"), N + 1, rb, layout, 0, 1u << 20, err, sizeof err), 0);
+    cr_assert(strstr(err, "at most 256 tables") && strstr(err, "257"), "%s", err);
+    cr_assert_eq(emb_tier_open(&tier, th_path("most"), N, rb, layout, 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    emb_tier_batch *b = emb_tier_begin(tier);
+    uint8_t *rec = calloc(1, rb[0]);
+    emb_row_head *h = (emb_row_head *)rec;
+    for (int tb = 0; tb < N; tb++) {   /* one key in every table, its show the table's number */
+        h->key = 42;
+        h->show = (float)tb;
+        h->aux = 0;
+        emb_tier_put(b, tb, h);
+    }
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+    emb_tier_close(tier);
+    cr_assert_eq(emb_tier_open(&tier, th_path("most"), 0, NULL, NULL, 1, 1u << 20, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_tables(tier), N);
+    cr_assert_str_eq(emb_tier_layout(tier), layout);
+    for (int tb = 0; tb < N; tb++) {
+        uint64_t key = 42, aux;
+        cr_assert_eq(emb_tier_rows(tier, tb), 1, "table %d", tb);
+        cr_assert_eq(emb_tier_fetch(tier, tb, &key, 1, rec, &aux, err, sizeof err), 0, "%s", err);
+        cr_assert_float_eq(h->show, (float)tb, 0, "table %d", tb);
+    }
+    emb_tier_close(tier);
+    free(rec);
+    free(layout);
+}
+
 /* Removing rows keeps every other key findable with its own values. */
 Test(tier, table_remove_keeps_the_index)
 {
