@@ -108,6 +108,7 @@ struct emb_tier {
     union smap_line *smap;        /* the slot map: smap_sets sets */
     uint64_t smap_sets;
     int smap_wide;                /* its layout (smap_line); changed only under smap_mu */
+    int smap_tb_bits;             /* the wide layout's fingerprint bits that name the table (smap_fp) */
     int smap_sb;                  /* the narrow layout's slot bits (24; fewer in tests) */
     pthread_mutex_t smap_mu;
     int smap_waiting;        /* fetches waiting for smap_mu (a commit's update of the map lets them in) */
@@ -408,8 +409,12 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
  * the RocksDB lookup (which was half a fetch's CPU). Sets of entries (one cache line), newest
  * first; an entry is a fingerprint of (table, key) and a slot. It is written only once a commit is
  * durable (each put, in commit order, replaces the entry with the key's fingerprint; a deletion
- * removes it), so a key's entry, when there is one, is the index's own slot. Two keys can share a
- * fingerprint: a fetch that finds another key in the slot asks the index (fetch_into). */
+ * removes it), so a key's entry, when there is one, is the index's own slot. Two keys of a table
+ * can share a fingerprint: a fetch that finds another key in the slot asks the index (fetch_into).
+ * Two keys of different tables never do: the slot would be one of the other table's file, where an
+ * older image of the key (freed, not yet written over) could be, and pass slot_holds (a stale row).
+ * So a fingerprint names its table: the narrow layout serves one table only, and the wide layout's
+ * fingerprints begin with the table's number (smap_fp). */
 
 /* A set, in one of two layouts (the whole map has one: t->smap_wide), newest first:
  * - narrow, in a tier of one table (see emb_tier_open), while every slot put is below 2^24
@@ -419,9 +424,11 @@ static int filter_may_hold(emb_tier *t, int tb, uint64_t key)
  *   0.02-0.31 s (docs/performance.md, sixteenth session). An 8-bit fingerprint matches another
  *   key's in up to one in 16 lookups of a full set: that fetch reads a slot for nothing and asks
  *   the index (about 1% of the rows read in that bench).
- * - wide, from the first slot past 2^24 on (the map is emptied then): SMAP_WAYS entries of a 16-bit
- *   fingerprint (0: empty) and a 32-bit slot. A fingerprint matches another key's about once in
- *   6,500 lookups of a full set. */
+ * - wide, in a tier of several tables, or from the first slot past 2^24 on (the map is emptied
+ *   then): SMAP_WAYS entries of a 16-bit fingerprint (0: empty) and a 32-bit slot. With one table a
+ *   fingerprint matches another key's about once in 6,500 lookups of a full set; with 2^k tables
+ *   (k = smap_tb_bits) the table takes k of its bits, and such matches (of one table's keys) are
+ *   2^k times likelier. */
 typedef union smap_line {
     struct {
         uint16_t fp[SMAP_WAYS];
@@ -439,12 +446,17 @@ static smap_line *smap_where(const emb_tier *t, int tb, uint64_t key, uint64_t *
     return &t->smap[((*h & 0xffffffffu) * t->smap_sets) >> 32];
 }
 
-/* The fingerprint in the map's layout: the hash's top 16 or 32 - smap_sb bits, never 0 (0 is an
- * empty entry) */
-static uint32_t smap_fp(const emb_tier *t, uint64_t h)
+/* The fingerprint of table tb's key of hash h in the map's layout, never 0 (0 is an empty entry):
+ * narrow (one table), the hash's top 32 - smap_sb bits; wide, 16 bits: the table's number in the
+ * top smap_tb_bits, then the hash's top bits */
+static uint32_t smap_fp(const emb_tier *t, int tb, uint64_t h)
 {
-    uint32_t fp = t->smap_wide ? (uint32_t)(h >> 48) : (uint32_t)(h >> (32 + t->smap_sb));
-    return fp ? fp : 1;
+    if (!t->smap_wide) {
+        uint32_t fp = (uint32_t)(h >> (32 + t->smap_sb));
+        return fp ? fp : 1;
+    }
+    uint32_t fp = (uint32_t)(h >> (48 + t->smap_tb_bits));
+    return (uint32_t)tb << (16 - t->smap_tb_bits) | (fp ? fp : 1);
 }
 
 /* slot + 1 of (tb, key) if the map has its fingerprint, else 0 (caller holds smap_mu) */
@@ -453,7 +465,7 @@ static uint64_t smap_get(const emb_tier *t, int tb, uint64_t key)
     uint64_t h;
     if (!t->smap_sets) return 0;
     const smap_line *set = smap_where(t, tb, key, &h);
-    uint32_t fp = smap_fp(t, h);
+    uint32_t fp = smap_fp(t, tb, h);
     if (!t->smap_wide) {
         for (int w = 0; w < SMAP_NARROW && set->n[w]; w++)
             if (set->n[w] >> t->smap_sb == fp) return (uint64_t)(set->n[w] & ((1u << t->smap_sb) - 1)) + 1;
@@ -498,7 +510,7 @@ static void smap_set(emb_tier *t, int tb, uint64_t key, uint64_t slot1)
     }
     uint64_t h;
     smap_line *set = smap_where(t, tb, key, &h);
-    uint32_t fp = smap_fp(t, h);
+    uint32_t fp = smap_fp(t, tb, h);
     int ways = t->smap_wide ? SMAP_WAYS : SMAP_NARROW, w = 0;
     while (w < ways - 1 && smap_fp_at(t, set, w) && smap_fp_at(t, set, w) != fp) w++;   /* its entry, or the oldest */
     if (slot1 == 0) {
@@ -1002,11 +1014,6 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
      * alternating pairs of runs, as with 0.97 of it in three more (docs/performance.md, fifteenth
      * session); the block cache keeps several MB at the larger budgets, whose tables it serves more */
     t->smap_sb = 24;
-    /* The narrow layout only for one table. The map is shared by the tables, and an entry of one
-     * table that matches a key of another names a slot of the wrong file: that slot may hold an
-     * older image of the key (freed, not yet written over), which passes slot_holds. Eight-bit
-     * fingerprints would make such matches 256 times likelier than the wide layout's. */
-    t->smap_wide = n_tables > 1;
     t->filt_words = 8192;
     while (t->filt_words * 16 <= index_cache / 4) t->filt_words *= 2;
     size_t rest = index_cache > t->filt_words * 8 ? index_cache - t->filt_words * 8 : 0;
@@ -1181,6 +1188,10 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         free(want);
         if (ret < 0) goto out;
     }
+    /* the map's layout, now that the tables are known: narrow for one table; wide, its fingerprints
+     * naming their table, for several (smap_fp) */
+    t->smap_wide = t->n > 1;
+    while (1 << t->smap_tb_bits < t->n) t->smap_tb_bits++;
     t->sf = xcalloc((size_t)n_tables, sizeof *t->sf);
     size_t maxslot = 512;
     for (int i = 0; i < n_tables; i++) t->sf[i].fd = -1;
