@@ -85,7 +85,10 @@ typedef struct {
     uint64_t cursor;         /* allocation cursor of the commit being assembled */
     int in_run;              /* the cursor is inside a run of free slots */
     uint64_t free_slots;     /* free slots below hwm */
-    uint64_t backed;         /* bytes of the file that were written once (zeros or rows), but for punched pages */
+    uint64_t backed;         /* bytes of the file that were written once (zeros or rows), but for punched pages
+                              * (changed under the tier's zmu, read without it: atomic) */
+    uint64_t zwant;          /* the zero filler writes zeros from backed up to here (zmu) */
+    int zbusy, zerr;         /* it is writing past backed; its last write failed (-errno) (zmu) */
     uint64_t *punched;       /* 4 KB pages below backed given back to the file system (holes), a bit each */
     uint64_t punched_words, n_punched;
 } slot_file;
@@ -124,6 +127,11 @@ struct emb_tier {
     pthread_mutex_t fetch_mu;   /* the ring and its read buffers: the trainer's evaluation and the
                                  * prefetch thread may fetch at once */
     struct io_uring wring;   /* commit writes (another thread may fetch meanwhile); only the open batch writes */
+    /* the zero filler (zfill_main), started with the first write that needs it */
+    pthread_t zth;
+    int zth_on, zstop;       /* zth_on: 1 running, -1 could not start (back_space writes the zeros) */
+    pthread_mutex_t zmu;
+    pthread_cond_t zcv;
     uint8_t *wbuf[2];        /* the open batch's write buffers */
     uint8_t *zeros;          /* WRITE_BUF of zeros, to back a file's new space before rows go there */
     /* Fetches search the sealed segments of the open batch, then of the batch being committed,
@@ -227,7 +235,7 @@ static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint
 static int spill_open(emb_tier_batch *b, char *err, size_t errlen);
 static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, const char *path, int keep_side,
                            char *err, size_t errlen);
-static void release_free(slot_file *s);
+static void release_free(emb_tier *t, slot_file *s);
 
 static void idx_key(uint8_t out[10], int tb, uint64_t key)
 {
@@ -1005,6 +1013,8 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
     t->lockfd = -1;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->smap_mu, NULL);
+    pthread_mutex_init(&t->zmu, NULL);
+    pthread_cond_init(&t->zcv, NULL);
     pthread_mutex_init(&t->fetch_mu, NULL);
     pthread_mutex_init(&t->rec_mu, NULL);
     /* the index's memory: a quarter the key filter, seven eighths of the rest the slot map, what
@@ -1257,6 +1267,14 @@ void emb_tier_close(emb_tier *t)
         close_sharded(t);
         return;
     }
+    if (t->zth_on > 0) {
+        pthread_mutex_lock(&t->zmu);
+        t->zstop = 1;
+        pthread_cond_broadcast(&t->zcv);
+        pthread_mutex_unlock(&t->zmu);
+        pthread_join(t->zth, NULL);
+        t->zth_on = 0;
+    }
     if (t->prepared) {   /* its file stays: the next open's emb_tier_resolve_prepared decides */
         char err[64];
         emb_tier_batch *b = t->prepared;
@@ -1301,6 +1319,8 @@ void emb_tier_close(emb_tier *t)
     if (t->lockfd >= 0) close(t->lockfd);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->smap_mu);
+    pthread_mutex_destroy(&t->zmu);
+    pthread_cond_destroy(&t->zcv);
     pthread_mutex_destroy(&t->fetch_mu);
     free(t->smap);
     free(t->layout);
@@ -1950,7 +1970,7 @@ void emb_tier_settle(emb_tier *t)
     int release = t->rec_release;
     t->rec_release = 0;
     pthread_mutex_unlock(&t->rec_mu);
-    for (int i = 0; release && i < t->n; i++) release_free(&t->sf[i]);
+    for (int i = 0; release && i < t->n; i++) release_free(t, &t->sf[i]);
     free_retired(t);
 }
 
@@ -2027,6 +2047,49 @@ static int zero_fill(emb_tier *t, slot_file *s, uint64_t off, uint64_t len)
 /* The space of bytes [off0, off1) of s is written once before rows go there: punched pages in it
  * (1 MB around) and the file's new end (with room ahead, a quarter of the file up to 64 MB) are
  * filled with zeros first. Only the batch that puts calls this, before it submits the run's write. */
+/* The zero filler: zeros from each slot file's backed up to its zwant, 4 MB a write, on a thread
+ * of its own (the writes wait for the disk: on the trainer's thread they took about 3 s of the
+ * end-to-end bench's boundaries, docs/performance.md, seventeenth session). Only the filler writes
+ * past backed; a row is written below backed only (back_space waits for the filler). */
+static void *zfill_main(void *arg)
+{
+    emb_tier *t = arg;
+    thread_lower_priority(19);
+    pthread_mutex_lock(&t->zmu);
+    while (!t->zstop) {
+        slot_file *s = NULL;
+        for (int i = 0; i < t->n && !s; i++)
+            if (t->sf[i].backed < t->sf[i].zwant && !t->sf[i].zerr) s = &t->sf[i];
+        if (!s) {
+            pthread_cond_wait(&t->zcv, &t->zmu);
+            continue;
+        }
+        uint64_t at = s->backed, n = s->zwant - at < WRITE_BUF ? s->zwant - at : WRITE_BUF;
+        s->zbusy = 1;
+        pthread_mutex_unlock(&t->zmu);
+        ssize_t r = pwrite(s->fd, t->zeros, (size_t)n, (off_t)at);
+        int e = r < 0 ? -errno : r == 0 ? -EIO : 0;
+        pthread_mutex_lock(&t->zmu);
+        s->zbusy = 0;
+        if (e) {
+            s->zerr = e;
+            s->zwant = at;
+        } else {
+            __atomic_store_n(&s->backed, at + (uint64_t)r, __ATOMIC_RELEASE);
+        }
+        pthread_cond_broadcast(&t->zcv);
+    }
+    pthread_mutex_unlock(&t->zmu);
+    return NULL;
+}
+
+/* The zero filler stopped on s, for a change of its end (the caller holds zmu) */
+static void zfill_hold(emb_tier *t, slot_file *s)
+{
+    while (s->zbusy) pthread_cond_wait(&t->zcv, &t->zmu);
+    s->zwant = s->backed;
+}
+
 static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
 {
     if (!s->direct) return 0;
@@ -2041,17 +2104,49 @@ static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
                 s->n_punched--;
                 q++;
             }
-            ret = zero_fill(t, s, p * 4096, (q - p) * 4096);
+            ret = zero_fill(t, s, p * 4096, (q - p) * 4096);   /* below backed: the filler is elsewhere */
             p = q;
         }
     }
-    if (ret == 0 && off1 > s->backed) {
-        uint64_t ahead = s->backed / 4;
-        ahead = ahead < (1u << 20) ? (1u << 20) : ahead > (64u << 20) ? (64u << 20) : round_up(ahead, 1u << 20);
+    /* the filler keeps `ahead` bytes past the last write (a quarter of the file, 1 to 64 MB); it
+     * is told to go on once a write comes within half of that of backed, and waited for only when
+     * a write would pass backed */
+    uint64_t backed = __atomic_load_n(&s->backed, __ATOMIC_ACQUIRE);
+    uint64_t ahead = backed / 4;
+    ahead = ahead < (1u << 20) ? (1u << 20) : ahead > (64u << 20) ? (64u << 20) : round_up(ahead, 1u << 20);
+    if (ret == 0 && off1 + ahead / 2 > backed) {
+        pthread_mutex_lock(&t->zmu);
+        if (!t->zth_on) {   /* a small stack: it calls pwrite alone (and under ulimit -v a thread may not start) */
+            pthread_attr_t at;
+            pthread_attr_init(&at);
+            pthread_attr_setstacksize(&at, 256u << 10);
+            t->zth_on = pthread_create(&t->zth, &at, zfill_main, t) == 0 ? 1 : -1;
+            pthread_attr_destroy(&at);
+        }
+        if (t->zth_on < 0) {   /* no filler: the zeros are written here */
+            uint64_t to = round_up(off1, 4096) + ahead;
+            ret = zero_fill(t, s, backed, to - backed);
+            if (ret == 0) __atomic_store_n(&s->backed, to, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&t->zmu);
+            return ret;
+        }
         /* from the end of what was written (whole blocks: slots there may be in use), to a page past it */
         uint64_t to = round_up(off1, 4096) + ahead;
-        ret = zero_fill(t, s, s->backed, to - s->backed);
-        if (ret == 0) s->backed = to;
+        if (to > s->zwant) {
+            s->zwant = to;
+            pthread_cond_broadcast(&t->zcv);
+        }
+        for (int tries = 0; ret == 0;) {
+            while (s->backed < off1 && !s->zerr) pthread_cond_wait(&t->zcv, &t->zmu);
+            if (s->backed >= off1) break;
+            if (tries++) ret = s->zerr;   /* this write's own try failed */
+            s->zerr = 0;                  /* an earlier write's (the disk may have room now): once more */
+            if (!ret) {
+                s->zwant = to;
+                pthread_cond_broadcast(&t->zcv);
+            }
+        }
+        pthread_mutex_unlock(&t->zmu);
     }
     return ret;
 }
@@ -2340,7 +2435,7 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
 /* After a commit that deleted or moved rows (shrink, repack): the file system gets back the pages
  * of free slots (holes punched) and the free tail of the file (cut off). Rows do not move; a slot
  * read back from a hole reads zeros, and only free slots are there. */
-static void release_free(slot_file *s)
+static void release_free(emb_tier *t, slot_file *s)
 {
     uint64_t sb = s->slot_bytes, h = s->hwm;
     while (h > 0 && slot_free(s, h - 1)) h--;
@@ -2348,8 +2443,12 @@ static void release_free(slot_file *s)
     if (h < s->hwm) {
         s->free_slots -= s->hwm - h;
         s->hwm = h;
-        if (ftruncate(s->fd, (off_t)(HEADER_BYTES + h * sb)) < 0) return;   /* the space stays: nothing is lost */
-        s->backed = HEADER_BYTES + h * sb;
+        pthread_mutex_lock(&t->zmu);
+        zfill_hold(t, s);
+        if (ftruncate(s->fd, (off_t)(HEADER_BYTES + h * sb)) == 0)   /* else the space stays: nothing is lost */
+            __atomic_store_n(&s->backed, HEADER_BYTES + h * sb, __ATOMIC_RELEASE);
+        s->zwant = s->backed;
+        pthread_mutex_unlock(&t->zmu);
     }
     for (uint64_t i = next_free(s, 0); i < s->hwm; i = next_free(s, i)) {
         uint64_t j = i;
