@@ -775,6 +775,29 @@ Test(tier, slot_map_fingerprint_collision_asks_the_index)
     emb_table_destroy(t);
 }
 
+/* Two tables of 4-dim rows in a tier of their own (the tests of the slot map across tables) */
+static emb_tier *two_tables(const char *name, emb_table *t[2], size_t rb[2])
+{
+    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_SGD);
+    for (int i = 0; i < 2; i++) {
+        t[i] = emb_table_create(&c);
+        rb[i] = emb_table_row_bytes(t[i]);
+    }
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path(name), 2, rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
+    return tier;
+}
+
+/* A key of table `to` whose hash in the tier is that of table `from`'s key k but for its lowest bit:
+ * one set of the slot map, the same fingerprint bits */
+static uint64_t colliding_key(int from, uint64_t k, int to)
+{
+    uint64_t salt = 0x9e3779b97f4a7c15ull;   /* table i's: salt * (i + 1) */
+    return unmix64(mix64(k ^ salt * (uint64_t)(from + 1)) ^ 1) ^ salt * (uint64_t)(to + 1);
+}
+
 /* The slot map is shared by the tables: a key of table 0 whose hash is that of a key of table 1
  * (but for its lowest bit: one set, the same hash bits) must not take table 1's entry, whose slot
  * is past the end of table 0's file. It did with the narrow map's 8-bit fingerprints (the read came
@@ -782,15 +805,11 @@ Test(tier, slot_map_fingerprint_collision_asks_the_index)
  * the wide layout's fingerprints named their table it would have been tried and found wrong. */
 Test(tier, slot_map_entry_of_another_table_is_not_tried)
 {
-    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
-    sparse_opt_default(&c.opt, SOPT_SGD);
-    emb_table *t[2] = { emb_table_create(&c), emb_table_create(&c) };
-    size_t rb[2] = { emb_table_row_bytes(t[0]), emb_table_row_bytes(t[1]) };
+    emb_table *t[2];
+    size_t rb[2];
     char err[1024];
-    emb_tier *tier;
-    cr_assert_eq(emb_tier_open(&tier, th_path("pastend"), 2, rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
-    uint64_t salt0 = 0x9e3779b97f4a7c15ull, salt1 = 0x9e3779b97f4a7c15ull * 2;   /* tables 0 and 1 in the tier's hash */
-    uint64_t k0 = 0x1234567890abcdefull, k1 = unmix64(mix64(k0 ^ salt0) ^ 1) ^ salt1;   /* one set, one fingerprint */
+    emb_tier *tier = two_tables("pastend", t, rb);
+    uint64_t k0 = 0x1234567890abcdefull, k1 = colliding_key(0, k0, 1);
     emb_tier_batch *b = emb_tier_begin(tier);
     uint32_t r = emb_table_get(t[0], k0);
     emb_table_head(t[0], r)->show = 1;
@@ -863,15 +882,11 @@ Test(tier, most_tables_a_folder_holds)
  * must not take the old image (a silent model change). The map's entries name their table. */
 Test(tier, slot_map_guess_of_another_table_never_returns_an_old_image)
 {
-    emb_table_config c = { 4, 1, { 0 }, 0.01f, 0, 7, 0, 0 };
-    sparse_opt_default(&c.opt, SOPT_SGD);
-    emb_table *t[2] = { emb_table_create(&c), emb_table_create(&c) };
-    size_t rb[2] = { emb_table_row_bytes(t[0]), emb_table_row_bytes(t[1]) };
+    emb_table *t[2];
+    size_t rb[2];
     char err[1024];
-    emb_tier *tier;
-    cr_assert_eq(emb_tier_open(&tier, th_path("oldimage"), 2, rb, "test", 0, 1u << 20, err, sizeof err), 0, "%s", err);
-    uint64_t salt0 = 0x9e3779b97f4a7c15ull, salt1 = 0x9e3779b97f4a7c15ull * 2;   /* tables 0 and 1 in the tier's hash */
-    uint64_t k1 = 0x1234567890abcdefull, k0 = unmix64(mix64(k1 ^ salt1) ^ 1) ^ salt0;   /* one set, one fingerprint */
+    emb_tier *tier = two_tables("oldimage", t, rb);
+    uint64_t k1 = 0x1234567890abcdefull, k0 = colliding_key(1, k1, 0);
     uint32_t r1 = emb_table_get(t[1], k1);
     for (int v = 1; v <= 2; v++) {   /* k1's first image (show 1) is left in its first slot */
         emb_table_head(t[1], r1)->show = (float)v;
