@@ -1346,6 +1346,14 @@ void emb_tier_debug_map_slot_bits(emb_tier *t, int bits)
     pthread_mutex_unlock(&t->smap_mu);
 }
 
+void emb_tier_debug_no_filler(emb_tier *t)
+{
+    pthread_mutex_lock(&t->zmu);
+    CHECK(t->zth_on == 0);
+    t->zth_on = -1;
+    pthread_mutex_unlock(&t->zmu);
+}
+
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
     emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0 };
@@ -1711,9 +1719,10 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
                     ret = cqe->res;
                 }
             } else {
-                /* a read ends early at the file's end: a slot past it is a slot map guess from
-                 * another table's entry (the map is shared, its fingerprints short), asked of the
-                 * index again; a slot the index gave there is an error */
+                /* a read ends early at the file's end. A slot the index gave there is an error; a
+                 * slot map guess there is asked of the index again, as any wrong guess (since the
+                 * map's entries name their table, a guess names a live slot of the key's own table,
+                 * so this is a safeguard only) */
                 uint64_t len = (uint64_t)cqe->res;
                 for (size_t r = sp.a; r < sp.b && ret == 0; r++) {
                     uint64_t slot = req[r] >> 32;
@@ -2044,9 +2053,6 @@ static int zero_fill(emb_tier *t, slot_file *s, uint64_t off, uint64_t len)
     return 0;
 }
 
-/* The space of bytes [off0, off1) of s is written once before rows go there: punched pages in it
- * (1 MB around) and the file's new end (with room ahead, a quarter of the file up to 64 MB) are
- * filled with zeros first. Only the batch that puts calls this, before it submits the run's write. */
 /* The zero filler: zeros from each slot file's backed up to its zwant, 4 MB a write, on a thread
  * of its own (the writes wait for the disk: on the trainer's thread they took about 3 s of the
  * end-to-end bench's boundaries, docs/performance.md, seventeenth session). Only the filler writes
@@ -2090,6 +2096,10 @@ static void zfill_hold(emb_tier *t, slot_file *s)
     s->zwant = s->backed;
 }
 
+/* The space of bytes [off0, off1) of s is written once before rows go there: punched pages in it
+ * (1 MB around) and the file's new end (with room ahead, a quarter of the file up to 64 MB) are
+ * filled with zeros first, the new end by the zero filler (zfill_main). Only the batch that puts calls
+ * this, before it submits the run's write. */
 static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
 {
     if (!s->direct) return 0;
@@ -2114,40 +2124,31 @@ static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
     uint64_t backed = __atomic_load_n(&s->backed, __ATOMIC_ACQUIRE);
     uint64_t ahead = backed / 4;
     ahead = ahead < (1u << 20) ? (1u << 20) : ahead > (64u << 20) ? (64u << 20) : round_up(ahead, 1u << 20);
-    if (ret == 0 && off1 + ahead / 2 > backed) {
-        pthread_mutex_lock(&t->zmu);
-        if (!t->zth_on) {   /* a small stack: it calls pwrite alone (and under ulimit -v a thread may not start) */
-            pthread_attr_t at;
-            pthread_attr_init(&at);
-            pthread_attr_setstacksize(&at, 256u << 10);
-            t->zth_on = pthread_create(&t->zth, &at, zfill_main, t) == 0 ? 1 : -1;
-            pthread_attr_destroy(&at);
-        }
-        if (t->zth_on < 0) {   /* no filler: the zeros are written here */
-            uint64_t to = round_up(off1, 4096) + ahead;
-            ret = zero_fill(t, s, backed, to - backed);
-            if (ret == 0) __atomic_store_n(&s->backed, to, __ATOMIC_RELEASE);
-            pthread_mutex_unlock(&t->zmu);
-            return ret;
-        }
-        /* from the end of what was written (whole blocks: slots there may be in use), to a page past it */
-        uint64_t to = round_up(off1, 4096) + ahead;
-        if (to > s->zwant) {
-            s->zwant = to;
-            pthread_cond_broadcast(&t->zcv);
-        }
-        for (int tries = 0; ret == 0;) {
-            while (s->backed < off1 && !s->zerr) pthread_cond_wait(&t->zcv, &t->zmu);
-            if (s->backed >= off1) break;
-            if (tries++) ret = s->zerr;   /* this write's own try failed */
-            s->zerr = 0;                  /* an earlier write's (the disk may have room now): once more */
-            if (!ret) {
-                s->zwant = to;
-                pthread_cond_broadcast(&t->zcv);
-            }
-        }
-        pthread_mutex_unlock(&t->zmu);
+    if (ret != 0 || off1 + ahead / 2 <= backed) return ret;
+    /* from the end of what was written (whole blocks: slots there may be in use), to a page past it */
+    uint64_t to = round_up(off1, 4096) + ahead;
+    pthread_mutex_lock(&t->zmu);
+    if (!t->zth_on) {   /* a small stack: it calls pwrite alone (and under ulimit -v a thread may not start) */
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 256u << 10);
+        t->zth_on = pthread_create(&t->zth, &at, zfill_main, t) == 0 ? 1 : -1;
+        pthread_attr_destroy(&at);
     }
+    if (t->zth_on < 0) {   /* no filler: the zeros are written here */
+        ret = zero_fill(t, s, backed, to - backed);
+        if (ret == 0) __atomic_store_n(&s->backed, to, __ATOMIC_RELEASE);
+    } else {
+        s->zerr = 0;   /* an earlier write's failure, if any: the disk may have room now */
+        if (to > s->zwant) s->zwant = to;
+        pthread_cond_broadcast(&t->zcv);
+        while (s->backed < off1 && !s->zerr) pthread_cond_wait(&t->zcv, &t->zmu);
+        if (s->backed < off1) {
+            ret = s->zerr;
+            s->zerr = 0;
+        }
+    }
+    pthread_mutex_unlock(&t->zmu);
     return ret;
 }
 

@@ -835,6 +835,41 @@ Test(tier, slot_map_entry_of_another_table_is_not_tried)
     emb_table_destroy(t[1]);
 }
 
+/* Rows past a slot file's end, over several commits, read back the same whether the zeros ahead of
+ * the end come from the zero filler's thread or, when it cannot start, from the writing thread. */
+Test(tier, rows_past_the_file_end_with_and_without_the_zero_filler)
+{
+    for (int filler = 0; filler < 2; filler++) {
+        emb_table *t[2];
+        size_t rb[2];
+        char err[1024];
+        emb_tier *tier = two_tables(filler ? "zfill" : "nofill", t, rb);
+        if (!filler) emb_tier_debug_no_filler(tier);
+        enum { N = 30000, COMMITS = 4 };   /* 30,000 rows of 2 tables: several MB, past the first MB of zeros */
+        for (int cm = 0; cm < COMMITS; cm++) {
+            emb_tier_batch *b = emb_tier_begin(tier);
+            for (uint64_t k = 1; k <= N; k++) {
+                int tb = (int)(k & 1);
+                uint32_t r = emb_table_get(t[tb], k);
+                emb_table_head(t[tb], r)->show = (float)(cm * N + k);
+                emb_tier_put(b, tb, emb_table_head(t[tb], r));
+            }
+            cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        }
+        uint8_t *rec = malloc(rb[0]);
+        for (uint64_t k = 1; k <= N; k += 97) {
+            uint64_t aux;
+            cr_assert_eq(emb_tier_fetch(tier, (int)(k & 1), &k, 1, rec, &aux, err, sizeof err), 0, "%s", err);
+            cr_assert_float_eq(((const emb_row_head *)rec)->show, (float)((COMMITS - 1) * N + k), 0,
+                               "key %llu, filler %d", (unsigned long long)k, filler);
+        }
+        emb_tier_close(tier);
+        free(rec);
+        emb_table_destroy(t[0]);
+        emb_table_destroy(t[1]);
+    }
+}
+
 /* A folder holds EMB_TIER_MAX_TABLES tables, whose layout record (kilobytes) is kept whole and
  * read back; one more is refused with a message, not stored under another table's number. */
 Test(tier, most_tables_a_folder_holds)
