@@ -119,7 +119,7 @@ uint64_t emb_cache_rows(const emb_cache *c)
 
 void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out)
 {
-    emb_cache_part(c, b, NULL, 0, b->rows, b->rows ? b->rows : 1, UINT64_MAX, out, NULL);
+    emb_cache_part(c, b, NULL, 0, b->rows, b->rows ? b->rows : 1, UINT64_MAX, out, NULL, NULL);
 }
 
 /* Add key to v unless the set x over v's keys holds it (x grows at load 1/2, its 4-byte slots
@@ -137,10 +137,64 @@ static int part_add(key_index *x, key_vec *v, uint64_t key)
     return 1;
 }
 
-size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
-                      uint64_t cap, key_vec *out, uint64_t *bytes_out)
+/* A key occurrence of a part's rows, gathered in row order (part_keys) */
+typedef struct {
+    uint64_t key;
+    int tb;
+} part_key;
+
+/* The keys of rows order[i0..i1) (order NULL: i0..i1) into q (grown as needed: *cap), in their
+ * order, each row's keys on their way AHEAD rows before it is read: the order is a shuffle, so a
+ * row's keys are a miss each, and its row_ptr entry one more. Returns how many. */
+static size_t part_keys(const emb_cache *c, const sample_block *b, const size_t *order, size_t i0, size_t i1,
+                        size_t n_all, part_key **q, size_t *cap)
 {
-    key_index *sets = xcalloc((size_t)c->n_tables, sizeof *sets);   /* 4 bytes a slot: a pass's keys are millions */
+    enum { AHEAD = 8 };
+    size_t n = 0;
+    for (size_t i = i0; i < i1; i++) {
+        if (i + 2 * AHEAD < n_all) __builtin_prefetch(&b->row_ptr[order ? order[i + 2 * AHEAD] : i + 2 * AHEAD]);
+        if (i + AHEAD < n_all) {
+            size_t r2 = order ? order[i + AHEAD] : i + AHEAD;
+            uint64_t k0 = b->row_ptr[r2], k1 = b->row_ptr[r2 + 1];
+            for (uint64_t k = k0; k < k1; k += 8) __builtin_prefetch(&b->key[k]);
+            for (uint64_t k = k0; k < k1; k += 32) __builtin_prefetch(&b->field[k]);
+        }
+        size_t r = order ? order[i] : i;
+        uint64_t k0 = b->row_ptr[r], k1 = b->row_ptr[r + 1];
+        if (n + (k1 - k0) > *cap) *q = xrealloc(*q, (*cap = 2 * (n + (k1 - k0))) * sizeof **q);
+        for (uint64_t k = k0; k < k1; k++) {
+            int tb = c->ftab[b->field[k]];
+            if (tb >= 0) (*q)[n++] = (part_key){ b->key[k], tb };
+        }
+    }
+    return n;
+}
+
+emb_part_sets *emb_part_sets_new(void) { return xcalloc(1, sizeof(emb_part_sets)); }
+
+void emb_part_sets_free(emb_part_sets *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) key_index_free(&s->sets[i]);
+    free(s->sets);
+    free(s->q);
+    free(s);
+}
+
+size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
+                      uint64_t cap, key_vec *out, uint64_t *bytes_out, emb_part_sets *keep)
+{
+    /* the sets (4 bytes a slot: a pass's keys are millions) and the gathered keys: the caller's,
+     * kept from part to part (fresh pages each part were a third of the time), or this call's */
+    emb_part_sets own = { 0 }, *ps = keep ? keep : &own;
+    if (ps->n < c->n_tables) {
+        ps->sets = xrealloc(ps->sets, (size_t)c->n_tables * sizeof *ps->sets);
+        memset(ps->sets + ps->n, 0, (size_t)(c->n_tables - ps->n) * sizeof *ps->sets);
+        ps->n = c->n_tables;
+    }
+    key_index *sets = ps->sets;
+    for (int tb = 0; tb < c->n_tables; tb++)
+        if (sets[tb].cap) memset(sets[tb].s, 0, sets[tb].cap * sizeof *sets[tb].s);
     size_t *mark = xmalloc((size_t)c->n_tables * sizeof *mark);
     memset(out, 0, (size_t)c->n_tables * sizeof *out);
     uint64_t bytes = 0;
@@ -151,16 +205,32 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
             uint64_t dk = emb_table_default_key((uint16_t)f);
             if (tb >= 0 && part_add(&sets[tb], &out[tb], dk)) bytes += c->row_bytes[tb] + ROW_INDEX_BYTES;
         }
+    /* each batch's keys gathered a few hundred rows at a time (they stay in the core's cache), then
+     * added in that order with their set slots, then the keys those slots name, on their way AHEAD
+     * and AHEAD / 2 keys before: the sets and key vectors are megabytes, each lookup a miss */
+    enum { ROWS_AT_ONCE = 256, AHEAD = 32 };
     size_t pos = lo;
     while (pos < hi) {
         size_t end = hi - pos > batch ? pos + batch : hi;
         uint64_t add = 0;
         for (int tb = 0; tb < c->n_tables; tb++) mark[tb] = out[tb].n;
-        for (size_t i = pos; i < end; i++) {
-            size_t r = order ? order[i] : i;
-            for (uint64_t k = b->row_ptr[r]; k < b->row_ptr[r + 1]; k++) {
-                int tb = c->ftab[b->field[k]];
-                if (tb >= 0 && part_add(&sets[tb], &out[tb], b->key[k])) add += c->row_bytes[tb] + ROW_INDEX_BYTES;
+        for (size_t i0 = pos; i0 < end; i0 += ROWS_AT_ONCE) {
+            size_t i1 = end - i0 > ROWS_AT_ONCE ? i0 + ROWS_AT_ONCE : end;
+            part_key *q = ps->q;
+            size_t nq = part_keys(c, b, order, i0, i1, hi, &q, &ps->q_cap);
+            ps->q = q;
+            for (size_t j = 0; j < nq; j++) {
+                if (j + AHEAD < nq) {
+                    const key_index *x = &sets[q[j + AHEAD].tb];
+                    if (x->cap) __builtin_prefetch(&x->s[mix64(q[j + AHEAD].key) & (x->cap - 1)]);
+                }
+                if (j + AHEAD / 2 < nq) {
+                    const part_key *a = &q[j + AHEAD / 2];
+                    const key_index *x = &sets[a->tb];
+                    uint32_t v = x->cap ? x->s[mix64(a->key) & (x->cap - 1)] : 0;
+                    if (v && v <= out[a->tb].n) __builtin_prefetch(&out[a->tb].k[v - 1]);
+                }
+                if (part_add(&sets[q[j].tb], &out[q[j].tb], q[j].key)) add += c->row_bytes[q[j].tb] + ROW_INDEX_BYTES;
             }
         }
         if (pos > lo && bytes + add > cap) {   /* the batch opens the next part (the sets are dropped) */
@@ -170,11 +240,12 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
         bytes += add;
         pos = end;
     }
-    for (int i = 0; i < c->n_tables; i++) {
-        key_index_free(&sets[i]);
-        key_vec_fit(&out[i]);   /* kept while the part waits and trains: no headroom */
+    for (int i = 0; i < c->n_tables; i++) key_vec_fit(&out[i]);   /* kept while the part waits and trains: no headroom */
+    if (!keep) {
+        for (int i = 0; i < c->n_tables; i++) key_index_free(&sets[i]);
+        free(own.sets);
+        free(own.q);
     }
-    free(sets);
     free(mark);
     if (bytes_out) *bytes_out = bytes;
     return pos;

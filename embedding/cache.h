@@ -86,6 +86,16 @@ uint64_t emb_cache_bytes(const emb_cache *c);
 uint64_t emb_cache_index_bytes(const emb_cache *c);
 uint64_t emb_cache_rows(const emb_cache *c);
 
+/* emb_cache_part's sets of keys seen, kept from one part to the next (its size: a part's keys) */
+typedef struct {
+    key_index *sets;   /* (n) */
+    int n;
+    void *q;           /* the keys gathered from a few hundred rows */
+    size_t q_cap;
+} emb_part_sets;
+emb_part_sets *emb_part_sets_new(void);
+void emb_part_sets_free(emb_part_sets *s);
+
 /* The distinct keys of block b per table, in first-seen order (out: n_tables vectors, caller
  * frees each with key_vec_free); with admission the fields' default rows count as keys of every
  * block (pending keys train them). */
@@ -95,9 +105,10 @@ void emb_cache_keys(const emb_cache *c, const sample_block *b, key_vec *out);
  * position hi, or until the next batch would take the rows of the keys over `cap` bytes (the first
  * batch is always taken). Returns the position where the part ends (a batch boundary: parts of
  * one pass train its batches unchanged); *bytes (may be NULL): the bytes of the keys' rows and of
- * their slots in the key index (counted as cap counts them). */
+ * their slots in the key index (counted as cap counts them). keep (may be NULL): emb_cache_part's
+ * scratch, kept by a caller that lists many parts (the reader thread), used by one thread at a time. */
 size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *order, size_t lo, size_t hi, size_t batch,
-                      uint64_t cap, key_vec *out, uint64_t *bytes);
+                      uint64_t cap, key_vec *out, uint64_t *bytes, emb_part_sets *keep);
 
 /* The keys of `keys` (per table) not in memory: a fetch to run (caller frees with emb_fetch_free). */
 emb_fetch *emb_cache_missing(const emb_cache *c, const key_vec *keys);

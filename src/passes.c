@@ -134,6 +134,7 @@ typedef struct reader {
     int whole;           /* known holds the whole first epoch (a later epoch reads it again) */
     uint64_t over;       /* the largest part over part_cap (one batch's keys alone), bytes */
     uint64_t parse_peak; /* the most bytes a pass's rows took while parsed (atomic) */
+    emb_part_sets *sets; /* emb_cache_part's, kept from part to part (the reader thread's) */
     int max_units;       /* passes' rows in memory at once (a pass parsed ahead of those training) */
     int units;           /* passes in memory now */
     pthread_t th;
@@ -197,7 +198,7 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         pass_data *p = xcalloc(1, sizeof *p);
         p->keys = xcalloc((size_t)r->n_tables, sizeof *p->keys);
         uint64_t bytes;
-        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, r->part_cap, p->keys, &bytes);
+        p->hi = emb_cache_part(r->cache, &u->rows, u->order, lo, n, (size_t)o->mc.batch, r->part_cap, p->keys, &bytes, r->sets);
         if (bytes > r->part_cap && bytes > r->over) r->over = bytes;
         p->lo = lo;
         /* streamed (no --pass-rows) the epoch is one pass: its clock moves once */
@@ -226,6 +227,7 @@ static void *reader_main(void *arg)
     int ret = source_open(&s, o->train, o->n_train, &o->in, err, sizeof err);
     sample_block b;
     block_init(&b, r->n_dense);
+    r->sets = emb_part_sets_new();
     pass_unit *cur = NULL;
     uint64_t index = 0;
     size_t off = 0;   /* rows of b already taken */
@@ -275,6 +277,8 @@ static void *reader_main(void *arg)
     }
     unit_release(cur);
     block_free(&b);
+    emb_part_sets_free(r->sets);
+    r->sets = NULL;
     if (s) source_close(s);
     if (ret == 0 && (index < r->skip + (r->skip_rows > 0) || (r->whole && index < r->n_known))) {   /* shorter than what was trained */
         snprintf(err, sizeof err, "the training data now holds %llu passes of %llu rows, where the run had %llu: the "

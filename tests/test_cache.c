@@ -154,3 +154,98 @@ Test(cache, keys_of_a_block_per_table)
     emb_table_destroy(t);
     emb_table_destroy(t2);
 }
+
+/* A pass's parts: each part's distinct keys per table in first-seen order and where it ends are
+ * those of a plain reference, with the sets kept from part to part (the reader's) and without, over
+ * a shuffled order, two tables and a numeric field, parts of every size from one batch to all. */
+Test(cache, parts_of_a_pass_with_and_without_kept_sets)
+{
+    enum { N = 3000, FIELDS = 5, BATCH = 64 };
+    emb_table_config cfg = { 4, 1, { 0 }, 0.1f, 0, 42, 0, 0 };
+    sparse_opt_default(&cfg.opt, SOPT_SGD);
+    emb_table *tabs[2] = { emb_table_create(&cfg), emb_table_create(&cfg) };
+    int ftab[FIELDS] = { 0, 1, -1, 0, 1 };
+    emb_cache *c = emb_cache_create(tabs, 2, ftab, FIELDS, UINT64_MAX, 1);
+    sample_block b;
+    block_init(&b, 0);
+    uint64_t s = 7;
+    size_t *order = malloc(N * sizeof *order);
+    for (size_t r = 0; r < N; r++) {
+        int nk = 1 + (int)(splitmix64(&s) % 6);   /* rows of 1 to 6 keys, fields repeated */
+        block_reserve(&b, 1, (size_t)nk);
+        if (r == 0) b.row_ptr[0] = 0;
+        for (int j = 0; j < nk; j++) {
+            b.key[b.nnz] = 1 + splitmix64(&s) % 900;   /* keys shared by the tables and repeated */
+            b.field[b.nnz] = (uint16_t)(splitmix64(&s) % FIELDS);
+            b.val[b.nnz++] = 1;
+        }
+        b.label[b.rows++] = 0;
+        b.row_ptr[b.rows] = b.nnz;
+        order[r] = r;
+    }
+    for (size_t i = N - 1; i > 0; i--) {
+        size_t j = splitmix64(&s) % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    size_t rb = emb_table_row_bytes(tabs[0]) + EMB_CACHE_INDEX_BYTES_PER_ROW;
+    uint64_t caps[] = { 1, 50 * rb, 400 * rb, UINT64_MAX };
+    emb_part_sets *keep = emb_part_sets_new();
+    for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
+        size_t lo = 0, parts = 0;
+        while (lo < N) {
+            key_vec kept[2], own[2];
+            uint64_t bk, bo;
+            size_t hk = emb_cache_part(c, &b, order, lo, N, BATCH, caps[ci], kept, &bk, keep);
+            size_t ho = emb_cache_part(c, &b, order, lo, N, BATCH, caps[ci], own, &bo, NULL);
+            /* the reference: whole batches while their keys fit (the first always), first-seen order */
+            size_t hr = lo;
+            uint64_t br = 0;
+            key_vec ref[2] = { { 0 }, { 0 } };
+            while (hr < N) {
+                size_t end = N - hr > BATCH ? hr + BATCH : N, mark[2] = { ref[0].n, ref[1].n };
+                for (size_t i = hr; i < end; i++)
+                    for (uint64_t k = b.row_ptr[order[i]]; k < b.row_ptr[order[i] + 1]; k++) {
+                        int tb = ftab[b.field[k]];
+                        if (tb < 0) continue;
+                        size_t m = 0;
+                        while (m < ref[tb].n && ref[tb].k[m] != b.key[k]) m++;
+                        if (m == ref[tb].n) key_vec_push(&ref[tb], b.key[k]);
+                    }
+                uint64_t bytes = (ref[0].n + ref[1].n) * rb;
+                if (hr > lo && bytes > caps[ci]) {
+                    ref[0].n = mark[0];
+                    ref[1].n = mark[1];
+                    break;
+                }
+                br = bytes;
+                hr = end;
+            }
+            cr_assert_eq(hk, hr, "cap %zu, part at %zu: ends at %zu, the reference at %zu", ci, lo, hk, hr);
+            cr_assert_eq(ho, hr);
+            cr_assert_eq(bk, br);
+            cr_assert_eq(bo, br);
+            for (int tb = 0; tb < 2; tb++) {
+                cr_assert_eq(kept[tb].n, ref[tb].n);
+                cr_assert_eq(own[tb].n, ref[tb].n);
+                for (size_t i = 0; i < ref[tb].n; i++) {
+                    cr_assert_eq(kept[tb].k[i], ref[tb].k[i]);
+                    cr_assert_eq(own[tb].k[i], ref[tb].k[i]);
+                }
+                key_vec_free(&kept[tb]);
+                key_vec_free(&own[tb]);
+                key_vec_free(&ref[tb]);
+            }
+            cr_assert_gt(hk, lo);
+            lo = hk;
+            parts++;
+        }
+        cr_assert(ci == sizeof caps / sizeof *caps - 1 ? parts == 1 : parts > 1, "cap %zu: %zu parts", ci, parts);
+    }
+    emb_part_sets_free(keep);
+    free(order);
+    block_free(&b);
+    emb_cache_destroy(c);
+    emb_table_destroy(tabs[0]);
+    emb_table_destroy(tabs[1]);
+}
