@@ -125,41 +125,46 @@ static void put_id(sample_block *b, size_t row, const char *s, size_t n)
 
 void block_push_id(sample_block *b, const char *s, size_t n) { put_id(b, b->rows, s, n); }
 
+/* The arrays at capacities cap_rows and cap_nnz (0: as they are) */
+static void block_resize(sample_block *b, size_t cap_rows, size_t cap_nnz)
+{
+    if (cap_rows) {
+        b->label = xrealloc(b->label, cap_rows * sizeof *b->label);
+        b->dense = xrealloc(b->dense, cap_rows * (b->n_dense ? b->n_dense : 1) * sizeof *b->dense);
+        b->row_ptr = xrealloc(b->row_ptr, (cap_rows + 1) * sizeof *b->row_ptr);
+        b->cap_rows = cap_rows;
+    }
+    if (cap_nnz) {
+        b->key = xrealloc(b->key, cap_nnz * sizeof *b->key);
+        b->field = xrealloc(b->field, cap_nnz * sizeof *b->field);
+        b->val = xrealloc(b->val, cap_nnz * sizeof *b->val);
+        b->cap_nnz = cap_nnz;
+    }
+}
+
 void block_reserve(sample_block *b, size_t rows, size_t nnz)
 {
+    size_t cap_rows = 0, cap_nnz = 0;
     if (b->rows + rows > b->cap_rows) {
-        size_t cap = b->cap_rows ? b->cap_rows : 1024;
-        while (cap < b->rows + rows) cap *= 2;
-        b->label = xrealloc(b->label, cap * sizeof *b->label);
-        b->dense = xrealloc(b->dense, cap * (b->n_dense ? b->n_dense : 1) * sizeof *b->dense);
-        b->row_ptr = xrealloc(b->row_ptr, (cap + 1) * sizeof *b->row_ptr);
-        b->cap_rows = cap;
+        cap_rows = b->cap_rows ? b->cap_rows : 1024;
+        while (cap_rows < b->rows + rows) cap_rows *= 2;
     }
     if (b->nnz + nnz > b->cap_nnz) {
-        size_t cap = b->cap_nnz ? b->cap_nnz : 16384;
-        while (cap < b->nnz + nnz) cap *= 2;
-        b->key = xrealloc(b->key, cap * sizeof *b->key);
-        b->field = xrealloc(b->field, cap * sizeof *b->field);
-        b->val = xrealloc(b->val, cap * sizeof *b->val);
-        b->cap_nnz = cap;
+        cap_nnz = b->cap_nnz ? b->cap_nnz : 16384;
+        while (cap_nnz < b->nnz + nnz) cap_nnz *= 2;
     }
+    block_resize(b, cap_rows, cap_nnz);
+}
+
+void block_reserve_exact(sample_block *b, size_t rows, size_t nnz)
+{
+    block_resize(b, b->rows + rows > b->cap_rows ? b->rows + rows : 0, b->nnz + nnz > b->cap_nnz ? b->nnz + nnz : 0);
 }
 
 void block_shrink_to_fit(sample_block *b)
 {
     size_t rows = b->rows ? b->rows : 1, nnz = b->nnz ? b->nnz : 1;
-    if (b->cap_rows > rows) {
-        b->label = xrealloc(b->label, rows * sizeof *b->label);
-        b->dense = xrealloc(b->dense, rows * (b->n_dense ? b->n_dense : 1) * sizeof *b->dense);
-        b->row_ptr = xrealloc(b->row_ptr, (rows + 1) * sizeof *b->row_ptr);
-        b->cap_rows = rows;
-    }
-    if (b->cap_nnz > nnz) {
-        b->key = xrealloc(b->key, nnz * sizeof *b->key);
-        b->field = xrealloc(b->field, nnz * sizeof *b->field);
-        b->val = xrealloc(b->val, nnz * sizeof *b->val);
-        b->cap_nnz = nnz;
-    }
+    block_resize(b, b->cap_rows > rows ? rows : 0, b->cap_nnz > nnz ? nnz : 0);
 }
 
 size_t block_bytes(const sample_block *b)

@@ -76,6 +76,8 @@ void block_pack(const sample_block *b, size_t r0, size_t r1, const uint64_t *rec
 size_t block_unpack(sample_block *b, const uint8_t *buf, size_t len, uint64_t **recs, size_t *cap_recs);
 /* Give back the capacity beyond rows and nnz (a block kept for a while). */
 void block_shrink_to_fit(sample_block *b);
+/* Room for rows more rows and nnz more keys, at exactly that capacity (block_reserve doubles). */
+void block_reserve_exact(sample_block *b, size_t rows, size_t nnz);
 /* The bytes the block holds allocated (its capacity, ids included). */
 size_t block_bytes(const sample_block *b);
 /* Whether every val is 1 (one-hot data; the binary format then omits them). */

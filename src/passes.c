@@ -83,16 +83,15 @@ typedef struct {
     key_vec *keys;       /* per table: the part's distinct keys */
 } pass_data;
 
-static void unit_gone(struct reader *r);
+static void unit_gone(struct reader *r, sample_block *rows);
 
 static void unit_release(pass_unit *u)
 {
     if (!u || __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     struct reader *r = u->r;
-    block_free(&u->rows);
     free(u->order);
+    unit_gone(r, &u->rows);
     free(u);
-    unit_gone(r);
 }
 
 static void pass_free(pass_data *p, int n_tables)
@@ -135,6 +134,9 @@ typedef struct reader {
     uint64_t over;       /* the largest part over part_cap (one batch's keys alone), bytes */
     uint64_t parse_peak; /* the most bytes a pass's rows took while parsed (atomic) */
     emb_part_sets *sets; /* emb_cache_part's, kept from part to part (the reader thread's) */
+    sample_block spare;  /* the rows of the last pass freed, for the next (has_spare) */
+    int has_spare;
+    uint64_t last_nnz;   /* keys of the last pass parsed (the next one's room) */
     int max_units;       /* passes' rows in memory at once (a pass parsed ahead of those training) */
     int units;           /* passes in memory now */
     pthread_t th;
@@ -156,10 +158,18 @@ static int check_pass(reader *r, pass_unit *p, char *err, size_t errlen)
     return -1;
 }
 
-/* A pass's rows left memory: the reader may parse the next. */
-static void unit_gone(reader *r)
+/* A pass's rows left memory: the reader may parse the next, into their arrays (pages already
+ * there: fresh ones each pass cost a fault each, and giving them back a TLB flush on every core),
+ * unless the reader has ended. */
+static void unit_gone(reader *r, sample_block *rows)
 {
     pthread_mutex_lock(&r->mu);
+    if (!r->eof && !r->has_spare) {
+        r->spare = *rows;
+        r->has_spare = 1;
+    } else {
+        block_free(rows);
+    }
     r->units--;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -191,7 +201,9 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
         }
         lo = (size_t)r->skip_rows;
     }
-    block_shrink_to_fit(&u->rows);
+    /* the room left (a reused pass's arrays are kept within a sixteenth of its rows) */
+    if (u->rows.cap_rows > n + n / 16 || u->rows.cap_nnz > u->rows.nnz + u->rows.nnz / 16) block_shrink_to_fit(&u->rows);
+    r->last_nnz = u->rows.nnz;
     u->order = passes_order(o, n, r->epoch, o->pass_rows ? u->index : u->index - 1);
     int ret = 0;
     while (lo < n && ret == 0) {
@@ -247,14 +259,26 @@ static void *reader_main(void *arg)
              * ahead: the trainer does not wait for it) */
             pthread_mutex_lock(&r->mu);
             while ((r->ready || r->units >= r->max_units) && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
-            int stop = r->stop;
+            int stop = r->stop, reuse = r->has_spare;
             if (!stop) r->units++;
+            sample_block rows = r->spare;
+            r->has_spare = 0;
             pthread_mutex_unlock(&r->mu);
-            if (stop) break;
+            if (stop) {
+                if (reuse) block_free(&rows);
+                break;
+            }
             cur = xcalloc(1, sizeof *cur);
             cur->r = r;
             cur->refs = 1;
-            block_init(&cur->rows, r->n_dense);
+            if (reuse) {
+                cur->rows = rows;
+                block_clear(&cur->rows);
+            } else {
+                block_init(&cur->rows, r->n_dense);
+            }
+            if (o->pass_rows && r->last_nnz)   /* the last pass's keys and a sixteenth more: no doubling */
+                block_reserve_exact(&cur->rows, o->pass_rows, r->last_nnz + r->last_nnz / 16);
         }
         size_t take = end ? 0 : b.rows - off;
         if (o->pass_rows && take > o->pass_rows - cur->rows.rows) take = (size_t)(o->pass_rows - cur->rows.rows);
@@ -292,7 +316,9 @@ static void *reader_main(void *arg)
         r->err = 1;
         snprintf(r->errmsg, sizeof r->errmsg, "%s", err);
     }
-    r->eof = 1;
+    r->eof = 1;   /* rows freed from now on are not kept */
+    if (r->has_spare) block_free(&r->spare);
+    r->has_spare = 0;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     return NULL;
