@@ -143,6 +143,7 @@ typedef struct reader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pass_data *ready;    /* one part parsed ahead of the one being fetched */
+    int hold;            /* a boundary runs: a reader with a part ready waits to list the next (reader_hold) */
     int eof, err, stop;
     char errmsg[1024];
 } reader;
@@ -187,6 +188,25 @@ static int reader_put(reader *r, pass_data *p)
     return stop ? -1 : 0;
 }
 
+/* Wait while a boundary runs, if a part is ready ahead: listing a part's keys takes a core, and
+ * the boundary's eviction is on the trainer's critical path while the next part has until the
+ * boundary after. With no part ready the trainer may soon wait for this one: no waiting. */
+static void reader_gate(reader *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->hold && r->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The trainer's side: a boundary begins (1) or ends (0). */
+static void reader_hold(reader *r, int hold)
+{
+    pthread_mutex_lock(&r->mu);
+    r->hold = hold;
+    if (!hold) pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Cut a complete pass into parts, in its training order, and hand them over: 0, -1 when stopped,
  * -2 with err when a resume's position does not fit it. */
 static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
@@ -207,6 +227,7 @@ static int reader_parts(reader *r, pass_unit *u, char *err, size_t errlen)
     u->order = passes_order(o, n, r->epoch, o->pass_rows ? u->index : u->index - 1);
     int ret = 0;
     while (lo < n && ret == 0) {
+        reader_gate(r);
         pass_data *p = xcalloc(1, sizeof *p);
         p->keys = xcalloc((size_t)r->n_tables, sizeof *p->keys);
         uint64_t bytes;
@@ -1294,6 +1315,7 @@ const pass_item *passes_next(passes *ps)
         ps->boundary_s += now_sec() - b0;
     }
     double w0 = now_sec();
+    if (ps->tier) reader_hold(&ps->rd, 1);   /* until the eviction is done */
     ps->nxt = reader_pop(&ps->rd);
     ps->read_wait_s += now_sec() - w0;
     /* the last pass's repack, now that no fetch is in flight, when the slot files' free space may
@@ -1306,6 +1328,7 @@ const pass_item *passes_next(passes *ps)
         int cr = commit(ps, 0, NULL, 1, 0);
         ps->boundary_s += now_sec() - b0;
         if (cr < 0) {
+            reader_hold(&ps->rd, 0);
             ps->failed = 1;
             return NULL;
         }
@@ -1332,6 +1355,7 @@ const pass_item *passes_next(passes *ps)
         ps->cur_f = NULL;
         char err[1024];
         int sr = ps->wb ? emb_tier_seal(ps->wb, err, sizeof err) : 0;
+        reader_hold(&ps->rd, 0);
         if (sr < 0) {   /* the rows written back, findable */
             fprintf(stderr, "\nctrbox: %s\n", err);
             ps->failed = 1;
