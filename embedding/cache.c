@@ -442,6 +442,7 @@ static emb_row_head **hot_first(emb_row_head *const *v, size_t m)
     size_t cnt[HOT + 1] = { 0 };
     uint8_t *bk = xmalloc(m ? m : 1);
     for (size_t i = 0; i < m; i++) {
+        if (i + 16 < m) __builtin_prefetch(&v[i + 16]->show);
         int x = 0;
         frexpf(v[i]->show + 1.0f, &x);
         bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
@@ -462,8 +463,14 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
     emb_table *e = c->tab[tb];
     size_t rows = emb_table_rows(e), m = 0, bad = 0;
     emb_row_head **v = scratch(&c->ptr, &c->ptr_cap, (rows ? rows : 1) * sizeof *v);
+    /* the rows are contiguous (emb_table_head); those leaving are read AHEAD rows before: they
+     * are not in the cache, and the ones kept between them break the stride a prefetcher follows */
+    enum { AHEAD = 16 };
+    char *slab = rows ? (char *)emb_table_head(e, 0) : NULL;
+    size_t rb = c->row_bytes[tb];
     for (size_t r = 0; r < rows; r++) {
-        emb_row_head *h = emb_table_head(e, (uint32_t)r);
+        if (r + AHEAD < rows && !keep[r + AHEAD]) __builtin_prefetch(slab + (r + AHEAD) * rb);
+        emb_row_head *h = (emb_row_head *)(slab + r * rb);
         if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
     }
     st->written += m;
@@ -529,7 +536,8 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
         for (int tb = 0; tb < c->n_tables; tb++) {   /* in row order, made in chunks on every thread */
             emb_table *e = c->tab[tb];
             const emb_table_config *cfg = emb_table_config_of(e);
-            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
+            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK, rb = c->row_bytes[tb];
+            const char *slab = rows ? (const char *)emb_table_head(e, 0) : NULL;
             size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* each chunk's first victim */
             at[0] = n;
             for (size_t k = 0; k < chunks; k++) {
@@ -541,8 +549,9 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
             for (size_t k = 0; k < chunks; k++) {
                 size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = at[k];
                 for (size_t r = k * FIND_CHUNK; r < r1; r++) {
+                    if (r + 16 < r1 && !keep[tb][r + 16]) __builtin_prefetch(slab + (r + 16) * rb);   /* (write_back) */
                     if (keep[tb][r]) continue;
-                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+                    const emb_row_head *h = (const emb_row_head *)(slab + r * rb);
                     float show, click;
                     emb_row_counters_at(cfg, h, pass, &show, &click);
                     double pri = c->lfu ? (double)show : (double)h->last_pass;
