@@ -138,7 +138,7 @@ static int part_add(key_index *x, key_vec *v, uint64_t key)
 }
 
 /* A key occurrence of a part's rows, gathered in row order (part_keys) */
-typedef struct {
+typedef struct emb_part_key {
     uint64_t key;
     int tb;
 } part_key;
@@ -172,12 +172,18 @@ static size_t part_keys(const emb_cache *c, const sample_block *b, const size_t 
 
 emb_part_sets *emb_part_sets_new(void) { return xcalloc(1, sizeof(emb_part_sets)); }
 
-void emb_part_sets_free(emb_part_sets *s)
+/* What s holds (not s itself) */
+static void part_sets_release(emb_part_sets *s)
 {
-    if (!s) return;
     for (int i = 0; i < s->n; i++) key_index_free(&s->sets[i]);
     free(s->sets);
     free(s->q);
+}
+
+void emb_part_sets_free(emb_part_sets *s)
+{
+    if (!s) return;
+    part_sets_release(s);
     free(s);
 }
 
@@ -216,9 +222,8 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
         for (int tb = 0; tb < c->n_tables; tb++) mark[tb] = out[tb].n;
         for (size_t i0 = pos; i0 < end; i0 += ROWS_AT_ONCE) {
             size_t i1 = end - i0 > ROWS_AT_ONCE ? i0 + ROWS_AT_ONCE : end;
-            part_key *q = ps->q;
-            size_t nq = part_keys(c, b, order, i0, i1, hi, &q, &ps->q_cap);
-            ps->q = q;
+            size_t nq = part_keys(c, b, order, i0, i1, hi, &ps->q, &ps->q_cap);
+            const part_key *q = ps->q;
             for (size_t j = 0; j < nq; j++) {
                 if (j + AHEAD < nq) {
                     const key_index *x = &sets[q[j + AHEAD].tb];
@@ -241,11 +246,7 @@ size_t emb_cache_part(const emb_cache *c, const sample_block *b, const size_t *o
         pos = end;
     }
     for (int i = 0; i < c->n_tables; i++) key_vec_fit(&out[i]);   /* kept while the part waits and trains: no headroom */
-    if (!keep) {
-        for (int i = 0; i < c->n_tables; i++) key_index_free(&sets[i]);
-        free(own.sets);
-        free(own.q);
-    }
+    if (!keep) part_sets_release(&own);
     free(mark);
     if (bytes_out) *bytes_out = bytes;
     return pos;
@@ -463,14 +464,12 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
     emb_table *e = c->tab[tb];
     size_t rows = emb_table_rows(e), m = 0, bad = 0;
     emb_row_head **v = scratch(&c->ptr, &c->ptr_cap, (rows ? rows : 1) * sizeof *v);
-    /* the rows are contiguous (emb_table_head); those leaving are read AHEAD rows before: they
-     * are not in the cache, and the ones kept between them break the stride a prefetcher follows */
+    /* the rows leaving are asked for AHEAD rows before they are read: they are not in the cache,
+     * and the ones kept between them break the stride a prefetcher follows */
     enum { AHEAD = 16 };
-    char *slab = rows ? (char *)emb_table_head(e, 0) : NULL;
-    size_t rb = c->row_bytes[tb];
     for (size_t r = 0; r < rows; r++) {
-        if (r + AHEAD < rows && !keep[r + AHEAD]) __builtin_prefetch(slab + (r + AHEAD) * rb);
-        emb_row_head *h = (emb_row_head *)(slab + r * rb);
+        if (r + AHEAD < rows && !keep[r + AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + AHEAD));
+        emb_row_head *h = emb_table_head(e, (uint32_t)r);
         if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
     }
     st->written += m;
@@ -536,8 +535,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
         for (int tb = 0; tb < c->n_tables; tb++) {   /* in row order, made in chunks on every thread */
             emb_table *e = c->tab[tb];
             const emb_table_config *cfg = emb_table_config_of(e);
-            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK, rb = c->row_bytes[tb];
-            const char *slab = rows ? (const char *)emb_table_head(e, 0) : NULL;
+            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
             size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* each chunk's first victim */
             at[0] = n;
             for (size_t k = 0; k < chunks; k++) {
@@ -549,9 +547,9 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
             for (size_t k = 0; k < chunks; k++) {
                 size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = at[k];
                 for (size_t r = k * FIND_CHUNK; r < r1; r++) {
-                    if (r + 16 < r1 && !keep[tb][r + 16]) __builtin_prefetch(slab + (r + 16) * rb);   /* (write_back) */
+                    if (r + 16 < r1 && !keep[tb][r + 16]) emb_table_prefetch_row(e, (uint32_t)(r + 16));   /* (write_back) */
                     if (keep[tb][r]) continue;
-                    const emb_row_head *h = (const emb_row_head *)(slab + r * rb);
+                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
                     float show, click;
                     emb_row_counters_at(cfg, h, pass, &show, &click);
                     double pri = c->lfu ? (double)show : (double)h->last_pass;

@@ -90,7 +90,7 @@ uint64_t emb_cache_rows(const emb_cache *c);
 typedef struct {
     key_index *sets;   /* (n) */
     int n;
-    void *q;           /* the keys gathered from a few hundred rows */
+    struct emb_part_key *q;   /* the keys gathered from a few hundred rows (cache.c's) */
     size_t q_cap;
 } emb_part_sets;
 emb_part_sets *emb_part_sets_new(void);
