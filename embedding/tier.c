@@ -1371,7 +1371,8 @@ double emb_tier_free_share(emb_tier *t)
     pthread_mutex_unlock(&t->rec_mu);
     double worst = 0;
     for (int i = 0; i < t->n; i++) {
-        double r = (double)(t->sf[i].free_slots + pend[i]) / (double)(t->sf[i].rows ? t->sf[i].rows : 1);
+        uint64_t rows = __atomic_load_n(&t->sf[i].rows, __ATOMIC_RELAXED);   /* the writer adds to it */
+        double r = (double)(t->sf[i].free_slots + pend[i]) / (double)(rows ? rows : 1);
         if (r > worst) worst = r;
     }
     free(pend);
