@@ -33,7 +33,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: FORCE all deps test check-tests check-mpich demo bench bench-follow bench-mpi bench-tier bench-layout bench-gpu frappe fuzz asan torture clean
+.PHONY: FORCE all deps test check-tests check-mpich demo bench bench-follow bench-mpi bench-tier bench-layout bench-gpu frappe fuzz asan tsan torture clean
 all: $(BIN)/ctrbox $(BIN)/ctrbox-data $(BIN)/ctrbox-table $(CUDA_LIB)
 
 deps:
@@ -103,6 +103,14 @@ asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check-tests
 
+# The threads of a tiered run under ThreadSanitizer (tests/tsan.sh says what it covers and why the
+# Criterion tests are not run under it). The element-wise kernels are built without their per-CPU
+# clones: ThreadSanitizer would instrument the clones' resolvers, which run before it starts.
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan BIN=bin-tsan OPT=-O1 \
+	    SAN="-fsanitize=thread -fno-omit-frame-pointer -DCTRBOX_NO_CLONES" all
+	@bash tests/tsan.sh bin-tsan
+
 demo: deps all
 	@bash bench/demo.sh
 
@@ -164,4 +172,4 @@ fuzz:
 	@bash tests/fuzz/run.sh $(FUZZ_TIME)
 
 clean:
-	rm -rf build build-asan build-avx2 build-fuzz bin bin-asan bin-avx2
+	rm -rf build build-asan build-avx2 build-fuzz build-tsan bin bin-asan bin-avx2 bin-tsan

@@ -17,8 +17,12 @@
  * No contraction into fused multiply-adds: the vector body and its scalar prologue and epilogue
  * would contract the same sum differently, so a result would depend on where a buffer lies (a
  * batch-norm gradient differed between two calls on the same rows as its scratch moved by 16
- * bytes). Without it, each element is the same IEEE operations in either path. */
-#ifdef CTRBOX_NO_AVX512
+ * bytes). Without it, each element is the same IEEE operations in either path.
+ * CTRBOX_NO_CLONES (make tsan) builds the baseline alone: ThreadSanitizer instruments the clones'
+ * resolvers, which run before it has started, and the program would crash at load. */
+#if defined CTRBOX_NO_CLONES
+#define VECTORIZED __attribute__((optimize("O3", "fp-contract=off")))
+#elif defined CTRBOX_NO_AVX512
 #define VECTORIZED __attribute__((target_clones("avx2", "default"), optimize("O3", "fp-contract=off")))
 #else
 #define VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "fp-contract=off")))
