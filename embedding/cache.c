@@ -20,6 +20,11 @@
 /* Keys looked up at once (emb_table_find_many) by one thread of a boundary's loops */
 #define FIND_CHUNK 1024
 
+/* The eviction's scans over rows ask for a row this many rows before they read it: the rows
+ * leaving are not in the core's cache, and the kept ones between them break the stride a
+ * prefetcher follows */
+#define ROW_AHEAD 16
+
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
 #define ROW_INDEX_BYTES EMB_CACHE_INDEX_BYTES_PER_ROW
 _Static_assert(EMB_CACHE_INDEX_BYTES_PER_ROW == 4 * sizeof(key_slot), "four index slots a row");
@@ -443,7 +448,7 @@ static emb_row_head **hot_first(emb_row_head *const *v, size_t m)
     size_t cnt[HOT + 1] = { 0 };
     uint8_t *bk = xmalloc(m ? m : 1);
     for (size_t i = 0; i < m; i++) {
-        if (i + 16 < m) __builtin_prefetch(&v[i + 16]->show);
+        if (i + ROW_AHEAD < m) __builtin_prefetch(&v[i + ROW_AHEAD]->show);
         int x = 0;
         frexpf(v[i]->show + 1.0f, &x);
         bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
@@ -464,11 +469,8 @@ static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *
     emb_table *e = c->tab[tb];
     size_t rows = emb_table_rows(e), m = 0, bad = 0;
     emb_row_head **v = scratch(&c->ptr, &c->ptr_cap, (rows ? rows : 1) * sizeof *v);
-    /* the rows leaving are asked for AHEAD rows before they are read: they are not in the cache,
-     * and the ones kept between them break the stride a prefetcher follows */
-    enum { AHEAD = 16 };
     for (size_t r = 0; r < rows; r++) {
-        if (r + AHEAD < rows && !keep[r + AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + AHEAD));
+        if (r + ROW_AHEAD < rows && !keep[r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
         emb_row_head *h = emb_table_head(e, (uint32_t)r);
         if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
     }
@@ -547,7 +549,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
             for (size_t k = 0; k < chunks; k++) {
                 size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = at[k];
                 for (size_t r = k * FIND_CHUNK; r < r1; r++) {
-                    if (r + 16 < r1 && !keep[tb][r + 16]) emb_table_prefetch_row(e, (uint32_t)(r + 16));   /* (write_back) */
+                    if (r + ROW_AHEAD < r1 && !keep[tb][r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
                     if (keep[tb][r]) continue;
                     const emb_row_head *h = emb_table_head(e, (uint32_t)r);
                     float show, click;
