@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -865,6 +866,94 @@ Test(tier, rows_past_the_file_end_with_and_without_the_zero_filler)
         }
         emb_tier_close(tier);
         free(rec);
+        emb_table_destroy(t[0]);
+        emb_table_destroy(t[1]);
+    }
+}
+
+/* The bytes of a slot file (the test's folder `name`), -1 if it cannot be read */
+static long long slot_file_bytes(const char *name, int tb)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/table%d.slots", name, tb);
+    struct stat st;
+    return stat(th_path(rel), &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* The slot file's bytes once they stop changing (the zero filler idle): read every 20 ms until ten
+ * reads agree, 5 s at most */
+static long long slot_file_settled(const char *name, int tb)
+{
+    long long last = slot_file_bytes(name, tb);
+    struct timespec tick = { 0, 20 * 1000 * 1000 };
+    for (int same = 0, i = 0; same < 10 && i < 250; i++) {
+        nanosleep(&tick, NULL);
+        long long now = slot_file_bytes(name, tb);
+        same = now == last ? same + 1 : 0;
+        last = now;
+    }
+    return last;
+}
+
+/* A commit that deletes the rows at a slot file's end cuts the file short, and the zero filler,
+ * which keeps zeros written ahead of the end, is stopped first and told the new end (zfill_hold):
+ * the file stays cut while nothing is put, and rows put past the cut get zeros ahead of them, not
+ * the old end's. The rows kept and the rows put after read back; the deleted keys are gone. With
+ * the filler's thread and without it (the zeros then come from the writing thread). */
+Test(tier, a_cut_file_end_stays_cut_with_and_without_the_zero_filler)
+{
+    for (int filler = 0; filler < 2; filler++) {
+        emb_table *t[2];
+        size_t rb[2];
+        char err[1024], name[32];
+        snprintf(name, sizeof name, "cut%d", filler);
+        emb_tier *tier = two_tables(name, t, rb);
+        if (!filler) emb_tier_debug_no_filler(tier);
+        enum { N = 200000, KEEP = N / 4, M = 20000 };   /* megabytes of slots */
+        uint64_t *keys = malloc((N + M) * sizeof *keys), *aux = malloc((N + M) * sizeof *aux);
+        for (uint64_t i = 0; i < N + M; i++) keys[i] = i * 7919 + 1;
+        uint8_t *rec = malloc(rb[0] * (N + M));
+        emb_tier_batch *b = emb_tier_begin(tier);
+        for (size_t i = 0; i < N; i++) {
+            uint32_t r = emb_table_get(t[0], keys[i]);
+            emb_table_head(t[0], r)->show = (float)(i + 1);
+            emb_tier_put(b, 0, emb_table_head(t[0], r));
+        }
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        long long grown = slot_file_settled(name, 0);
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+        b = emb_tier_begin(tier);   /* all but the first quarter go: the file's end is free */
+        for (size_t i = KEEP; i < N; i++) emb_tier_del(b, 0, keys[i], aux[i]);
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        emb_tier_settle(tier);
+        long long cut = slot_file_bytes(name, 0);
+        cr_assert(cut > 0 && cut <= grown / 2, "filler %d: the file's end was not cut (%lld bytes, %lld before)", filler, cut,
+                  grown);
+        cr_assert_eq(slot_file_settled(name, 0), cut, "filler %d: the file grew after its end was cut, with nothing put",
+                     filler);
+        b = emb_tier_begin(tier);   /* new rows past the cut, with zeros ahead of them */
+        for (size_t i = N; i < N + M; i++) {
+            uint32_t r = emb_table_get(t[0], keys[i]);
+            emb_table_head(t[0], r)->show = (float)(i + 1);
+            emb_tier_put(b, 0, emb_table_head(t[0], r));
+        }
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        long long again = slot_file_settled(name, 0);
+        cr_assert(again > cut && again <= grown / 2, "filler %d: %lld bytes after the new rows (cut at %lld, %lld before): "
+                  "zeros went to the old end", filler, again, cut, grown);
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N + M, rec, aux, err, sizeof err), 0, "%s", err);
+        for (size_t i = 0; i < N + M; i++) {
+            int kept = i < KEEP || i >= N;
+            cr_assert_eq(aux[i] != 0, kept, "filler %d: key %zu %s", filler, i, kept ? "lost" : "still there after its deletion");
+            if (!kept) continue;
+            const emb_row_head *h = (const emb_row_head *)(rec + i * rb[0]);
+            cr_assert_eq(h->key, keys[i], "filler %d: row %zu", filler, i);
+            cr_assert_float_eq(h->show, (float)(i + 1), 0, "filler %d: row %zu", filler, i);
+        }
+        emb_tier_close(tier);
+        free(rec);
+        free(keys);
+        free(aux);
         emb_table_destroy(t[0]);
         emb_table_destroy(t[1]);
     }
