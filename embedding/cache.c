@@ -20,9 +20,9 @@
 /* Keys looked up at once (emb_table_find_many) by one thread of a boundary's loops */
 #define FIND_CHUNK 1024
 
-/* The eviction's scans over rows ask for a row this many rows before they read it: the rows
- * leaving are not in the core's cache, and the kept ones between them break the stride a
- * prefetcher follows */
+/* The eviction's scans over rows (or over pointers to them, hot_first) ask for a row this many
+ * rows before they read it: the rows leaving are not in the core's cache, and their addresses keep
+ * no stride a prefetcher follows (kept rows lie between them, or a list orders them) */
 #define ROW_AHEAD 16
 
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
