@@ -77,7 +77,8 @@ ARGS=(--model deepfm --train "" --epochs 1 --dim 16 --hidden 400,400,400 --batch
 # name, extra args...: samples/s, mean memory hit rate, peak RSS (MB: the process's, from
 # /usr/bin/time, which includes the final model save), last resident bytes, rows, the share of
 # rows read the slot map located / reads per row read, CPU seconds (user + system, the whole
-# process: /usr/bin/time). The table folder's size goes to $T/name.disk and the folder is deleted
+# process: /usr/bin/time), the CPU seconds of the fetch, writer and reader threads summed over the
+# pass lines (f/w/r). The table folder's size goes to $T/name.disk and the folder is deleted
 # (they take tens of GB).
 run() {
     local name=$1; shift
@@ -99,23 +100,26 @@ run() {
         if ($i == "\"reads\":") n += $(i + 1); if ($i == "\"slot_map_hits\":") m += $(i + 1);
         if ($i == "\"slot_map_wrong\":") m -= $(i + 1) } }
         END { if (r > 0) printf "%.4f/%.4f", m / r, n / r; else printf "0/0" }' | tr -d ',')
-    echo "$sps $hit $((rss / 1048576)) $res $rows $smap $cpu"
+    local thr=$(grep '"kind": "pass"' "$log" | awk '{ for (i = 1; i < NF; i++) { if ($i == "\"fetch_cpu_s\":") f += $(i + 1);
+        if ($i == "\"writer_cpu_s\":") w += $(i + 1); if ($i == "\"reader_cpu_s\":") r += $(i + 1) } }
+        END { printf "%.1f/%.1f/%.1f", f, w, r }' | tr -d ',')
+    echo "$sps $hit $((rss / 1048576)) $res $rows $smap $cpu $thr"
 }
 if want e2e; then
 echo "== 2. end to end: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS ($E2E_REPEAT tier runs)"
 ARGS[3]=$(gen "$E2E_ROWS" 1 1000)
-read mem_sps _ mem_rss mem_bytes mem_rows _ mem_cpu < <(run mem)
+read mem_sps _ mem_rss mem_bytes mem_rows _ mem_cpu _ < <(run mem)
 echo "   in memory: $mem_sps samples/s, $mem_cpu CPU s, $mem_rows keys ($((mem_bytes / 1048576)) MB of rows), peak RSS $mem_rss MB"
 cache_mb=$((mem_bytes / 1048576 / 10))
 # tier, memory, tier, memory, ...: each tier run against the mean of the in-memory runs around it;
 # the median of those ratios is the figure (this machine's speed drifts by 10% over minutes)
 mems=("$mem_sps") mem_cpus=("$mem_cpu") ssds=() ssd_cpus=() ratios=() cpu_ratios=()
 for i in $(seq 1 "$E2E_REPEAT"); do
-    read ssd_sps ssd_hit ssd_rss _ _ ssd_smap ssd_cpu < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
-    read mem2_sps _ _ _ _ _ mem2_cpu < <(run mem)
+    read ssd_sps ssd_hit ssd_rss _ _ ssd_smap ssd_cpu ssd_thr < <(run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb")
+    read mem2_sps _ _ _ _ _ mem2_cpu _ < <(run mem)
     r=$(awk -v a="$ssd_sps" -v b="${mems[-1]}" -v c="$mem2_sps" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
     rc=$(awk -v a="$ssd_cpu" -v b="${mem_cpus[-1]}" -v c="$mem2_cpu" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
-    echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, $ssd_cpu CPU s; in memory again: $mem2_sps samples/s, $mem2_cpu CPU s;" \
+    echo "   SSD tier, --cache-mb $cache_mb (10%): $ssd_sps samples/s, $ssd_cpu CPU s (fetch/writer/reader $ssd_thr); in memory again: $mem2_sps samples/s, $mem2_cpu CPU s;" \
          "ratio $r (to the mean of the in-memory runs around it), CPU seconds $rc of theirs"
     mems+=("$mem2_sps") mem_cpus+=("$mem2_cpu") ssds+=("$ssd_sps") ssd_cpus+=("$ssd_cpu") ratios+=("$r") cpu_ratios+=("$rc")
 done
@@ -128,7 +132,7 @@ json+=("\"e2e\": {\"rows\": $E2E_ROWS, \"pass_rows\": $PASS_ROWS, \"keys\": $mem
          \"memory_samples_per_s\": $(list "${mems[@]}"), \"ssd_samples_per_s\": $(list "${ssds[@]}"), \"ratios\": $(list "${ratios[@]}"), \"ratio\": $ssd_ratio,
          \"memory_cpu_s\": $(list "${mem_cpus[@]}"), \"ssd_cpu_s\": $(list "${ssd_cpus[@]}"), \"cpu_ratios\": $(list "${cpu_ratios[@]}"), \"cpu_ratio\": $cpu_ratio, \"ssd_hit_memory\": $ssd_hit,
          \"ssd_slot_map_share\": ${ssd_smap%/*}, \"ssd_reads_per_row\": ${ssd_smap#*/},
-         \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
+         \"ssd_fetch_writer_reader_cpu_s\": \"$ssd_thr\", \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
 fi
 
 if want policy; then

@@ -439,6 +439,7 @@ struct passes {
     uint64_t rows_read, bytes_read, rows_written, bytes_written;
     uint64_t reads, map_hits, map_wrong, index_gets;
     double wait_s, commit_s, boundary_s, read_wait_s, commit_wait_s;
+    double cpu_at[4];         /* CPU seconds at the last pass line: the process, the fetch, the writer, the reader */
     emb_tier_stats st0;
     /* where the run stands (the catalog) */
     uint64_t pass_in_epoch;   /* passes of the current epoch committed */
@@ -481,6 +482,28 @@ static uint64_t peak_rss_bytes(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* CPU seconds thread th has used so far (0 where its clock cannot be read) */
+static double thread_cpu_sec(pthread_t th)
+{
+    clockid_t c;
+    struct timespec ts;
+    if (pthread_getcpuclockid(th, &c) != 0 || clock_gettime(c, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The CPU seconds used since the last pass line, by the whole process and by the fetch, writer
+ * and reader threads (out[1..3]: 0 for those not running); the marks move on to now. */
+static void pass_cpu(passes *ps, double out[4])
+{
+    double now[4] = { cpu_sec(), 0, 0, 0 };
+    if (ps->tier) now[1] = thread_cpu_sec(ps->fx.th), now[2] = thread_cpu_sec(ps->wr.th);
+    if (ps->reading) now[3] = thread_cpu_sec(ps->rd.th);
+    for (int i = 0; i < 4; i++) {
+        out[i] = now[i] > ps->cpu_at[i] ? now[i] - ps->cpu_at[i] : 0;
+        ps->cpu_at[i] = now[i];
+    }
 }
 
 static void fetch_start(passes *ps, emb_fetch *j)
@@ -999,6 +1022,8 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     pthread_mutex_lock(&ps->rd.mu);
     uint64_t samples = (uint64_t)ps->rd.units * __atomic_load_n(&ps->rd.parse_peak, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&ps->rd.mu);
+    double cpu[4];
+    pass_cpu(ps, cpu);
     if (ps->log) {
         fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
@@ -1007,6 +1032,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 "\"evicted\": %llu, \"resident_rows\": %llu, \"resident_bytes\": %llu, \"index_bytes\": %llu, \"samples_bytes\": %llu, "
                 "\"wait_s\": %.3f, \"read_wait_s\": %.3f, \"boundary_s\": %.3f, \"train_s\": %.3f, \"commit_s\": %.3f, "
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
+                "\"cpu_s\": %.3f, \"fetch_cpu_s\": %.3f, \"writer_cpu_s\": %.3f, \"reader_cpu_s\": %.3f, "
                 "\"slot_map_bytes\": %llu, \"filter_bytes\": %llu, \"block_cache_bytes\": %llu, \"table_readers_bytes\": %llu, "
                 "\"memtable_bytes\": %llu, \"batch_bytes\": %llu, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
@@ -1017,6 +1043,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 (unsigned long long)bw, (unsigned long long)cs->evicted,
                 (unsigned long long)resident, (unsigned long long)emb_cache_bytes(ps->cache),
                 (unsigned long long)emb_cache_index_bytes(ps->cache), (unsigned long long)samples, ps->wait_s, ps->read_wait_s, ps->boundary_s, t_train, ps->commit_s, ps->commit_wait_s, writer_secs(ps),
+                cpu[0], cpu[1], cpu[2], cpu[3],
                 (unsigned long long)tm.slot_map, (unsigned long long)tm.filter, (unsigned long long)tm.block_cache,
                 (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
                 (unsigned long long)emb_tier_batch_bytes(ps->wb),
@@ -1110,6 +1137,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     }
     passes *ps = xcalloc(1, sizeof *ps);
     *out = ps;
+    ps->cpu_at[0] = cpu_sec();
     ps->o = o;
     ps->m = m;
     ps->rs = rs;
@@ -1267,6 +1295,7 @@ void passes_begin_epoch(passes *ps, uint64_t skip)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_create(&r->th, NULL, reader_main, r);
+    ps->cpu_at[3] = 0;   /* a new reader: its clock starts at 0 */
     ps->reading = 1;
     ps->nxt = reader_pop(r);
     if (ps->nxt && ps->tier) {

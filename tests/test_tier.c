@@ -375,6 +375,36 @@ Test(tier, table_folder_without_pass_rows_trains_as_streamed)
 #undef STREAM
 }
 
+/* Each pass line says the CPU seconds the pass used: the process's, and the tier's fetch and commit
+ * threads' and the pass reader's within it. In memory there is no fetch nor writer. */
+Test(tier, pass_lines_say_the_cpu_each_thread_used)
+{
+#define CPU "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 2 --pass-rows 3000 " \
+            "--dim 4 --hidden 16,16 --batch 256 --lr 0.01 --threads 1 --quiet"
+    make_data();
+    run_ok(CPU " --out mem%s", "");
+    run_ok(CPU " --out tier --table-dir t --cache-mb %s", "1.3");
+#undef CPU
+    const char *fields[] = { "cpu_s", "fetch_cpu_s", "writer_cpu_s", "reader_cpu_s" };
+    int passes, lines;
+    log_max("tier", "hit_memory", &passes);   /* a field of pass lines only */
+    cr_assert_gt(log_max("tier", "rows_read", &lines), 0, "the tier was read");
+    for (int i = 0; i < 4; i++) {
+        log_max("tier", fields[i], &lines);
+        cr_assert_eq(lines, passes, "%s on %d of %d pass lines", fields[i], lines, passes);
+        cr_assert_gt(log_sum("tier", fields[i]), 0, "the tier run's %s", fields[i]);
+    }
+    double all = log_sum("tier", "cpu_s"), threads = log_sum("tier", "fetch_cpu_s") + log_sum("tier", "writer_cpu_s") +
+                                                     log_sum("tier", "reader_cpu_s");
+    cr_assert_leq(threads, all * 1.02 + 0.05, "the threads' %.3f CPU-s within the process's %.3f", threads, all);
+    log_max("mem", "hit_memory", &passes);
+    cr_assert_gt(log_sum("mem", "cpu_s"), 0);
+    cr_assert_gt(log_sum("mem", "reader_cpu_s"), 0, "the pass reader runs in memory too");
+    cr_assert_eq(log_max("mem", "fetch_cpu_s", &lines), 0, "no fetch in memory");
+    cr_assert_eq(lines, passes);
+    cr_assert_eq(log_max("mem", "writer_cpu_s", &lines), 0, "no writer in memory");
+}
+
 /* Long-tailed keys with admission under a small budget: the process's peak memory grows by no
  * more than the budget (and 16 MB) over the same run on data of few keys (measured: 157 and 143 MB;
  * with exact counts 219 MB). The counts of keys not
