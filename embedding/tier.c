@@ -50,13 +50,15 @@
 #define MIN_RUN 16
 #define SMAP_WAYS 10   /* entries in a set of the wide layout: one cache line (smap_line) */
 #define SMAP_NARROW 16 /* entries in a set of the narrow layout */
-/* A fetch read covers at most SPAN_BYTES, and crosses at most SPAN_GAP bytes of unwanted slots
- * between two wanted ones. In these VMs the kernel's cost is per read more than per byte: spans of
- * 32 KB with gaps of up to 16 KB (instead of 16 KB and 7 slots) take the end-to-end bench's 4.6M
- * rows in 2.17M reads (3.92M before), 14.4 GB read, and the fetch thread's CPU in its reads from
- * 8.5-9.0 to 5.5-6.1 s (docs/performance.md, fourteenth session) */
-#define SPAN_BYTES (32u << 10)
-#define SPAN_GAP (16u << 10)
+/* A fetch read covers at most SPAN_BYTES (a read buffer), and crosses at most half of that in
+ * unwanted slots between two wanted ones. In these VMs the kernel's cost is per read more than per
+ * byte: spans of 32 KB with gaps of up to 16 KB (instead of 16 KB and 7 slots) took the end-to-end
+ * bench's 4.6M rows in 2.17M reads (3.92M before) and the fetch thread's CPU in its reads from
+ * 8.5-9.0 to 5.5-6.1 s (fourteenth session); 64 KB and 32 KB take them in 1.60M reads (2.22M),
+ * 28 GB read (14.5), and the fetch thread's CPU from 17.8 to 15.8 s (twenty-first session;
+ * docs/performance.md). Where the locked-memory limit refuses FETCH_DEPTH buffers of SPAN_BYTES,
+ * they are of half the size (tier_open). */
+#define SPAN_BYTES (64u << 10)
 #define BLOCK_BYTES 512u         /* the unit of direct I/O: slots smaller than it share one */
 
 /* The slot of a record of row_bytes (and its 8-byte checksum): the next power of two from 64 up to
@@ -1225,20 +1227,28 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         ret = rebuild_bitmap(t, err, errlen);
     }
     if (ret == 0) {
-        t->rbuf_slot = (SPAN_BYTES > maxslot ? SPAN_BYTES : maxslot) / maxslot * maxslot;
-        t->rbuf = xaligned_alloc(4096, t->rbuf_slot * FETCH_DEPTH);
         if (io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0) < 0)
             ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
         else if (io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0) < 0) {
             io_uring_queue_exit(&t->ring);
             ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
         }
-        if (ret == 0) {   /* fixed buffers and files: no page pinning or file lookup per read */
+        /* fixed buffers and files: no page pinning or file lookup per read. Pinned memory counts
+         * against RLIMIT_MEMLOCK (8 MB by default for users other than root): where buffers of
+         * SPAN_BYTES are refused, those of half; where those are too, plain reads into them.
+         * rbuf_slot is set from here on: the rings are to be closed */
+        for (size_t span = SPAN_BYTES; ret == 0; span /= 2) {
+            t->rbuf_slot = (span > maxslot ? span : maxslot) / maxslot * maxslot;
+            t->rbuf = xaligned_alloc(4096, t->rbuf_slot * FETCH_DEPTH);
             struct iovec iov = { t->rbuf, t->rbuf_slot * FETCH_DEPTH };
+            t->fixed = io_uring_register_buffers(&t->ring, &iov, 1) == 0;
+            if (t->fixed || span <= SPAN_BYTES / 2) break;
+            free(t->rbuf);
+            t->rbuf = NULL;
+        }
+        if (ret == 0) {
             int *fds = xmalloc((size_t)t->n * sizeof *fds);
             for (int i = 0; i < t->n; i++) fds[i] = t->sf[i].fd;
-            /* pinned memory counts against RLIMIT_MEMLOCK: without it, plain reads */
-            t->fixed = io_uring_register_buffers(&t->ring, &iov, 1) == 0;
             if (t->fixed && io_uring_register_files(&t->ring, fds, (unsigned)t->n) < 0) {
                 io_uring_unregister_buffers(&t->ring);
                 t->fixed = 0;
@@ -1249,7 +1259,6 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
 out:
     if (ret < 0) {
         free(rb_found);
-        if (t->rbuf) t->rbuf_slot = 0;   /* ring not initialised */
         emb_tier_close(t);
         return ret;
     }
@@ -1657,7 +1666,7 @@ static int wait_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
 }
 
 /* Read the rows of the requests req[0..m) (sorted, see sort_requests) in slot order, each read
- * covering the requests that lie within SPAN_GAP bytes of the one before and SPAN_BYTES of its
+ * covering the requests that lie within half a read buffer of the one before and a buffer of its
  * first: one read then serves several rows (rows committed in one pass sit together, and are often
  * fetched together), so the kernel's cost per read is paid fewer times. A request the slot map
  * answered (via_map) whose slot holds another key goes to retry, to be asked of the index. */
@@ -1666,7 +1675,7 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
 {
     slot_file *s = &t->sf[tb];
     size_t sb = s->slot_bytes, per = t->rbuf_slot / sb;   /* slots one read buffer holds */
-    uint64_t gap = SPAN_GAP / sb;                          /* unwanted slots a read may cross */
+    uint64_t gap = t->rbuf_slot / 2 / sb;                  /* unwanted slots a read may cross */
     span inflight[FETCH_DEPTH];
     int freeb[FETCH_DEPTH], nfree = FETCH_DEPTH;
     for (int i = 0; i < FETCH_DEPTH; i++) freeb[i] = i;

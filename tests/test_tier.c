@@ -174,6 +174,36 @@ Test(tier, read_only_folder_is_refused)
     free(o);
 }
 
+/* The fetch registers its read buffers (8 MB) with the kernel, which counts them against the
+ * locked-memory limit (8 MB by default for users other than root). Where the limit refuses them,
+ * the buffers are of half the size; where it refuses those too, the reads are plain ones. The
+ * model is the same each way. */
+Test(tier, read_buffers_fit_the_locked_memory_limit)
+{
+    make_data();
+    run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
+    predict("ref", "p_ref.txt");
+    cr_assert_gt(log_sum("ref", "rows_read"), 0, "the tier was read");
+    const char *limits[] = { "6000", "1024" }, *as = "sh -c";   /* 4 MB registered; none */
+    if (geteuid() == 0) {   /* root's locked memory has no limit (CAP_IPC_LOCK): run as nobody */
+        if (th_run(NULL, "command -v setpriv") != 0) cr_skip_test("root without setpriv: cannot run under a locked-memory limit");
+        cr_assert_eq(th_run(NULL, "chmod 755 . && chmod a+r tr.tsv va.tsv && chmod a+rwx ."), 0);
+        as = "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c";
+    }
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
+        char *o;
+        int rc = th_run(&o, "%s \"ulimit -l %s && " RUN " --out l%zu --table-dir tl%zu --cache-mb 0.05\"", as, limits[i], i, i);
+        cr_assert_eq(rc, 0, "ulimit -l %s: %s", limits[i], o);
+        free(o);
+        char dir[16], pred[32];
+        snprintf(dir, sizeof dir, "l%zu", i);
+        snprintf(pred, sizeof pred, "p_l%zu.txt", i);
+        cr_assert_eq(log_sum(dir, "rows_read"), log_sum("ref", "rows_read"), "ulimit -l %s: the same rows read", limits[i]);
+        predict(dir, pred);
+        th_same_file("p_ref.txt", pred);
+    }
+}
+
 Test(tier, folder_in_use_and_foreign_folders_are_refused)
 {
     make_data();
