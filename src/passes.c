@@ -498,7 +498,8 @@ static double thread_cpu_sec(pthread_t th)
 static void pass_cpu(passes *ps, double out[4])
 {
     double now[4] = { cpu_sec(), 0, 0, 0 };
-    if (ps->tier) now[1] = thread_cpu_sec(ps->fx.th), now[2] = thread_cpu_sec(ps->wr.th);
+    if (ps->fx.th) now[1] = thread_cpu_sec(ps->fx.th);   /* started with the tier (passes_close) */
+    if (ps->wr.th) now[2] = thread_cpu_sec(ps->wr.th);
     if (ps->reading) now[3] = thread_cpu_sec(ps->rd.th);
     for (int i = 0; i < 4; i++) {
         out[i] = now[i] > ps->cpu_at[i] ? now[i] - ps->cpu_at[i] : 0;
