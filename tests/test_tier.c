@@ -177,18 +177,26 @@ Test(tier, read_only_folder_is_refused)
 /* The fetch registers its read buffers (8 MB) with the kernel, which counts them against the
  * locked-memory limit (8 MB by default for users other than root). Where the limit refuses them,
  * the buffers are of half the size; where it refuses those too, the reads are plain ones. The
- * model is the same each way. */
+ * model is the same each way: every row of the table, with its optimizer state, and the
+ * predictions. (The rows read are not compared: a fetch still running when the part before it
+ * commits finds the rows of the keys that part created and counts them read, where a faster one
+ * counted them new; install keeps the copies in memory either way. Under load they varied by up
+ * to 1% with the same table at the end, in CI and with five runs at once.) The kernel counts
+ * locked memory per user, so the runs take a uid of their own: another test's runs as nobody at
+ * the same moment would leave them less. */
 Test(tier, read_buffers_fit_the_locked_memory_limit)
 {
     make_data();
     run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
     predict("ref", "p_ref.txt");
     cr_assert_gt(log_sum("ref", "rows_read"), 0, "the tier was read");
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-table export tref --to text --with-optimizer rows_ref.txt && "
+                              "sort rows_ref.txt > rows_ref.sorted && test -s rows_ref.sorted"), 0);
     const char *limits[] = { "6000", "1024" }, *as = "sh -c";   /* 4 MB registered; none */
-    if (geteuid() == 0) {   /* root's locked memory has no limit (CAP_IPC_LOCK): run as nobody */
+    if (geteuid() == 0) {   /* root's locked memory has no limit (CAP_IPC_LOCK): run as a uid of its own */
         if (th_run(NULL, "command -v setpriv") != 0) cr_skip_test("root without setpriv: cannot run under a locked-memory limit");
         cr_assert_eq(th_run(NULL, "chmod 755 . && chmod a+r tr.tsv va.tsv && chmod a+rwx ."), 0);
-        as = "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c";
+        as = "setpriv --reuid=64917 --regid=64917 --clear-groups sh -c";
     }
     for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
         char *o;
@@ -198,7 +206,12 @@ Test(tier, read_buffers_fit_the_locked_memory_limit)
         char dir[16], pred[32];
         snprintf(dir, sizeof dir, "l%zu", i);
         snprintf(pred, sizeof pred, "p_l%zu.txt", i);
-        cr_assert_eq(log_sum(dir, "rows_read"), log_sum("ref", "rows_read"), "ulimit -l %s: the same rows read", limits[i]);
+        cr_assert_gt(log_sum(dir, "rows_read"), 0, "ulimit -l %s: the tier was read", limits[i]);
+        cr_assert_eq(th_run(NULL, "$B/ctrbox-table export tl%zu --to text --with-optimizer rows_l%zu.txt && "
+                                  "sort rows_l%zu.txt > rows_l%zu.sorted", i, i, i, i), 0);
+        char rows[32];
+        snprintf(rows, sizeof rows, "rows_l%zu.sorted", i);
+        th_same_file("rows_ref.sorted", rows);
         predict(dir, pred);
         th_same_file("p_ref.txt", pred);
     }
