@@ -1237,14 +1237,15 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
          * against RLIMIT_MEMLOCK (8 MB by default for users other than root): where buffers of
          * SPAN_BYTES are refused, those of half; where those are too, plain reads into them.
          * rbuf_slot is set from here on: the rings are to be closed */
-        for (size_t span = SPAN_BYTES; ret == 0; span /= 2) {
+        for (size_t span = SPAN_BYTES; ret == 0 && !t->rbuf; span /= 2) {
             t->rbuf_slot = (span > maxslot ? span : maxslot) / maxslot * maxslot;
             t->rbuf = xaligned_alloc(4096, t->rbuf_slot * FETCH_DEPTH);
             struct iovec iov = { t->rbuf, t->rbuf_slot * FETCH_DEPTH };
             t->fixed = io_uring_register_buffers(&t->ring, &iov, 1) == 0;
-            if (t->fixed || span <= SPAN_BYTES / 2) break;
-            free(t->rbuf);
-            t->rbuf = NULL;
+            if (!t->fixed && span > SPAN_BYTES / 2) {   /* once more at half the size */
+                free(t->rbuf);
+                t->rbuf = NULL;
+            }
         }
         if (ret == 0) {
             int *fds = xmalloc((size_t)t->n * sizeof *fds);
