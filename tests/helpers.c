@@ -145,8 +145,8 @@ void th_same_file(const char *a, const char *b)
 void th_same_rows(const char *a, const char *b)
 {
     char *o;
-    int rc = th_run(&o, "$B/ctrbox-table export %s --to text rows_a.txt --with-optimizer && "
-                        "$B/ctrbox-table export %s --to text rows_b.txt --with-optimizer && "
+    int rc = th_run(&o, "$B/ctrbox-table export %s --to text rows_a.txt --with-optimizer --force && "
+                        "$B/ctrbox-table export %s --to text rows_b.txt --with-optimizer --force && "
                         "sort rows_a.txt > rows_as.txt && sort rows_b.txt > rows_bs.txt", a, b);
     cr_assert_eq(rc, 0, "%s", o);
     free(o);
