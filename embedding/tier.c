@@ -146,7 +146,9 @@ struct emb_tier {
     int rec_release;         /* a commit deleted or moved rows: free space goes back to the file system */
     emb_tier_batch *retired;
     int fetching;            /* fetches and lookups under way (atomic; see batch_retire) */
-    uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring */
+    int rings;               /* ring and wring were made; 0: plain pread and pwrite */
+    int ring_err;            /* why not (-errno from io_uring_queue_init) */
+    uint8_t *rbuf;           /* FETCH_DEPTH aligned read buffers, registered with the ring (one without rings) */
     size_t rbuf_slot;        /* bytes of one */
     int fixed;               /* rbuf and the slot files are registered with ring */
     pthread_mutex_t mu;      /* stats, and the chunks below */
@@ -1227,17 +1229,22 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         ret = rebuild_bitmap(t, err, errlen);
     }
     if (ret == 0) {
-        if (io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0) < 0)
-            ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
-        else if (io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0) < 0) {
-            io_uring_queue_exit(&t->ring);
-            ret = fail(err, errlen, -EIO, "%s: %s", dir, "io_uring_queue_init failed");
+        /* Where io_uring is refused (a seccomp profile, kernel.io_uring_disabled, or, for users
+         * other than root, rings that would pass the locked-memory limit: the kernel counts every
+         * process of the user against it), the slots are read and written with plain pread and
+         * pwrite, one at a time, into one buffer */
+        int r = io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0);
+        if (r == 0 && (r = io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0)) < 0) io_uring_queue_exit(&t->ring);
+        t->rings = r == 0;
+        t->ring_err = r;
+        if (!t->rings) {
+            t->rbuf_slot = (SPAN_BYTES > maxslot ? SPAN_BYTES : maxslot) / maxslot * maxslot;
+            t->rbuf = xaligned_alloc(4096, t->rbuf_slot);
         }
         /* fixed buffers and files: no page pinning or file lookup per read. Pinned memory counts
          * against RLIMIT_MEMLOCK (8 MB by default for users other than root): where buffers of
-         * SPAN_BYTES are refused, those of half; where those are too, plain reads into them.
-         * rbuf_slot is set from here on: the rings are to be closed */
-        for (size_t span = SPAN_BYTES; ret == 0 && !t->rbuf; span /= 2) {
+         * SPAN_BYTES are refused, those of half; where those are too, plain reads into them */
+        for (size_t span = SPAN_BYTES; !t->rbuf; span /= 2) {
             t->rbuf_slot = (span > maxslot ? span : maxslot) / maxslot * maxslot;
             t->rbuf = xaligned_alloc(4096, t->rbuf_slot * FETCH_DEPTH);
             struct iovec iov = { t->rbuf, t->rbuf_slot * FETCH_DEPTH };
@@ -1247,10 +1254,10 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
                 t->rbuf = NULL;
             }
         }
-        if (ret == 0) {
+        if (t->fixed) {
             int *fds = xmalloc((size_t)t->n * sizeof *fds);
             for (int i = 0; i < t->n; i++) fds[i] = t->sf[i].fd;
-            if (t->fixed && io_uring_register_files(&t->ring, fds, (unsigned)t->n) < 0) {
+            if (io_uring_register_files(&t->ring, fds, (unsigned)t->n) < 0) {
                 io_uring_unregister_buffers(&t->ring);
                 t->fixed = 0;
             }
@@ -1302,7 +1309,7 @@ void emb_tier_close(emb_tier *t)
             if (s->fd >= 0 && s->backed > end && ftruncate(s->fd, (off_t)end) == 0) s->backed = end;
         }
     }
-    if (t->rbuf_slot) {
+    if (t->rings) {
         io_uring_queue_exit(&t->ring);
         io_uring_queue_exit(&t->wring);
     }
@@ -1339,6 +1346,14 @@ void emb_tier_close(emb_tier *t)
 }
 
 const char *emb_tier_dir(const emb_tier *t) { return t->dir; }
+
+int emb_tier_plain_io(const emb_tier *t)
+{
+    for (int r = 0; r < t->n_sub; r++)   /* a sharded folder: its ranks' */
+        if (emb_tier_plain_io(t->sub[r])) return emb_tier_plain_io(t->sub[r]);
+    return t->rings ? 0 : t->ring_err;   /* (a sharded folder's own is 0) */
+}
+
 uint64_t emb_tier_id(const emb_tier *t) { return t->id; }
 uint64_t emb_tier_commits(const emb_tier *t) { return t->gen; }
 uint64_t emb_tier_rows(emb_tier *t, int tb)
@@ -1666,37 +1681,116 @@ static int wait_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
     return ret;
 }
 
+/* The next read from req[*next] on: the requests that lie within half a read buffer of the one
+ * before and a buffer of its first, widened to whole blocks (*next moves past them). */
+static span next_span(const slot_file *s, const uint64_t *req, size_t m, size_t *next, uint64_t per, uint64_t gap)
+{
+    uint64_t k = s->blk, a0 = (req[*next] >> 32) / k * k;
+    span sp = { req[*next] >> 32, 1, *next, *next + 1 };
+    while (sp.b < m) {
+        uint64_t slot = req[sp.b] >> 32;
+        if (slot - (sp.first + sp.count - 1) - 1 > gap || round_up(slot + 1, k) - a0 > per) break;
+        sp.count = slot - sp.first + 1;
+        sp.b++;
+    }
+    sp.count = round_up(sp.first + sp.count, k) - a0;
+    sp.first = a0;
+    *next = sp.b;
+    return sp;
+}
+
+/* What a read needs to hand its rows on */
+typedef struct {
+    emb_tier *t;
+    int tb;
+    const uint64_t *keys, *req;
+    const uint8_t *via_map;
+    fetch_sink sink;
+    size_t *retry, *n_retry, found;
+} read_ctx;
+
+/* The rows of read sp, which returned res (bytes, or -errno) into buf: to the sink, or to retry.
+ * 0 or <0 with err. */
+static int take_read(read_ctx *x, const span *sp, const uint8_t *buf, int64_t res, char *err, size_t errlen)
+{
+    emb_tier *t = x->t;
+    slot_file *s = &t->sf[x->tb];
+    size_t sb = s->slot_bytes;
+    if (res < 0) {
+        snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: %s", t->dir, x->tb, (unsigned long long)sp->first,
+                 strerror((int)-res));
+        return (int)res;
+    }
+    /* a read ends early at the file's end. A slot the index gave there is an error; a slot map
+     * guess there is asked of the index again, as any wrong guess (since the map's entries name
+     * their table, a guess names a live slot of the key's own table, so this is a safeguard only) */
+    for (size_t r = sp->a; r < sp->b; r++) {
+        uint64_t slot = x->req[r] >> 32;
+        size_t i = (size_t)(x->req[r] & 0xffffffffu);
+        const uint8_t *img = buf + (slot - sp->first) * sb;
+        int guess = x->via_map && x->via_map[i];   /* from the slot map */
+        if ((int64_t)((slot - sp->first + 1) * sb) > res) {
+            if (guess) {
+                x->retry[(*x->n_retry)++] = i;
+                continue;
+            }
+            snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: short read", t->dir, x->tb, (unsigned long long)slot);
+            return -EIO;
+        }
+        if (guess && !slot_holds(s, img, slot, x->keys[i])) {
+            x->retry[(*x->n_retry)++] = i;
+            continue;
+        }
+        int ret = guess ? 0 : check_slot(t, x->tb, img, slot, x->keys[i], err, errlen);
+        if (ret) return ret;
+        x->sink.put(x->sink.ctx, i, img);
+        x->found++;
+    }
+    return 0;
+}
+
+/* pread of len bytes at off into buf, until the file's end: the bytes read, or -errno */
+static int64_t read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    return (int64_t)got;
+}
+
 /* Read the rows of the requests req[0..m) (sorted, see sort_requests) in slot order, each read
- * covering the requests that lie within half a read buffer of the one before and a buffer of its
- * first: one read then serves several rows (rows committed in one pass sit together, and are often
- * fetched together), so the kernel's cost per read is paid fewer times. A request the slot map
- * answered (via_map) whose slot holds another key goes to retry, to be asked of the index. */
+ * covering several requests (next_span): one read then serves several rows (rows committed in one
+ * pass sit together, and are often fetched together), so the kernel's cost per read is paid fewer
+ * times. A request the slot map answered (via_map) whose slot holds another key goes to retry, to
+ * be asked of the index. */
 static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t *req, size_t m, const uint8_t *via_map,
                       fetch_sink sink, size_t *retry, size_t *n_retry, char *err, size_t errlen)
 {
     slot_file *s = &t->sf[tb];
     size_t sb = s->slot_bytes, per = t->rbuf_slot / sb;   /* slots one read buffer holds */
     uint64_t gap = t->rbuf_slot / 2 / sb;                  /* unwanted slots a read may cross */
+    read_ctx x = { t, tb, keys, req, via_map, sink, retry, n_retry, 0 };
+    size_t next = 0, reads = 0;
+    uint64_t bytes = 0;
+    int ret = 0, busy = 0;
+    while (!t->rings && ret == 0 && next < m) {   /* plain reads, one at a time */
+        span sp = next_span(s, req, m, &next, per, gap);
+        int64_t res = read_full(s->fd, t->rbuf, sp.count * sb, HEADER_BYTES + sp.first * sb);
+        reads++;
+        bytes += sp.count * sb;
+        ret = take_read(&x, &sp, t->rbuf, res, err, errlen);
+    }
     span inflight[FETCH_DEPTH];
     int freeb[FETCH_DEPTH], nfree = FETCH_DEPTH;
     for (int i = 0; i < FETCH_DEPTH; i++) freeb[i] = i;
-    size_t next = 0, found = 0, reads = 0;
-    uint64_t bytes = 0;
-    int ret = 0, busy = 0;
-    while (ret == 0 && (next < m || busy > 0)) {
+    while (t->rings && ret == 0 && (next < m || busy > 0)) {
         while (next < m && nfree > 0) {
-            /* the read covers whole blocks: from the block of its first slot to that of its last */
-            uint64_t k = s->blk, a0 = (req[next] >> 32) / k * k;
-            span sp = { req[next] >> 32, 1, next, next + 1 };
-            while (sp.b < m) {
-                uint64_t slot = req[sp.b] >> 32;
-                if (slot - (sp.first + sp.count - 1) - 1 > gap || round_up(slot + 1, k) - a0 > per) break;
-                sp.count = slot - sp.first + 1;
-                sp.b++;
-            }
-            sp.count = round_up(sp.first + sp.count, k) - a0;
-            sp.first = a0;
-            next = sp.b;
+            span sp = next_span(s, req, m, &next, per, gap);
             int b = freeb[--nfree];
             inflight[b] = sp;
             struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
@@ -1722,45 +1816,7 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
         unsigned head, got = 0;
         io_uring_for_each_cqe(&t->ring, head, cqe) {
             int b = (int)cqe->user_data;
-            span sp = inflight[b];
-            if (cqe->res < 0) {
-                if (!ret) {
-                    snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: %s", t->dir, tb,
-                             (unsigned long long)sp.first, strerror(-cqe->res));
-                    ret = cqe->res;
-                }
-            } else {
-                /* a read ends early at the file's end. A slot the index gave there is an error; a
-                 * slot map guess there is asked of the index again, as any wrong guess (since the
-                 * map's entries name their table, a guess names a live slot of the key's own table,
-                 * so this is a safeguard only) */
-                uint64_t len = (uint64_t)cqe->res;
-                for (size_t r = sp.a; r < sp.b && ret == 0; r++) {
-                    uint64_t slot = req[r] >> 32;
-                    size_t i = (size_t)(req[r] & 0xffffffffu);
-                    const uint8_t *img = t->rbuf + (size_t)b * t->rbuf_slot + (slot - sp.first) * sb;
-                    int guess = via_map && via_map[i];   /* from the slot map */
-                    if ((slot - sp.first + 1) * sb > len) {
-                        if (guess) {
-                            retry[(*n_retry)++] = i;
-                            continue;
-                        }
-                        snprintf(err, errlen, "%s/table%d.slots: reading slot %llu: short read", t->dir, tb,
-                                 (unsigned long long)slot);
-                        ret = -EIO;
-                        break;
-                    }
-                    if (guess && !slot_holds(s, img, slot, keys[i])) {
-                        retry[(*n_retry)++] = i;
-                        continue;
-                    }
-                    if (!guess) ret = check_slot(t, tb, img, slot, keys[i], err, errlen);
-                    if (ret == 0) {
-                        sink.put(sink.ctx, i, img);
-                        found++;
-                    }
-                }
-            }
+            if (!ret) ret = take_read(&x, &inflight[b], t->rbuf + (size_t)b * t->rbuf_slot, cqe->res, err, errlen);
             freeb[nfree++] = b;
             got++;
         }
@@ -1777,7 +1833,7 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
         }
     }
     pthread_mutex_lock(&t->mu);
-    t->st.rows_read += found;
+    t->st.rows_read += x.found;
     t->st.bytes_read += bytes;
     t->st.reads += reads;
     pthread_mutex_unlock(&t->mu);
@@ -1994,6 +2050,31 @@ void emb_tier_settle(emb_tier *t)
     free_retired(t);
 }
 
+/* The batch's first write error (err: -errno), naming the file and the run's offset */
+static void set_write_error(emb_tier_batch *b, const run *r, int err)
+{
+    if (b->err) return;
+    const slot_file *s = &b->t->sf[r->tb];
+    b->err = err;
+    snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", b->t->dir, r->tb,
+             (unsigned long long)(HEADER_BYTES + r->first * s->slot_bytes), strerror(-err));
+}
+
+/* Write run r of buffer w from its byte done on (a short write's rest, or the whole run without
+ * rings) with plain writes, which say why a write was short. */
+static void write_run(emb_tier_batch *b, int w, const run *r, size_t done)
+{
+    const slot_file *s = &b->t->sf[r->tb];
+    size_t want = r->n * s->slot_bytes;
+    while (done < want && !b->err) {
+        ssize_t n = pwrite(s->fd, b->buf[w] + r->off + done, want - done,
+                           (off_t)(HEADER_BYTES + r->first * s->slot_bytes + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) set_write_error(b, r, n < 0 ? -errno : -ENOSPC);
+        else done += (size_t)n;
+    }
+}
+
 /* Handle the writes that completed (waiting for one first if wait): count them off their
  * buffer; a short write gets the rest written synchronously, which says why it was short. */
 static void reap(emb_tier_batch *b, int wait)
@@ -2011,21 +2092,9 @@ static void reap(emb_tier_batch *b, int wait)
     unsigned head, got = 0;
     io_uring_for_each_cqe(&t->wring, head, cqe) {
         int w = (int)(cqe->user_data >> 32);
-        run *r = &b->runs[w][cqe->user_data & 0xffffffffu];
-        slot_file *s = &t->sf[r->tb];
-        size_t want = r->n * s->slot_bytes;
-        if (cqe->res >= 0 && cqe->res < (int)want && !b->err) {
-            size_t off = (size_t)cqe->res;
-            ssize_t n = pwrite(s->fd, b->buf[w] + r->off + off, want - off,
-                               (off_t)(HEADER_BYTES + r->first * s->slot_bytes + off));
-            if (n == (ssize_t)(want - off)) cqe->res = (int)want;
-            else cqe->res = n < 0 ? -errno : -ENOSPC;
-        }
-        if (cqe->res != (int)want && !b->err) {
-            b->err = cqe->res;
-            snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: write failed at byte %llu: %s", t->dir, r->tb,
-                     (unsigned long long)(HEADER_BYTES + r->first * s->slot_bytes), strerror(-b->err));
-        }
+        const run *r = &b->runs[w][cqe->user_data & 0xffffffffu];
+        if (cqe->res < 0) set_write_error(b, r, cqe->res);
+        else write_run(b, w, r, (size_t)cqe->res);
         b->inflight[w]--;
         got++;
     }
@@ -2177,22 +2246,24 @@ static void submit_buf(emb_tier_batch *b, int w)
             snprintf(b->errmsg, sizeof b->errmsg, "%s/table%d.slots: cannot extend the file: %s", t->dir, rn->tb, strerror(-zr));
             break;
         }
+        b->written[rn->tb] = 1;
+        if (!t->rings) {   /* a plain write, done when it returns */
+            write_run(b, w, rn, 0);
+            continue;
+        }
         while (b->inflight[0] + b->inflight[1] >= FETCH_DEPTH && b->err == 0) {
             io_uring_submit(&t->wring);
             reap(b, 1);
         }
         if (b->err) break;
-        run *r = &b->runs[w][i];
-        slot_file *s = &t->sf[r->tb];
         struct io_uring_sqe *sqe = io_uring_get_sqe(&t->wring);
         CHECK(sqe);
-        io_uring_prep_write(sqe, s->fd, b->buf[w] + r->off, (unsigned)(r->n * s->slot_bytes),
-                            HEADER_BYTES + r->first * s->slot_bytes);
+        io_uring_prep_write(sqe, sf->fd, b->buf[w] + rn->off, (unsigned)(rn->n * sf->slot_bytes),
+                            HEADER_BYTES + rn->first * sf->slot_bytes);
         io_uring_sqe_set_data64(sqe, (uint64_t)w << 32 | i);
-        b->written[r->tb] = 1;
         b->inflight[w]++;
     }
-    io_uring_submit(&t->wring);
+    if (t->rings) io_uring_submit(&t->wring);
 }
 
 /* Wait for buffer w's writes; then it is empty. */

@@ -212,6 +212,53 @@ Test(tier, read_buffers_fit_the_locked_memory_limit)
     }
 }
 
+/* Where io_uring is refused (a container's seccomp profile, kernel.io_uring_disabled, or rings
+ * that would pass the locked-memory limit: the kernel counts them against it for users other than
+ * root), the folder is read and written with plain pread and pwrite: the run says so once, and
+ * trains the same model as with io_uring (every row with its optimizer state, and the
+ * predictions). `ulimit -l 0` refuses the rings on kernels that count them (6.18 does); where the
+ * kernel does not, the run takes io_uring and the test skips. */
+Test(tier, plain_reads_and_writes_where_io_uring_is_refused)
+{
+    make_data();
+    run_ok(RUN " --out ref --table-dir tref --cache-mb 0.05 %s", "");
+    predict("ref", "p_ref.txt");
+    const char *as = "sh -c";
+    if (geteuid() == 0) {   /* root's rings are not counted (CAP_IPC_LOCK): run as a uid of its own */
+        if (th_run(NULL, "command -v setpriv") != 0) cr_skip_test("root without setpriv: cannot run under a locked-memory limit");
+        cr_assert_eq(th_run(NULL, "chmod 755 . && chmod a+r tr.tsv va.tsv && chmod a+rwx ."), 0);
+        as = "setpriv --reuid=64918 --regid=64918 --clear-groups sh -c";
+    }
+    char *o;
+    int rc = th_run(&o, "%s \"ulimit -l 0 && " RUN " --out pl --table-dir tpl --cache-mb 0.05\"", as);
+    cr_assert_eq(rc, 0, "%s", o);
+    int plain = strstr(o, "tpl: io_uring is refused here") != NULL;
+    cr_assert(!plain || strstr(o, "plain reads and writes"), "%s", o);
+    free(o);
+    if (!plain) cr_skip_test("this kernel made io_uring rings under ulimit -l 0: the plain reads and writes were not run");
+    cr_assert_gt(log_sum("pl", "rows_read"), 0, "the tier was read");
+    cr_assert_gt(log_sum("pl", "rows_written"), 0, "the tier was written");
+    th_same_rows("tref", "tpl");
+    predict("pl", "p_pl.txt");
+    th_same_file("p_ref.txt", "p_pl.txt");
+    /* a failed plain write (a file-size limit, as a full disk) stops the run cleanly, and the
+     * folder resumes to the same model */
+    rc = th_run(&o, "%s \"ulimit -l 0 && ulimit -f 600 && " RUN " --out plf --table-dir tplf --cache-mb 0.05\"", as);
+    cr_assert_eq(rc, 1, "want a clean failure, got %d: %s", rc, o);
+    cr_assert(strstr(o, "File too large") || strstr(o, "No space"), "%s", o);
+    cr_assert(!strstr(o, "CHECK failed"), "%s", o);
+    free(o);
+    rc = th_run(&o, "%s \"ulimit -l 0 && " RUN " --out plf --resume tplf --cache-mb 0.05\"", as);
+    cr_assert_eq(rc, 0, "%s", o);
+    free(o);
+    predict("plf", "p_plf.txt");
+    th_same_file("p_ref.txt", "p_plf.txt");
+    /* the folder written with plain writes opens and trains on with io_uring */
+    run_ok(RUN " --epochs 3 --out ref3 --resume tref %s", "");
+    run_ok(RUN " --epochs 3 --out pl3 --resume tpl %s", "");
+    th_same_rows("tref", "tpl");
+}
+
 Test(tier, folder_in_use_and_foreign_folders_are_refused)
 {
     make_data();
