@@ -62,7 +62,8 @@ uint64_t emb_tier_shards_id(const uint64_t *ids, int ranks);
 const char *emb_tier_dir(const emb_tier *t);
 /* 0 where the folder is read and written with io_uring; where io_uring is refused (a seccomp
  * profile, kernel.io_uring_disabled, a locked-memory limit the rings would pass), the -errno it
- * gave: the slots are then read and written with plain pread and pwrite, one at a time (slower). */
+ * gave: the slots are then read with plain pread on reader threads, and written with plain pwrite
+ * (slower). */
 int emb_tier_plain_io(const emb_tier *t);
 /* The folder's identity (random, made with it) and how many commits it holds: every commit,
  * a trainer's or a table tool's, adds one. A model file records both, so rows that changed

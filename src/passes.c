@@ -576,7 +576,7 @@ int model_open_tier(model *m, const char *dir, int readonly, size_t index_cache,
     static int said;   /* once a process */
     if (ret == 0 && emb_tier_plain_io(*out) && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
         fprintf(stderr, "ctrbox: warning: %s: io_uring is refused here (%s): the table folder is read and written with "
-                "plain reads and writes, one at a time, which is slower (a container's seccomp profile, the sysctl "
+                "plain reads and writes, which is slower (a container's seccomp profile, the sysctl "
                 "kernel.io_uring_disabled, or a locked-memory limit, `ulimit -l`, under what this user's processes "
                 "hold refuses it)\n", dir, strerror(-emb_tier_plain_io(*out)));
     }
