@@ -1068,30 +1068,34 @@ static void pool_stop(emb_tier *t)
     t->pool = NULL;
 }
 
-/* Queue the read of len bytes at off of fd into buffer b (under the pool's lock); without threads,
- * read it now. */
+/* Queue the read of len bytes at off of fd into buffer b; without threads, read it now. */
 static void pool_queue(emb_tier *t, int b, int fd, size_t len, uint64_t off)
 {
     plain_pool *p = t->pool;
+    pthread_mutex_lock(&p->mu);
     p->fd[b] = fd;
     p->len[b] = len;
     p->off[b] = off;
     if (!p->n_th) {
         p->res[b] = read_full(fd, t->rbuf + (size_t)b * t->rbuf_slot, len, off);
         p->done[p->n_done++] = b;
-        return;
+    } else {
+        p->queue[p->qt++ % PLAIN_DEPTH] = b;
+        pthread_cond_signal(&p->cv);
     }
-    p->queue[p->qt++ % PLAIN_DEPTH] = b;
-    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
-/* Wait for reads to complete (under the pool's lock): their buffers into got, their count returned. */
-static int pool_wait(plain_pool *p, int *got)
+/* Wait for reads to complete: their buffers into got and their results into res, their count
+ * returned. */
+static int pool_wait(plain_pool *p, int *got, int64_t *res)
 {
+    pthread_mutex_lock(&p->mu);
     while (!p->n_done) pthread_cond_wait(&p->done_cv, &p->mu);
     int n = p->n_done;
-    memcpy(got, p->done, (size_t)n * sizeof *got);
+    for (int i = 0; i < n; i++) got[i] = p->done[i], res[i] = p->res[p->done[i]];
     p->n_done = 0;
+    pthread_mutex_unlock(&p->mu);
     return n;
 }
 
@@ -1866,6 +1870,46 @@ static int64_t read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
     return (int64_t)got;
 }
 
+/* Start the read of span sp of table tb's slot file into read buffer b: on the ring, or on the
+ * pool's threads */
+static void read_start(emb_tier *t, int tb, int b, const span *sp)
+{
+    slot_file *s = &t->sf[tb];
+    uint8_t *buf = t->rbuf + (size_t)b * t->rbuf_slot;
+    size_t len = sp->count * s->slot_bytes;
+    uint64_t off = HEADER_BYTES + sp->first * s->slot_bytes;
+    if (!t->rings) {
+        pool_queue(t, b, s->fd, len, off);
+        return;
+    }
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+    CHECK(sqe);
+    if (t->fixed) {
+        io_uring_prep_read_fixed(sqe, tb, buf, (unsigned)len, off, 0);
+        sqe->flags |= IOSQE_FIXED_FILE;
+    } else {
+        io_uring_prep_read(sqe, s->fd, buf, (unsigned)len, off);
+    }
+    io_uring_sqe_set_data64(sqe, (uint64_t)b);
+}
+
+/* Wait for started reads to complete: their buffers into got and their results (bytes, or -errno)
+ * into res (room for every read in flight); their count, or <0 where the ring's wait failed. */
+static int read_wait(emb_tier *t, int *got, int64_t *res)
+{
+    if (!t->rings) return pool_wait(t->pool, got, res);
+    io_uring_submit(&t->ring);
+    struct io_uring_cqe *cqe;
+    if (wait_cqe(&t->ring, &cqe) < 0) return -1;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&t->ring, head, cqe) {
+        got[n] = (int)cqe->user_data;
+        res[n++] = cqe->res;
+    }
+    io_uring_cq_advance(&t->ring, n);
+    return (int)n;
+}
+
 /* Read the rows of the requests req[0..m) (sorted, see sort_requests) in slot order, each read
  * covering several requests (next_span): one read then serves several rows (rows committed in one
  * pass sit together, and are often fetched together), so the kernel's cost per read is paid fewer
@@ -1882,79 +1926,37 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
     uint64_t bytes = 0;
     int ret = 0, busy = 0;
     span inflight[FETCH_DEPTH];
-    int freeb[FETCH_DEPTH], nfree = t->rings ? FETCH_DEPTH : PLAIN_DEPTH;
+    int freeb[FETCH_DEPTH], got[FETCH_DEPTH], nfree = t->rings ? FETCH_DEPTH : PLAIN_DEPTH;
+    int64_t res[FETCH_DEPTH];
     for (int i = 0; i < nfree; i++) freeb[i] = i;
-    while (!t->rings && ret == 0 && (next < m || busy > 0)) {   /* plain reads, on the pool's threads */
-        plain_pool *p = t->pool;
-        int got[PLAIN_DEPTH];
-        pthread_mutex_lock(&p->mu);
+    while (ret == 0 && (next < m || busy > 0)) {
         while (next < m && nfree > 0) {
             span sp = next_span(s, req, m, &next, per, gap);
             int b = freeb[--nfree];
             inflight[b] = sp;
-            pool_queue(t, b, s->fd, sp.count * sb, HEADER_BYTES + sp.first * sb);
+            read_start(t, tb, b, &sp);
             busy++;
             reads++;
             bytes += sp.count * sb;
         }
-        int n = pool_wait(p, got);
-        pthread_mutex_unlock(&p->mu);
+        int n = read_wait(t, got, res);
+        if (n < 0) {
+            ret = fail(err, errlen, -EIO, "%s: %s", t->dir, "io_uring wait failed");
+            busy = 0;   /* nothing more can be learned about them */
+            break;
+        }
         for (int j = 0; j < n; j++) {
             int b = got[j];
-            if (!ret) ret = take_read(&x, &inflight[b], t->rbuf + (size_t)b * t->rbuf_slot, p->res[b], err, errlen);
+            if (!ret) ret = take_read(&x, &inflight[b], t->rbuf + (size_t)b * t->rbuf_slot, res[j], err, errlen);
             freeb[nfree++] = b;
         }
         busy -= n;
     }
-    while (t->rings && ret == 0 && (next < m || busy > 0)) {
-        while (next < m && nfree > 0) {
-            span sp = next_span(s, req, m, &next, per, gap);
-            int b = freeb[--nfree];
-            inflight[b] = sp;
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
-            CHECK(sqe);
-            uint8_t *buf = t->rbuf + (size_t)b * t->rbuf_slot;
-            if (t->fixed) {
-                io_uring_prep_read_fixed(sqe, tb, buf, (unsigned)(sp.count * sb), HEADER_BYTES + sp.first * sb, 0);
-                sqe->flags |= IOSQE_FIXED_FILE;
-            } else {
-                io_uring_prep_read(sqe, s->fd, buf, (unsigned)(sp.count * sb), HEADER_BYTES + sp.first * sb);
-            }
-            io_uring_sqe_set_data64(sqe, (uint64_t)b);
-            busy++;
-            reads++;
-            bytes += sp.count * sb;
-        }
-        io_uring_submit(&t->ring);
-        struct io_uring_cqe *cqe;
-        if (wait_cqe(&t->ring, &cqe) < 0) {
-            ret = fail(err, errlen, -EIO, "%s: %s", t->dir, "io_uring wait failed");
-            break;
-        }
-        unsigned head, got = 0;
-        io_uring_for_each_cqe(&t->ring, head, cqe) {
-            int b = (int)cqe->user_data;
-            if (!ret) ret = take_read(&x, &inflight[b], t->rbuf + (size_t)b * t->rbuf_slot, cqe->res, err, errlen);
-            freeb[nfree++] = b;
-            got++;
-        }
-        io_uring_cq_advance(&t->ring, got);
-        busy -= (int)got;
-    }
-    /* after an error, drain what is still in flight before the buffers are reused */
-    while (!t->rings && busy > 0) {
-        int got[PLAIN_DEPTH];
-        pthread_mutex_lock(&t->pool->mu);
-        busy -= pool_wait(t->pool, got);
-        pthread_mutex_unlock(&t->pool->mu);
-    }
+    /* after an error, wait for what is still in flight before the buffers are reused */
     while (busy > 0) {
-        struct io_uring_cqe *cqe;
-        io_uring_submit_and_wait(&t->ring, 1);
-        if (io_uring_peek_cqe(&t->ring, &cqe) == 0) {
-            io_uring_cqe_seen(&t->ring, cqe);
-            busy--;
-        }
+        int n = read_wait(t, got, res);
+        if (n < 0) break;
+        busy -= n;
     }
     pthread_mutex_lock(&t->mu);
     t->st.rows_read += x.found;
