@@ -1856,18 +1856,40 @@ static int take_read(read_ctx *x, const span *sp, const uint8_t *buf, int64_t re
     return 0;
 }
 
-/* pread of len bytes at off into buf, until the file's end: the bytes read, or -errno */
-static int64_t read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+/* pread of len bytes at off into buf, until the file's end or an error: the bytes read, and in *e
+ * 0 or the error's -errno */
+static size_t read_at(int fd, void *buf, size_t len, uint64_t off, int *e)
 {
     size_t got = 0;
+    *e = 0;
     while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+        ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -errno;
-        if (n == 0) break;
+        if (n < 0) *e = -errno;
+        if (n <= 0) break;
         got += (size_t)n;
     }
-    return (int64_t)got;
+    return got;
+}
+
+/* read_at, as one result: the bytes read, or -errno */
+static int64_t read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    int e;
+    size_t got = read_at(fd, buf, len, off, &e);
+    return e ? e : (int64_t)got;
+}
+
+/* len bytes of table tb's slot file at off into buf: 0, or <0 with a message naming the byte
+ * where the read stopped */
+static int read_slot_bytes(emb_tier *t, int tb, uint8_t *buf, size_t len, uint64_t off, char *err, size_t errlen)
+{
+    int e;
+    size_t got = read_at(t->sf[tb].fd, buf, len, off, &e);
+    if (got == len) return 0;
+    snprintf(err, errlen, "%s/table%d.slots: read failed at byte %llu: %s", t->dir, tb, (unsigned long long)(off + got),
+             e ? strerror(-e) : "truncated");
+    return e ? e : -EBADMSG;
 }
 
 /* Start the read of span sp of table tb's slot file into read buffer b: on the ring, or on the
@@ -2085,17 +2107,8 @@ int emb_tier_scan_rows(emb_tier *t, int tb, emb_tier_row_fn fn, void *ctx, char 
     int ret = 0, stop = 0;
     for (uint64_t first = 0; first < s->hwm && ret == 0 && !stop; first += per) {
         uint64_t n = s->hwm - first < per ? s->hwm - first : per;
-        size_t want = (size_t)round_up(n, s->blk) * s->slot_bytes, got = 0;   /* the file ends at a block's end */
-        while (got < want) {
-            ssize_t r = pread(s->fd, buf + got, want - got, (off_t)(HEADER_BYTES + first * s->slot_bytes + got));
-            if (r <= 0) {
-                snprintf(err, errlen, "%s/table%d.slots: read failed at byte %llu: %s", t->dir, tb,
-                         (unsigned long long)(HEADER_BYTES + first * s->slot_bytes + got), r < 0 ? strerror(errno) : "truncated");
-                ret = r < 0 ? -errno : -EBADMSG;
-                break;
-            }
-            got += (size_t)r;
-        }
+        size_t want = (size_t)round_up(n, s->blk) * s->slot_bytes;   /* the file ends at a block's end */
+        ret = read_slot_bytes(t, tb, buf, want, HEADER_BYTES + first * s->slot_bytes, err, errlen);
         for (uint64_t i = 0; ret == 0 && !stop && i < n; i++) {
             if (slot_free(s, first + i)) continue;
             const uint8_t *img = buf + i * s->slot_bytes;
@@ -2745,16 +2758,8 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
             }
             if (!want_read) continue;
             /* whole blocks up to the last slot in use: the file may end there */
-            size_t len = (size_t)round_up((c1 < hwm ? c1 : hwm) - c0, s->blk) * sb, got = 0;
-            while (got < len && ret == 0) {
-                ssize_t r = pread(s->fd, buf + got, len - got, (off_t)(HEADER_BYTES + c0 * sb + got));
-                if (r <= 0) {
-                    snprintf(err, errlen, "%s/table%d.slots: read failed at byte %llu: %s", t->dir, tb,
-                             (unsigned long long)(HEADER_BYTES + c0 * sb + got), r < 0 ? strerror(errno) : "truncated");
-                    ret = r < 0 ? -errno : -EBADMSG;
-                }
-                got += r > 0 ? (size_t)r : 0;
-            }
+            size_t len = (size_t)round_up((c1 < hwm ? c1 : hwm) - c0, s->blk) * sb;
+            ret = read_slot_bytes(t, tb, buf, len, HEADER_BYTES + c0 * sb, err, errlen);
             for (uint64_t p0 = c0; p0 < c1 && ret == 0; p0 += page) {
                 if (*rows >= max_rows) {   /* the rest in the next batch, from this page on */
                     s->repack_at = p0 + 1;
@@ -2930,14 +2935,11 @@ static const ientry *segr_peek(seg_reader *r)
 {
     if (r->at < r->have) return &r->buf[r->at];
     if (!r->left || r->err) return NULL;
-    size_t k = r->left < SEG_CHUNK ? r->left : SEG_CHUNK, bytes = k * sizeof *r->buf, got = 0;
-    while (got < bytes) {
-        ssize_t n = pread(r->fd, (char *)r->buf + got, bytes - got, (off_t)(r->off + got));
-        if (n <= 0) {
-            r->err = n < 0 ? -errno : -EIO;
-            return NULL;
-        }
-        got += (size_t)n;
+    size_t k = r->left < SEG_CHUNK ? r->left : SEG_CHUNK, bytes = k * sizeof *r->buf;
+    int e;
+    if (read_at(r->fd, r->buf, bytes, r->off, &e) < bytes) {
+        r->err = e ? e : -EIO;
+        return NULL;
     }
     r->off += bytes;
     r->left -= k;

@@ -1010,6 +1010,49 @@ static long long slot_file_settled(const char *name, int tb)
     return last;
 }
 
+static int count_row(void *ctx, const void *rec)
+{
+    (void)rec;
+    ++*(uint64_t *)ctx;
+    return 0;
+}
+
+/* A slot file cut short (a copy that stopped, a full disk elsewhere): a scan of its rows stops with
+ * one message naming the file and the byte where the read stopped, and the rows before the cut were
+ * read; a fetch of a row past the cut fails too. */
+Test(tier, a_slot_file_cut_short_is_reported_at_its_byte)
+{
+    emb_table *t[2];
+    size_t rb[2];
+    char err[1024];
+    emb_tier *tier = two_tables("cutshort", t, rb);
+    enum { N = 20000 };
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= N; k++) emb_tier_put(b, 0, emb_table_head(t[0], emb_table_get(t[0], k)));
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+    uint64_t rows = 0;
+    cr_assert_eq(emb_tier_scan_rows(tier, 0, count_row, &rows, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rows, N);
+    emb_tier_close(tier);
+    long long full = slot_file_bytes("cutshort", 0), cut = 4096 + 65536;
+    cr_assert_gt(full, cut + 4096, "the slot file has %lld bytes", full);
+    cr_assert_eq(truncate(th_path("cutshort/table0.slots"), cut), 0);
+    cr_assert_eq(emb_tier_open(&tier, th_path("cutshort"), 2, rb, "test", 1, 1u << 20, err, sizeof err), 0, "%s", err);
+    rows = 0;
+    cr_assert_lt(emb_tier_scan_rows(tier, 0, count_row, &rows, err, sizeof err), 0);
+    char want[64];
+    snprintf(want, sizeof want, "table0.slots: read failed at byte %lld: truncated", cut);
+    cr_assert(strstr(err, want) && !strchr(err, '\n'), "%s", err);
+    uint64_t key = N, aux;
+    uint8_t *rec = malloc(rb[0]);
+    cr_assert_lt(emb_tier_fetch(tier, 0, &key, 1, rec, &aux, err, sizeof err), 0, "the row past the cut was fetched");
+    cr_assert(strstr(err, "table0.slots"), "%s", err);
+    free(rec);
+    emb_tier_close(tier);
+    emb_table_destroy(t[0]);
+    emb_table_destroy(t[1]);
+}
+
 /* A commit that deletes the rows at a slot file's end cuts the file short, and the zero filler,
  * which keeps zeros written ahead of the end, is stopped first and told the new end (zfill_hold):
  * the file stays cut while nothing is put, and rows put past the cut get zeros ahead of them, not
