@@ -9,6 +9,10 @@
 #     the in-memory table's bytes, then in memory again (E2E_REPEAT times tier and memory): samples/s
 #     of each tier run over the mean of the in-memory runs before and after it, the median of those
 #     ratios, and the same for the processes' CPU seconds (the work the tier adds, less noisy).
+#  2c. the second epoch: the same runs with --epochs 2 (in memory, tier, in memory): the second
+#     epoch's own samples/s (its rows over the time from the first epoch's line to its own, the
+#     repack at the first epoch's end included), where every key's row is already in the tier, as in
+#     a job that goes on from yesterday's tables; and what its passes spent.
 #  2b. eviction policy: LFU against LRU on Zipf data with a smaller vocabulary (POLICY_ROWS rows,
 #     --keys 1), --cache-mb at 10% of the table, passes of POLICY_PASS_ROWS (small enough that a
 #     pass's rows fit the cache, so the policy chooses what stays): memory hit rates and samples/s.
@@ -21,7 +25,7 @@
 #     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
 # Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), E2E_REPEAT (1: tier runs, each followed by an in-memory one), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
 #      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), RSS_MIN_SHOWS ("0 2"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
-#      PARTS ("prefetch e2e policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
+#      PARTS ("prefetch e2e e2e2 policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +40,7 @@ RSS_SMALL_ROWS=${RSS_SMALL_ROWS-10000000}   # empty: that size is not run
 RSS_BIG_ROWS=${RSS_BIG_ROWS-40000000}
 DISK_ROWS=${DISK_ROWS:-$E2E_ROWS}
 CURVE_ROWS=${CURVE_ROWS:-$E2E_ROWS}
-PARTS=${PARTS:-prefetch e2e policy rss disk curve}
+PARTS=${PARTS:-prefetch e2e e2e2 policy rss disk curve}
 DIR=${BENCH_DIR:-build/bench}
 T="$DIR/tier"
 mkdir -p "$T"
@@ -133,6 +137,37 @@ json+=("\"e2e\": {\"rows\": $E2E_ROWS, \"pass_rows\": $PASS_ROWS, \"keys\": $mem
          \"memory_cpu_s\": $(list "${mem_cpus[@]}"), \"ssd_cpu_s\": $(list "${ssd_cpus[@]}"), \"cpu_ratios\": $(list "${cpu_ratios[@]}"), \"cpu_ratio\": $cpu_ratio, \"ssd_hit_memory\": $ssd_hit,
          \"ssd_slot_map_share\": ${ssd_smap%/*}, \"ssd_reads_per_row\": ${ssd_smap#*/},
          \"ssd_fetch_writer_reader_cpu_s\": \"$ssd_thr\", \"memory_peak_rss_mb\": $mem_rss, \"ssd_peak_rss_mb\": $ssd_rss}")
+fi
+
+if want e2e2; then
+echo "== 2c. the second epoch: DeepFM, $E2E_ROWS rows, passes of $PASS_ROWS, --epochs 2"
+ARGS0=("${ARGS[@]}")
+ARGS[3]=$(gen "$E2E_ROWS" 1 1000) ARGS[5]=2
+# name: the second epoch's samples/s, then the sums of its pass lines (time waiting for the fetch,
+# commits, boundaries; rows read, index lookups, fetch CPU seconds)
+second() {
+    local log="$T/$1/log.jsonl"
+    grep '"kind": "epoch"' "$log" | awk -v rows="$E2E_ROWS" '{ for (i = 1; i < NF; i++) if ($i == "\"seconds\":") s[NR] = $(i + 1) + 0 }
+        END { printf "%.1f ", rows / (s[2] - s[1]) }'
+    grep '"kind": "pass"' "$log" | grep '"epoch": 2,' | awk '{ for (i = 1; i < NF; i++) { v = $(i + 1); sub(/,$/, "", v)
+        if ($i == "\"wait_s\":") w += v; if ($i == "\"commit_s\":") c += v; if ($i == "\"boundary_s\":") b += v
+        if ($i == "\"rows_read\":") r += v; if ($i == "\"index_gets\":") g += v; if ($i == "\"fetch_cpu_s\":") f += v } }
+        END { printf "%.1f %.1f %.1f %d %d %.1f\n", w, c, b, r, g, f }'
+}
+run mem >/dev/null
+read m1 _ < <(second mem)
+if [ -z "${cache_mb:-}" ]; then cache_mb=$(($(grep '"kind": "pass"' "$T/mem/log.jsonl" | tail -1 | num resident_bytes) / 1048576 / 10)); fi
+run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb" >/dev/null
+read s2 s_wait s_commit s_bound s_read s_gets s_fetch < <(second ssd)
+run mem >/dev/null
+read m2 _ < <(second mem)
+r2=$(awk -v a="$s2" -v b="$m1" -v c="$m2" 'BEGIN { printf "%.3f", a / ((b + c) / 2) }')
+echo "   second epoch: in memory $m1 and $m2 samples/s; SSD tier, --cache-mb $cache_mb: $s2 samples/s, ratio $r2"
+echo "   its passes: waiting for the fetch $s_wait s, commits $s_commit s (the repack's among them), boundaries $s_bound s;" \
+     "$s_read rows read, $s_gets index lookups, fetch CPU $s_fetch s"
+json+=("\"e2e_second_epoch\": {\"rows\": $E2E_ROWS, \"cache_mb\": $cache_mb, \"memory_samples_per_s\": [$m1, $m2], \"ssd_samples_per_s\": $s2, \"ratio\": $r2,
+         \"ssd_wait_s\": $s_wait, \"ssd_commit_s\": $s_commit, \"ssd_boundary_s\": $s_bound, \"ssd_rows_read\": $s_read, \"ssd_index_gets\": $s_gets, \"ssd_fetch_cpu_s\": $s_fetch}")
+ARGS=("${ARGS0[@]}")
 fi
 
 if want policy; then
