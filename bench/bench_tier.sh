@@ -154,9 +154,9 @@ second() {
         if ($i == "\"rows_read\":") r += v; if ($i == "\"index_gets\":") g += v; if ($i == "\"fetch_cpu_s\":") f += v } }
         END { printf "%.1f %.1f %.1f %d %d %.1f\n", w, c, b, r, g, f }'
 }
-run mem >/dev/null
+read _ _ _ m_bytes _ < <(run mem)
 read m1 _ < <(second mem)
-if [ -z "${cache_mb:-}" ]; then cache_mb=$(($(grep '"kind": "pass"' "$T/mem/log.jsonl" | tail -1 | num resident_bytes) / 1048576 / 10)); fi
+cache_mb=${cache_mb:-$((m_bytes / 1048576 / 10))}   # as section 2 sets it, where it did not run
 run ssd --table-dir "$T/ssd.tables" --cache-mb "$cache_mb" >/dev/null
 read s2 s_wait s_commit s_bound s_read s_gets s_fetch < <(second ssd)
 run mem >/dev/null
