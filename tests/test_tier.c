@@ -1018,8 +1018,8 @@ static int count_row(void *ctx, const void *rec)
 }
 
 /* A slot file cut short (a copy that stopped, a full disk elsewhere): a scan of its rows stops with
- * one message naming the file and the byte where the read stopped, and the rows before the cut were
- * read; a fetch of a row past the cut fails too. */
+ * one message naming the file and the byte where the read stopped; a fetch of a row past the cut
+ * fails too. */
 Test(tier, a_slot_file_cut_short_is_reported_at_its_byte)
 {
     emb_table *t[2];
