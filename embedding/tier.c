@@ -144,7 +144,7 @@ struct emb_tier {
     pthread_mutex_t rec_mu;  /* what durable commits free, until the thread that puts takes it (emb_tier_reclaim) */
     uint64_t *rec;           /* freed entries (see freed_make) */
     size_t n_rec, cap_rec;
-    int rec_release;         /* a commit deleted or moved rows: free space goes back to the file system */
+    int rec_release;         /* a commit deleted or moved rows: emb_tier_release gives back free space */
     emb_tier_batch *retired;
     int fetching;            /* fetches and lookups under way (atomic; see batch_retire) */
     int rings;               /* ring and wring were made; 0: plain pread and pwrite */
@@ -1407,7 +1407,7 @@ void emb_tier_close(emb_tier *t)
     if (!t->readonly && t->sf && t->db && !t->stale) {
         emb_tier_batch *o = __atomic_load_n(&t->open, __ATOMIC_SEQ_CST);
         if (o) emb_tier_abort(o);   /* left open: dropped */
-        emb_tier_settle(t);
+        emb_tier_release(t);
         /* the zeros written ahead of the last slot in use go: the file ends at its last block */
         for (int i = 0; i < t->n; i++) {
             slot_file *s = &t->sf[i];
@@ -2181,12 +2181,21 @@ static void free_retired(emb_tier *t)
 void emb_tier_settle(emb_tier *t)
 {
     emb_tier_reclaim(t);
+    free_retired(t);
+}
+
+/* Not in emb_tier_settle, at every boundary: the next commits fill those pages again (a write to
+ * a hole is a write of zeros first, back_space), and on a file system mounted with discard each
+ * hole punched waits for its discards, on the thread that releases (the end-to-end bench's
+ * trainer waited 13.55 s in them after its epoch, docs/performance.md). */
+void emb_tier_release(emb_tier *t)
+{
+    emb_tier_settle(t);
     pthread_mutex_lock(&t->rec_mu);
     int release = t->rec_release;
     t->rec_release = 0;
     pthread_mutex_unlock(&t->rec_mu);
     for (int i = 0; release && i < t->n; i++) release_free(t, &t->sf[i]);
-    free_retired(t);
 }
 
 /* The batch's first write error (err: -errno), naming the file and the run's offset */
@@ -2654,9 +2663,9 @@ void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux)
     }
 }
 
-/* After a commit that deleted or moved rows (shrink, repack): the file system gets back the pages
- * of free slots (holes punched) and the free tail of the file (cut off). Rows do not move; a slot
- * read back from a hole reads zeros, and only free slots are there. */
+/* After commits that deleted or moved rows (shrink, repack), at emb_tier_release: the file system
+ * gets back the pages of free slots (holes punched) and the free tail of the file (cut off). Rows
+ * do not move; a slot read back from a hole reads zeros, and only free slots are there. */
 static void release_free(emb_tier *t, slot_file *s)
 {
     uint64_t sb = s->slot_bytes, h = s->hwm;
@@ -2717,7 +2726,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
         uint64_t max_live = s->repack_live;   /* a repack cut short goes on with its own pages */
         if (!s->repack_at) {
             /* the pages by their live rows: the waste is the free slots of pages still in use
-             * (whole free pages are holes punched out, and cost no disk) */
+             * (whole free pages go back to the file system, emb_tier_release, and cost no disk) */
             uint64_t *hist = xcalloc(page + 1, sizeof *hist), live = 0, waste = 0;
             for (uint64_t p0 = 0; p0 < hwm; p0 += page) {
                 uint64_t l = page_live(s, gone, p0, page, hwm);
@@ -2743,7 +2752,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
         s->repack_live = max_live;
         active = 1;
         /* the rows of those pages go to the end of the file, densely; their pages are then free
-         * whole, and the commit punches them out */
+         * whole */
         s->cursor = round_up(hwm, page);
         s->in_run = 1;
         size_t chunk = WRITE_BUF / (page * sb) * page;   /* slots read at once: whole pages */

@@ -130,13 +130,12 @@ emb_tier_batch *emb_tier_begin(emb_tier *t);
 /* Room for `puts` more puts (a caller that knows the count avoids growth headroom). */
 void emb_tier_reserve(emb_tier_batch *b, size_t puts);
 /* repack: when the free slots inside the pages of a table that still hold rows (this batch's
- * deletions counted; whole free pages are holes punched out and cost no disk) are over
- * max_waste of its live rows, the rows of its sparsest 4 KB pages (the fewest live rows that
- * leave at most target_waste) are moved to the file's end, densely (puts of this batch: no other
- * put of theirs may be in it), so that the commit frees those pages whole and gives them back to
- * the file system. At most max_rows rows move in one batch (each costs the batch about 50 bytes
- * until its commit): *more says the repack stopped there, and the next batch's repack goes on from
- * that page with the same pages, whatever the waste. With compact, the commit of the batch where a
+ * deletions counted; whole free pages go back to the file system, emb_tier_release, and cost no
+ * disk) are over max_waste of its live rows, the rows of its sparsest 4 KB pages (the fewest live
+ * rows that leave at most target_waste) are moved to the file's end, densely (puts of this batch:
+ * no other put of theirs may be in it), so that the commit frees those pages whole. At most max_rows rows move in one batch (each costs the batch
+ * about 50 bytes until its commit): *more says the repack stopped there, and the next batch's
+ * repack goes on from that page with the same pages, whatever the waste. With compact, the commit of the batch where a
  * repack ends has RocksDB compact the index. moved(ctx, tb, key, slot1) (may be NULL) says each
  * move: a copy of the row in memory must take the new slot + 1 as its aux. *rows: the rows moved.
  * 0, or <0 with err (a corrupt slot, a read error). */
@@ -192,11 +191,13 @@ int emb_tier_publish(emb_tier *t, char *err, size_t errlen);
 void emb_tier_discard(emb_tier *t);
 int emb_tier_resolve_prepared(emb_tier *t, uint64_t want, int *published, char *err, size_t errlen);
 /* The slots that durable commits freed become free to put into: called by the thread that puts,
- * at its own pace. emb_tier_settle does it too, gives the file system back the space of deleted or
- * moved rows, and frees the batches committed since (when no fetch reads them); emb_tier_begin
- * settles first. */
+ * at its own pace. emb_tier_settle does it too and frees the batches committed since (when no
+ * fetch reads them); emb_tier_begin settles first. emb_tier_release settles and gives the file
+ * system back the space of the rows deleted or moved since (holes punched, the free end of the
+ * file cut off); emb_tier_close releases (the thread that puts calls both). */
 void emb_tier_reclaim(emb_tier *t);
 void emb_tier_settle(emb_tier *t);
+void emb_tier_release(emb_tier *t);
 
 void emb_tier_set_deletions(emb_tier_batch *b, void *blob, size_t len);
 

@@ -930,8 +930,8 @@ static int hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
 /* Commit the open batch (rows written back since the last commit) with, when rows, every row in
  * memory not clean, and the catalog; with shrunk, the epoch's shrink and repack; or (pass_end,
  * rows 0) a pass's repack, when it moves rows: at a boundary, with no fetch in flight (a fetch reads
- * slots by the index of the commit before, and the repack's commit punches out the pages it
- * empties) and the batch empty. sync: wait until it is durable. 0 or -1. */
+ * slots by the index of the commit before, and the repack's commit frees the pages it empties)
+ * and the batch empty. sync: wait until it is durable. 0 or -1. */
 static int commit(passes *ps, int rows, uint64_t *shrunk, int pass_end, int sync)
 {
     uint32_t pass = ps->rs->pass;
