@@ -132,8 +132,9 @@ void emb_tier_reserve(emb_tier_batch *b, size_t puts);
 /* repack: when the free slots inside the pages of a table that still hold rows (this batch's
  * deletions counted; whole free pages go back to the file system, emb_tier_release, and cost no
  * disk) are over max_waste of its live rows, the rows of its sparsest 4 KB pages (the fewest live
- * rows that leave at most target_waste) are moved to the file's end, densely (puts of this batch:
- * no other put of theirs may be in it), so that the commit frees those pages whole. At most max_rows rows move in one batch (each costs the batch
+ * rows that leave at most target_waste) are moved to its first runs of free slots, densely (puts
+ * of this batch, which must hold no other put: the pages are read from the file), so that the
+ * commit frees those pages whole. At most max_rows rows move in one batch (each costs the batch
  * about 50 bytes until its commit): *more says the repack stopped there, and the next batch's
  * repack goes on from that page with the same pages, whatever the waste. With compact, the commit of the batch where a
  * repack ends has RocksDB compact the index. moved(ctx, tb, key, slot1) (may be NULL) says each

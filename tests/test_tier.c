@@ -1119,6 +1119,63 @@ Test(tier, a_cut_file_end_stays_cut_with_and_without_the_zero_filler)
     }
 }
 
+/* A repack moves the rows of sparse pages into the first runs of free slots, not to the file's
+ * end: with a free stretch in the middle of the file, the file does not grow. The pages the moves
+ * fill lie past the pages read first, and are not read back before they are written (a row of
+ * such a page read back would be zeros, or an older row). */
+Test(tier, a_repack_fills_free_slots_before_the_file_s_end)
+{
+    for (int cut = 0; cut < 2; cut++) {
+        emb_table *t[2];
+        size_t rb[2];
+        char err[1024], name[32];
+        snprintf(name, sizeof name, "fill%d", cut);
+        emb_tier *tier = two_tables(name, t, rb);
+        enum { N = 300000 };   /* chunks of the repack's reads: several */
+        uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux);
+        uint8_t *rec = malloc(rb[0] * N);
+        for (uint64_t i = 0; i < N; i++) keys[i] = i * 7919 + 3;
+        emb_tier_batch *b = emb_tier_begin(tier);
+        for (size_t i = 0; i < N; i++) {
+            uint32_t r = emb_table_get(t[0], keys[i]);
+            emb_table_head(t[0], r)->show = (float)(i + 1);
+            emb_tier_put(b, 0, emb_table_head(t[0], r));
+        }
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+        /* the middle third goes whole; of the other two, three rows of four */
+        b = emb_tier_begin(tier);
+        for (size_t i = 0; i < N; i++)
+            if ((i >= N / 3 && i < 2 * N / 3) || i % 4) emb_tier_del(b, 0, keys[i], aux[i]);
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        uint64_t before = emb_tier_disk_bytes(tier), moved = 0;
+        for (int more = 1, commits = 0; more; commits++) {
+            cr_assert_lt(commits, 1000);
+            b = emb_tier_begin(tier);
+            uint64_t n = 0;
+            cr_assert_eq(emb_tier_repack(b, 0.05, 0.01, 0, cut ? 5000 : UINT64_MAX, NULL, NULL, &n, &more, err, sizeof err), 0,
+                         "%s", err);
+            moved += n;
+            cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        }
+        cr_assert_geq(moved, N / 4 - N / 12 - 2, "cut %d: %llu rows moved", cut, (unsigned long long)moved);
+        cr_assert_leq(emb_tier_disk_bytes(tier), before, "cut %d: the file grew from %llu to %llu bytes", cut,
+                      (unsigned long long)before, (unsigned long long)emb_tier_disk_bytes(tier));
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+        for (size_t i = 0; i < N; i++) {
+            int kept = !(i >= N / 3 && i < 2 * N / 3) && !(i % 4);
+            cr_assert_eq(aux[i] != 0, kept, "cut %d: key %zu", cut, i);
+            if (!kept) continue;
+            const emb_row_head *h = (const emb_row_head *)(rec + i * rb[0]);
+            cr_assert_eq(h->key, keys[i], "cut %d: row %zu", cut, i);
+            cr_assert_float_eq(h->show, (float)(i + 1), 0, "cut %d: row %zu", cut, i);
+        }
+        emb_tier_close(tier);
+        for (int i = 0; i < 2; i++) emb_table_destroy(t[i]);
+        free(keys), free(aux), free(rec);
+    }
+}
+
 /* A folder holds EMB_TIER_MAX_TABLES tables, whose layout record (kilobytes) is kept whole and
  * read back; one more is refused with a message, not stored under another table's number. */
 Test(tier, most_tables_a_folder_holds)
