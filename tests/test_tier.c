@@ -1053,6 +1053,30 @@ Test(tier, a_slot_file_cut_short_is_reported_at_its_byte)
     emb_table_destroy(t[1]);
 }
 
+/* Rows [from, to) of table t put in b, row i with show i + 1 */
+static void put_counted(emb_tier_batch *b, emb_table *t, const uint64_t *keys, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        uint32_t r = emb_table_get(t, keys[i]);
+        emb_table_head(t, r)->show = (float)(i + 1);
+        emb_tier_put(b, 0, emb_table_head(t, r));
+    }
+}
+
+/* The n keys fetched into rec (aux): those with kept[i] read back with show i + 1, the others are
+ * gone */
+static void check_counted(const uint8_t *rec, size_t rb, const uint64_t *keys, const uint64_t *aux, size_t n,
+                          const uint8_t *kept, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(aux[i] != 0, kept[i], "%s: key %zu %s", what, i, kept[i] ? "lost" : "still there after its deletion");
+        if (!kept[i]) continue;
+        const emb_row_head *h = (const emb_row_head *)(rec + i * rb);
+        cr_assert_eq(h->key, keys[i], "%s: row %zu", what, i);
+        cr_assert_float_eq(h->show, (float)(i + 1), 0, "%s: row %zu", what, i);
+    }
+}
+
 /* A commit that deletes the rows at a slot file's end cuts the file short, and the zero filler,
  * which keeps zeros written ahead of the end, is stopped first and told the new end (zfill_hold):
  * the file stays cut while nothing is put, and rows put past the cut get zeros ahead of them, not
@@ -1072,11 +1096,7 @@ Test(tier, a_cut_file_end_stays_cut_with_and_without_the_zero_filler)
         for (uint64_t i = 0; i < N + M; i++) keys[i] = i * 7919 + 1;
         uint8_t *rec = malloc(rb[0] * (N + M));
         emb_tier_batch *b = emb_tier_begin(tier);
-        for (size_t i = 0; i < N; i++) {
-            uint32_t r = emb_table_get(t[0], keys[i]);
-            emb_table_head(t[0], r)->show = (float)(i + 1);
-            emb_tier_put(b, 0, emb_table_head(t[0], r));
-        }
+        put_counted(b, t[0], keys, 0, N);
         cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
         long long grown = slot_file_settled(name, 0);
         cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
@@ -1092,25 +1112,17 @@ Test(tier, a_cut_file_end_stays_cut_with_and_without_the_zero_filler)
         cr_assert_eq(slot_file_settled(name, 0), cut, "filler %d: the file grew after its end was cut, with nothing put",
                      filler);
         b = emb_tier_begin(tier);   /* new rows past the cut, with zeros ahead of them */
-        for (size_t i = N; i < N + M; i++) {
-            uint32_t r = emb_table_get(t[0], keys[i]);
-            emb_table_head(t[0], r)->show = (float)(i + 1);
-            emb_tier_put(b, 0, emb_table_head(t[0], r));
-        }
+        put_counted(b, t[0], keys, N, N + M);
         cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
         long long again = slot_file_settled(name, 0);
         cr_assert(again > cut && again <= grown / 2, "filler %d: %lld bytes after the new rows (cut at %lld, %lld before): "
                   "zeros went to the old end", filler, again, cut, grown);
         cr_assert_eq(emb_tier_fetch(tier, 0, keys, N + M, rec, aux, err, sizeof err), 0, "%s", err);
-        for (size_t i = 0; i < N + M; i++) {
-            int kept = i < KEEP || i >= N;
-            cr_assert_eq(aux[i] != 0, kept, "filler %d: key %zu %s", filler, i, kept ? "lost" : "still there after its deletion");
-            if (!kept) continue;
-            const emb_row_head *h = (const emb_row_head *)(rec + i * rb[0]);
-            cr_assert_eq(h->key, keys[i], "filler %d: row %zu", filler, i);
-            cr_assert_float_eq(h->show, (float)(i + 1), 0, "filler %d: row %zu", filler, i);
-        }
+        uint8_t *kept = malloc(N + M);
+        for (size_t i = 0; i < N + M; i++) kept[i] = i < KEEP || i >= N;
+        check_counted(rec, rb[0], keys, aux, N + M, kept, name);
         emb_tier_close(tier);
+        free(kept);
         free(rec);
         free(keys);
         free(aux);
@@ -1136,17 +1148,16 @@ Test(tier, a_repack_fills_free_slots_before_the_file_s_end)
         uint8_t *rec = malloc(rb[0] * N);
         for (uint64_t i = 0; i < N; i++) keys[i] = i * 7919 + 3;
         emb_tier_batch *b = emb_tier_begin(tier);
-        for (size_t i = 0; i < N; i++) {
-            uint32_t r = emb_table_get(t[0], keys[i]);
-            emb_table_head(t[0], r)->show = (float)(i + 1);
-            emb_tier_put(b, 0, emb_table_head(t[0], r));
-        }
+        put_counted(b, t[0], keys, 0, N);
         cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
         cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
         /* the middle third goes whole; of the other two, three rows of four */
+        uint8_t *kept = malloc(N);
         b = emb_tier_begin(tier);
-        for (size_t i = 0; i < N; i++)
-            if ((i >= N / 3 && i < 2 * N / 3) || i % 4) emb_tier_del(b, 0, keys[i], aux[i]);
+        for (size_t i = 0; i < N; i++) {
+            kept[i] = !(i >= N / 3 && i < 2 * N / 3) && !(i % 4);
+            if (!kept[i]) emb_tier_del(b, 0, keys[i], aux[i]);
+        }
         cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
         uint64_t before = emb_tier_disk_bytes(tier), moved = 0;
         for (int more = 1, commits = 0; more; commits++) {
@@ -1162,17 +1173,10 @@ Test(tier, a_repack_fills_free_slots_before_the_file_s_end)
         cr_assert_leq(emb_tier_disk_bytes(tier), before, "cut %d: the file grew from %llu to %llu bytes", cut,
                       (unsigned long long)before, (unsigned long long)emb_tier_disk_bytes(tier));
         cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
-        for (size_t i = 0; i < N; i++) {
-            int kept = !(i >= N / 3 && i < 2 * N / 3) && !(i % 4);
-            cr_assert_eq(aux[i] != 0, kept, "cut %d: key %zu", cut, i);
-            if (!kept) continue;
-            const emb_row_head *h = (const emb_row_head *)(rec + i * rb[0]);
-            cr_assert_eq(h->key, keys[i], "cut %d: row %zu", cut, i);
-            cr_assert_float_eq(h->show, (float)(i + 1), 0, "cut %d: row %zu", cut, i);
-        }
+        check_counted(rec, rb[0], keys, aux, N, kept, name);
         emb_tier_close(tier);
         for (int i = 0; i < 2; i++) emb_table_destroy(t[i]);
-        free(keys), free(aux), free(rec);
+        free(keys), free(aux), free(rec), free(kept);
     }
 }
 
