@@ -2764,7 +2764,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
          * written, and a page they fill is not read back. */
         s->cursor = 0;
         s->in_run = 0;
-        slot_file before = *s;
+        slot_file before = { .hwm = hwm };   /* what page_live reads; the rest is the zero filler's */
         before.words = hwm / 64 + 1 < s->words ? hwm / 64 + 1 : s->words;
         before.bits = xmalloc((before.words + 1) * sizeof *before.bits);
         memcpy(before.bits, s->bits, before.words * sizeof *before.bits);
