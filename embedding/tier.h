@@ -136,8 +136,8 @@ void emb_tier_reserve(emb_tier_batch *b, size_t puts);
  * of this batch, which must hold no other put: the pages are read from the file), so that the
  * commit frees those pages whole. At most max_rows rows move in one batch (each costs the batch
  * about 50 bytes until its commit): *more says the repack stopped there, and the next batch's
- * repack goes on from that page with the same pages, whatever the waste. With compact, the commit of the batch where a
- * repack ends has RocksDB compact the index. moved(ctx, tb, key, slot1) (may be NULL) says each
+ * repack goes on from that page with the same pages, whatever the waste. With compact, the commit
+ * of the batch where a repack ends has RocksDB compact the index. moved(ctx, tb, key, slot1) (may be NULL) says each
  * move: a copy of the row in memory must take the new slot + 1 as its aux. *rows: the rows moved.
  * 0, or <0 with err (a corrupt slot, a read error). */
 typedef void (*emb_tier_moved_fn)(void *ctx, int tb, uint64_t key, uint64_t slot1);
