@@ -126,6 +126,7 @@ struct emb_tier {
     rocksdb_block_based_table_options_t *bopt;
     rocksdb_readoptions_t *ro;
     rocksdb_writeoptions_t *wo;
+    int auto_off;            /* RocksDB's own compactions held off: an epoch's repack is under way */
     struct io_uring ring;    /* fetch reads (one fetch at a time: fetch_mu) */
     pthread_mutex_t fetch_mu;   /* the ring and its read buffers: the trainer's evaluation and the
                                  * prefetch thread may fetch at once */
@@ -1479,6 +1480,11 @@ void emb_tier_debug_map_slot_bits(emb_tier *t, int bits)
     pthread_mutex_unlock(&t->smap_mu);
 }
 
+int emb_tier_debug_auto_compactions(emb_tier *t)
+{
+    return !__atomic_load_n(&t->auto_off, __ATOMIC_ACQUIRE);
+}
+
 void emb_tier_debug_no_filler(emb_tier *t)
 {
     pthread_mutex_lock(&t->zmu);
@@ -2693,6 +2699,24 @@ static void release_free(emb_tier *t, slot_file *s)
     }
 }
 
+/* RocksDB's own compactions on or off. An epoch's repack holds them off until its full compaction:
+ * its commits' files (an entry for most keys) set off a compaction of the whole index by size
+ * amplification, which the full compaction after them did again (at the end-to-end bench's first
+ * epoch's end 17.7M and then 11.1M entries read, where the full compaction alone reads 20.5M: a
+ * third less CPU, docs/performance.md). RocksDB stalls no writes for the runs gathering meanwhile:
+ * its limits on level-0 files hold only with its compactions on. Should the setting fail,
+ * compactions stay as they are. The writer's thread and the trainer's (an abort) may both turn
+ * them on. */
+static void auto_compactions(emb_tier *t, int on)
+{
+    if (__atomic_load_n(&t->auto_off, __ATOMIC_ACQUIRE) == !on) return;
+    const char *k[1] = { "disable_auto_compactions" }, *v[1] = { on ? "false" : "true" };
+    char *e = NULL;
+    rocksdb_set_options_cf(t->db, t->cf, 1, k, v, &e);
+    if (e) free(e);
+    else __atomic_store_n(&t->auto_off, !on, __ATOMIC_RELEASE);
+}
+
 /* Rows in use in slots [p0, p0 + page) below hwm, those in `gone` (freed by the batch) not counted. */
 static uint64_t page_live(const slot_file *s, const uint8_t *gone, uint64_t p0, uint64_t page, uint64_t hwm)
 {
@@ -2755,6 +2779,7 @@ int emb_tier_repack(emb_tier_batch *b, double max_waste, double target_waste, in
         }
         s->repack_live = max_live;
         active = 1;
+        if (compact) auto_compactions(t, 0);   /* on again after the full compaction (commit_complete) */
         /* the rows of those pages go densely to the file's first runs of free slots (alloc_slot),
          * the end of the file only when those are taken; their pages are then free whole. A
          * repack of several commits fills, from the second on, the pages the commits before
@@ -2856,6 +2881,7 @@ static void batch_retire(emb_tier_batch *b)
 void emb_tier_abort(emb_tier_batch *b)
 {
     if (b->n_ie || b->n_fr || b->newest) b->t->failed = 1;   /* its slots stay marked used until the folder is opened again */
+    auto_compactions(b->t, 1);   /* a repack cut short */
     batch_retire(b);
 }
 
@@ -3274,6 +3300,7 @@ static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, c
     if (ret == 0 && b->repack_done) {   /* most keys have a new entry: the old ones go now, not some day */
         rocksdb_compact_range_cf(t->db, t->cf, NULL, 0, NULL, 0);
     }
+    if (ret != 0 || b->repack_done) auto_compactions(t, 1);
     if (ret == 0) {
         smap_piece *piece = xmalloc(sizeof *piece);   /* the map follows the index */
         piece->t = t;

@@ -219,6 +219,9 @@ emb_tier_mem emb_tier_memory(emb_tier *t);
 /* Tests only: the slot map's narrow layout holds slots below 2^bits (24 unless set; 1 to 24), so
  * that a small table reaches the wide layout. Call before the first commit. */
 void emb_tier_debug_map_slot_bits(emb_tier *t, int bits);
+/* Tests only: 1 when RocksDB's own compactions are on (an epoch's repack holds them off until the
+ * full compaction after its last commit). */
+int emb_tier_debug_auto_compactions(emb_tier *t);
 /* Tests only: the zeros ahead of the slot files' ends are written by the writing thread itself,
  * as when the zero filler's thread cannot start. Call before the first put. */
 void emb_tier_debug_no_filler(emb_tier *t);

@@ -1180,6 +1180,60 @@ Test(tier, a_repack_fills_free_slots_before_the_file_s_end)
     }
 }
 
+/* An epoch's repack (compact) holds RocksDB's own compactions off from its first commit to the
+ * full compaction after its last (its commits' entries would set off a compaction of the whole
+ * index that the full one does again); they are on again after it, and after a repack cut short. */
+Test(tier, an_epoch_s_repack_holds_compactions_off_until_its_full_compaction)
+{
+    for (int abort = 0; abort < 2; abort++) {
+        emb_table *t[2];
+        size_t rb[2];
+        char err[1024], name[32];
+        snprintf(name, sizeof name, "holdc%d", abort);
+        emb_tier *tier = two_tables(name, t, rb);
+        enum { N = 40000 };
+        uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux);
+        uint8_t *rec = malloc(rb[0] * N), *kept = malloc(N);
+        for (uint64_t i = 0; i < N; i++) keys[i] = i * 7919 + 3;
+        emb_tier_batch *b = emb_tier_begin(tier);
+        put_counted(b, t[0], keys, 0, N);
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+        b = emb_tier_begin(tier);
+        for (size_t i = 0; i < N; i++) {   /* three rows of four go: every page keeps a quarter */
+            kept[i] = !(i % 4);
+            if (!kept[i]) emb_tier_del(b, 0, keys[i], aux[i]);
+        }
+        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        cr_assert(emb_tier_debug_auto_compactions(tier));
+        int commits = 0, aborted = 0;
+        for (int more = 1; more; commits++) {
+            cr_assert_lt(commits, 1000);
+            b = emb_tier_begin(tier);
+            uint64_t n = 0;
+            cr_assert_eq(emb_tier_repack(b, 0.05, 0.01, 1, 1000, NULL, NULL, &n, &more, err, sizeof err), 0, "%s", err);
+            cr_assert_gt(n, 0);
+            cr_assert(!emb_tier_debug_auto_compactions(tier), "commit %d of the repack: compactions on", commits);
+            if (abort && more && commits == 1) {   /* the second of several commits */
+                emb_tier_abort(b);
+                aborted = 1;
+                break;
+            }
+            cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(emb_tier_debug_auto_compactions(tier), !more, "after commit %d of the repack (more %d)", commits, more);
+        }
+        cr_assert(abort ? aborted : commits > 2, "abort %d: %d commits", abort, commits);
+        cr_assert(emb_tier_debug_auto_compactions(tier), "%s: compactions still off", abort ? "aborted" : "committed");
+        if (!abort) {
+            cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
+            check_counted(rec, rb[0], keys, aux, N, kept, name);
+        }
+        emb_tier_close(tier);
+        for (int i = 0; i < 2; i++) emb_table_destroy(t[i]);
+        free(keys), free(aux), free(rec), free(kept);
+    }
+}
+
 /* A folder holds EMB_TIER_MAX_TABLES tables, whose layout record (kilobytes) is kept whole and
  * read back; one more is refused with a message, not stored under another table's number. */
 Test(tier, most_tables_a_folder_holds)
