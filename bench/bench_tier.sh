@@ -25,7 +25,8 @@
 #     table, over the mean of in-memory runs before and after; a table and docs/tier-curve.svg.
 # Env: PREFETCH_ROWS (4000000), E2E_ROWS (10000000), PASS_ROWS (500000), E2E_REPEAT (1: tier runs, each followed by an in-memory one), POLICY_ROWS (1000000), POLICY_PASS_ROWS (5000),
 #      RSS_SMALL_ROWS (10000000), RSS_BIG_ROWS (40000000), RSS_PASS_ROWS (50000), RSS_BUDGETS ("256 1024"), RSS_MIN_SHOWS ("0 2"), DISK_ROWS (E2E_ROWS), DISK_CACHE_MB (512), CURVE_ROWS (E2E_ROWS),
-#      PARTS ("prefetch e2e e2e2 policy rss disk curve": the sections to run), BENCH_DIR (build/bench).
+#      PARTS ("prefetch e2e e2e2 policy rss disk curve": the sections to run), BENCH_DIR (build/bench),
+#      CURVE_SVG (docs/tier-curve.svg: the curve's plot, the machine under its title).
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,15 @@ mkdir -p "$T"
 num() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
 want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 json=()   # the sections' JSON members
+# the machine: the CPU (under a hypervisor the name may say only "Xeon" or "EPYC": the family and
+# model tell the generation), its vector extensions and the OpenBLAS kernels ctrbox runs
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+fam=$(grep -m1 "^cpu family" /proc/cpuinfo | cut -d: -f2 | tr -d ' '); mdl=$(grep -m1 "^model[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+isa=$(grep -m1 "^flags" /proc/cpuinfo | grep -o -w -E "avx512f|avx2" | sort -u | tr '\n' ' ' | sed 's/ $//')
+cpu="$cpu (family $fam, model $mdl; $isa)"
+machine="$cpu, $(nproc) cores; ctrbox: $(bin/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')"
+echo "machine: $machine"
+json+=("\"machine\": \"$machine\"")
 
 if want prefetch; then
 echo "== 1. prefetch: the tier against fio on the same file ($PREFETCH_ROWS rows)"
@@ -246,7 +256,7 @@ for p in "${pts[@]}"; do
 done
 echo "   in memory: $c_mem and $c_mem2 samples/s"
 json+=("\"curve\": {\"rows\": $CURVE_ROWS, \"table_bytes\": $c_bytes, \"memory_samples_per_s\": [$c_mem, $c_mem2], \"points\": [$(IFS=,; echo "${curve[*]}")]}")
-echo "{${json[-1]}}" | python3 bench/tier_curve.py docs/tier-curve.svg
+echo "{${json[-1]}}" | python3 bench/tier_curve.py "${CURVE_SVG:-docs/tier-curve.svg}" "$cpu"
 fi
 
 { echo "{"; (IFS=,; echo "${json[*]}"); echo "}"; } > "$DIR/tier.json"   # members may span lines

@@ -2,7 +2,8 @@
 """The SSD tier's curve as an SVG: samples/s over the in-memory rate against the cache's share of
 the table (log scale), from bench_tier.sh's "curve" JSON on stdin, with Meta's published point
 (embedding offloading to host DRAM, 0.74 of in-HBM speed at 37x oversubscription) and the 0.85
-target. Usage: bench_tier.sh ... | tier_curve.py OUT.svg"""
+target, and under the title the machine it was measured on when given (the CPU: the curve differs
+between CPUs). Usage: bench_tier.sh ... | tier_curve.py OUT.svg [MACHINE]"""
 import json
 import math
 import sys
@@ -18,6 +19,9 @@ out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-f
        f'<rect width="{W}" height="{H}" fill="white"/>',
        f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">SSD tier: samples/s over in memory, DeepFM, '
        f'{c["rows"]:,} rows, table {c["table_bytes"] / 2**20:,.0f} MB</text>']
+if len(sys.argv) > 2:
+    machine = sys.argv[2].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out.append(f'<text x="{W / 2}" y="35" text-anchor="middle" font-size="11" fill="#444">{machine}</text>')
 for pct in (1, 3, 10, 30, 100):
     out.append(f'<line x1="{x(pct):.1f}" y1="{T}" x2="{x(pct):.1f}" y2="{H - B}" stroke="#ddd"/>')
     out.append(f'<text x="{x(pct):.1f}" y="{H - B + 18}" text-anchor="middle">{pct}%</text>')
