@@ -125,7 +125,15 @@ Test(tier, kill_and_resume_gives_the_same_model)
         static const char *const budget[] = { "0.05", "1.3", "64" };
         th_run(&o, RUN " --out res --resume tres --cache-mb %s & p=$!; sleep %d.%03d; kill -9 $p; wait $p; echo rc=$?",
                budget[i % 3], ms / 1000, ms % 1000);
-        if (strstr(o, "rc=137")) kills++;
+        if (strstr(o, "rc=137")) {
+            kills++;
+        } else if (!kills) {
+            /* it finished before its kill, faster than the reference run (on a machine whose load
+             * changed between them): start again, with kills sooner */
+            free(o);
+            cr_assert_eq(th_run(&o, "rm -rf res tres"), 0);
+            run_ms = run_ms / 2 > 40 ? run_ms / 2 : 40;
+        }
         free(o);
     }
     cr_assert_gt(kills, 0, "no run was killed: make the runs longer");
