@@ -30,6 +30,7 @@
 #      Results: $BENCH_DIR/tier.json (the sections run), and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/cpu.sh
 PREFETCH_ROWS=${PREFETCH_ROWS:-4000000}
 E2E_ROWS=${E2E_ROWS:-10000000}
 PASS_ROWS=${PASS_ROWS:-500000}
@@ -48,12 +49,8 @@ mkdir -p "$T"
 num() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
 want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 json=()   # the sections' JSON members
-# the machine: the CPU (under a hypervisor the name may say only "Xeon" or "EPYC": the family and
-# model tell the generation), its vector extensions and the OpenBLAS kernels ctrbox runs
-cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-fam=$(grep -m1 "^cpu family" /proc/cpuinfo | cut -d: -f2 | tr -d ' '); mdl=$(grep -m1 "^model[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-isa=$(grep -m1 "^flags" /proc/cpuinfo | grep -o -w -E "avx512f|avx2" | sort -u | tr '\n' ' ' | sed 's/ $//')
-cpu="$cpu (family $fam, model $mdl; $isa)"
+# the machine: the CPU, and the OpenBLAS and element-wise kernels ctrbox runs
+cpu=$(cpu_desc)
 machine="$cpu, $(nproc) cores; ctrbox: $(bin/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')"
 echo "machine: $machine"
 json+=("\"machine\": \"$machine\"")

@@ -8,6 +8,7 @@
 # PyTorch's ATEN_CPU_CAPABILITY=avx2 and oneDNN's DNNL_MAX_CPU_ISA=AVX2; results in train-avx2.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/cpu.sh
 ROWS=${ROWS:-1000000}
 TEST_ROWS=${TEST_ROWS:-100000}
 MODELS=${MODELS:-lr fm deepfm}
@@ -31,11 +32,7 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core}
 auc() { $B/ctrbox eval --scores "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['auc'])"; }
 oracle=$(auc "$te.truth")
 # what each side runs on: the CPU, ctrbox's OpenBLAS core and element-wise kernels, PyTorch's
-cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-# under a hypervisor the name may say only "AMD EPYC": the family and model tell the generation
-fam=$(grep -m1 "^cpu family" /proc/cpuinfo | cut -d: -f2 | tr -d ' '); mdl=$(grep -m1 "^model[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-isa=$(grep -m1 "^flags" /proc/cpuinfo | grep -o -w -E "avx512f|avx2|fma" | sort -u | tr '\n' ' ' | sed 's/ $//')
-cpu="$cpu (family $fam, model $mdl; $isa)"
+cpu=$(cpu_desc)
 c_kernels=$($B/ctrbox devices | sed -n 's/^cpu: [0-9]* cores, //p')
 blas=$(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || true)   # Debian's torch links libblas.so.3
 case "$blas" in *openblas*) t_blas="OpenBLAS (core $OPENBLAS_CORETYPE) as libblas.so.3" ;; *) t_blas="libblas.so.3: ${blas:-unknown}" ;; esac
