@@ -1085,6 +1085,22 @@ static void check_counted(const uint8_t *rec, size_t rb, const uint64_t *keys, c
     }
 }
 
+/* The n keys put in table t (put_counted) and committed, then those without kept[i] deleted and
+ * committed: pages with free slots beside live rows, for a repack. aux gets the slots as put. */
+static void put_then_thin(emb_tier *tier, emb_table *t, const uint64_t *keys, size_t n, const uint8_t *kept, uint8_t *rec,
+                          uint64_t *aux)
+{
+    char err[1024];
+    emb_tier_batch *b = emb_tier_begin(tier);
+    put_counted(b, t, keys, 0, n);
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emb_tier_fetch(tier, 0, keys, n, rec, aux, err, sizeof err), 0, "%s", err);
+    b = emb_tier_begin(tier);
+    for (size_t i = 0; i < n; i++)
+        if (!kept[i]) emb_tier_del(b, 0, keys[i], aux[i]);
+    cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+}
+
 /* A commit that deletes the rows at a slot file's end cuts the file short, and the zero filler,
  * which keeps zeros written ahead of the end, is stopped first and told the new end (zfill_hold):
  * the file stays cut while nothing is put, and rows put past the cut get zeros ahead of them, not
@@ -1153,24 +1169,16 @@ Test(tier, a_repack_fills_free_slots_before_the_file_s_end)
         emb_tier *tier = two_tables(name, t, rb);
         enum { N = 300000 };   /* chunks of the repack's reads: several */
         uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux);
-        uint8_t *rec = malloc(rb[0] * N);
-        for (uint64_t i = 0; i < N; i++) keys[i] = i * 7919 + 3;
-        emb_tier_batch *b = emb_tier_begin(tier);
-        put_counted(b, t[0], keys, 0, N);
-        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
-        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
-        /* the middle third goes whole; of the other two, three rows of four */
-        uint8_t *kept = malloc(N);
-        b = emb_tier_begin(tier);
-        for (size_t i = 0; i < N; i++) {
+        uint8_t *rec = malloc(rb[0] * N), *kept = malloc(N);
+        for (uint64_t i = 0; i < N; i++) {   /* the middle third goes whole; of the rest, three rows of four */
+            keys[i] = i * 7919 + 3;
             kept[i] = !(i >= N / 3 && i < 2 * N / 3) && !(i % 4);
-            if (!kept[i]) emb_tier_del(b, 0, keys[i], aux[i]);
         }
-        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        put_then_thin(tier, t[0], keys, N, kept, rec, aux);
         uint64_t before = emb_tier_disk_bytes(tier), moved = 0;
         for (int more = 1, commits = 0; more; commits++) {
             cr_assert_lt(commits, 1000);
-            b = emb_tier_begin(tier);
+            emb_tier_batch *b = emb_tier_begin(tier);
             uint64_t n = 0;
             cr_assert_eq(emb_tier_repack(b, 0.05, 0.01, 0, cut ? 5000 : UINT64_MAX, NULL, NULL, &n, &more, err, sizeof err), 0,
                          "%s", err);
@@ -1202,22 +1210,16 @@ Test(tier, an_epoch_s_repack_holds_compactions_off_until_its_full_compaction)
         enum { N = 40000 };
         uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux);
         uint8_t *rec = malloc(rb[0] * N), *kept = malloc(N);
-        for (uint64_t i = 0; i < N; i++) keys[i] = i * 7919 + 3;
-        emb_tier_batch *b = emb_tier_begin(tier);
-        put_counted(b, t[0], keys, 0, N);
-        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
-        cr_assert_eq(emb_tier_fetch(tier, 0, keys, N, rec, aux, err, sizeof err), 0, "%s", err);
-        b = emb_tier_begin(tier);
-        for (size_t i = 0; i < N; i++) {   /* three rows of four go: every page keeps a quarter */
-            kept[i] = !(i % 4);
-            if (!kept[i]) emb_tier_del(b, 0, keys[i], aux[i]);
+        for (uint64_t i = 0; i < N; i++) {
+            keys[i] = i * 7919 + 3;
+            kept[i] = !(i % 4);   /* three rows of four go: every page keeps a quarter */
         }
-        cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
+        put_then_thin(tier, t[0], keys, N, kept, rec, aux);
         cr_assert(emb_tier_debug_auto_compactions(tier));
         int commits = 0, aborted = 0;
         for (int more = 1; more; commits++) {
             cr_assert_lt(commits, 1000);
-            b = emb_tier_begin(tier);
+            emb_tier_batch *b = emb_tier_begin(tier);
             uint64_t n = 0;
             cr_assert_eq(emb_tier_repack(b, 0.05, 0.01, 1, 1000, NULL, NULL, &n, &more, err, sizeof err), 0, "%s", err);
             cr_assert_gt(n, 0);
@@ -1228,7 +1230,8 @@ Test(tier, an_epoch_s_repack_holds_compactions_off_until_its_full_compaction)
                 break;
             }
             cr_assert_eq(emb_tier_commit(b, "c", 1, err, sizeof err), 0, "%s", err);
-            cr_assert_eq(emb_tier_debug_auto_compactions(tier), !more, "after commit %d of the repack (more %d)", commits, more);
+            cr_assert_eq(emb_tier_debug_auto_compactions(tier), !more, "after commit %d of the repack (more %d)", commits,
+                         more);
         }
         cr_assert(abort ? aborted : commits > 2, "abort %d: %d commits", abort, commits);
         cr_assert(emb_tier_debug_auto_compactions(tier), "%s: compactions still off", abort ? "aborted" : "committed");
