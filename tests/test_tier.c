@@ -706,6 +706,73 @@ Test(tier, put_then_delete_in_one_commit_deletes)
     emb_table_destroy(t);
 }
 
+/* A fetch while a batch is open finds each key as the newest of the batch's sealed segments left
+ * it: put again, deleted, put after its deletion, or as committed where no segment has it; with
+ * the keys asked out of order and some asked twice. */
+Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
+{
+    emb_table *t;
+    size_t rb;
+    emb_tier *tier = small_tier("segs", 8u << 20, &t, &rb);
+    char err[1024];
+    enum { N = 6000 };
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= N; k++) {
+        emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));
+        h->show = 1;
+        emb_tier_put(b, 0, h);
+    }
+    cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
+    /* segments, oldest first: keys 1..N/2 at show 2; keys divisible by 3 at 3; those by 5
+     * deleted (the even ones put and deleted); those by 15 put again at 4 */
+    b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= N; k++) {
+        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+        if (k <= N / 2) h->show = 2, emb_tier_put(b, 0, h);
+    }
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    for (uint64_t k = 3; k <= N; k += 3) {
+        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+        h->show = 3, emb_tier_put(b, 0, h);
+    }
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    for (uint64_t k = 5; k <= N; k += 5) {   /* the even ones put first, in the same segment */
+        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+        if (k % 2 == 0) h->show = 9, emb_tier_put(b, 0, h);
+        emb_tier_del(b, 0, h->key, h->aux);
+        h->aux = 0;
+    }
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    for (uint64_t k = 15; k <= N; k += 15) {
+        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+        h->show = 4, emb_tier_put(b, 0, h);
+    }
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    /* asked from the last key down, each key divisible by 7 twice */
+    uint64_t *keys = malloc(2 * N * sizeof *keys), *want = malloc(2 * N * sizeof *want), *aux = malloc(2 * N * sizeof *aux);
+    size_t n = 0;
+    for (uint64_t k = N; k >= 1; k--)
+        for (int c = 0; c < (k % 7 ? 1 : 2); c++) keys[n] = k * 104729, want[n++] = k;
+    uint8_t *rec = malloc(n * rb);
+    cr_assert_eq(emb_tier_fetch(tier, 0, keys, n, rec, aux, err, sizeof err), 0, "%s", err);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = want[i];
+        float show = k % 15 == 0 ? 4 : k % 5 == 0 ? 0 : k % 3 == 0 ? 3 : k <= N / 2 ? 2 : 1;
+        if (show == 0) {
+            cr_assert_eq(aux[i], 0, "key %llu was deleted", (unsigned long long)k);
+            continue;
+        }
+        cr_assert_neq(aux[i], 0, "key %llu is missing", (unsigned long long)k);
+        const emb_row_head *h = (const emb_row_head *)(rec + i * rb);
+        cr_assert_eq(h->key, keys[i]);
+        cr_assert_float_eq(h->show, show, 0, "key %llu", (unsigned long long)k);
+    }
+    emb_tier_abort(b);
+    free(keys), free(want), free(aux), free(rec);
+    emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
 /* The show of every key 1..n in the tier (fetched), all equal to want. */
 static void shows_are(emb_tier *tier, size_t rb, uint64_t n, float want)
 {
