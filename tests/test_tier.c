@@ -677,6 +677,19 @@ static emb_tier *small_tier(const char *name, size_t index_mem, emb_table **t, s
     return tier;
 }
 
+/* A batch begun in tier with the rows of keys k * 104729 (k = 1..n) put at show `show` (rows
+ * made where the table lacks them). */
+static emb_tier_batch *put_all(emb_tier *tier, emb_table *t, uint64_t n, float show)
+{
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (uint64_t k = 1; k <= n; k++) {
+        emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));
+        h->show = show;
+        emb_tier_put(b, 0, h);
+    }
+    return b;
+}
+
 /* A commit that rewrites keys and then deletes them (shrink after the pass's puts) deletes them,
  * whatever order the commit's sort leaves the two entries of one key in; the others stay. */
 Test(tier, put_then_delete_in_one_commit_deletes)
@@ -686,11 +699,9 @@ Test(tier, put_then_delete_in_one_commit_deletes)
     emb_tier *tier = small_tier("putdel", 8u << 20, &t, &rb);
     char err[1024];
     enum { N = 5000 };
-    emb_tier_batch *b = emb_tier_begin(tier);
-    for (uint64_t k = 1; k <= N; k++) emb_tier_put(b, 0, emb_table_head(t, emb_table_get(t, k * 104729)));
+    emb_tier_batch *b = put_all(tier, t, N, 1);
     cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
-    b = emb_tier_begin(tier);
-    for (uint64_t k = 1; k <= N; k++) emb_tier_put(b, 0, emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729)));
+    b = put_all(tier, t, N, 2);
     for (uint64_t k = 1; k <= N; k += 3) {
         emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
         emb_tier_del(b, 0, h->key, h->aux);
@@ -716,12 +727,7 @@ Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
     emb_tier *tier = small_tier("segs", 8u << 20, &t, &rb);
     char err[1024];
     enum { N = 6000 };
-    emb_tier_batch *b = emb_tier_begin(tier);
-    for (uint64_t k = 1; k <= N; k++) {
-        emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));
-        h->show = 1;
-        emb_tier_put(b, 0, h);
-    }
+    emb_tier_batch *b = put_all(tier, t, N, 1);
     cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
     /* segments, oldest first: keys 1..N/2 at show 2; keys divisible by 3 at 3; those by 5
      * deleted (the even ones put and deleted); those by 15 put again at 4 */
@@ -799,25 +805,14 @@ Test(tier, prepared_commit_is_published_or_dropped)
     char err[1024];
     enum { N = 2000 };
     const char *dir = th_path("twophase");
-    /* puts every key with show s into a batch */
-    #define PUT_ALL(s)                                                                        \
-        do {                                                                                  \
-            b = emb_tier_begin(tier);                                                         \
-            for (uint64_t k = 1; k <= N; k++) {                                               \
-                emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));            \
-                h->show = (s);                                                                \
-                emb_tier_put(b, 0, h);                                                        \
-            }                                                                                 \
-        } while (0)
-    emb_tier_batch *b;
-    PUT_ALL(1);
+    emb_tier_batch *b = put_all(tier, t, N, 1);
     cr_assert_eq(emb_tier_prepare(b, "one", 3, err, sizeof err), 0, "%s", err);
     cr_assert_eq(emb_tier_commits(tier), 0);
     cr_assert_eq(emb_tier_publish(tier, err, sizeof err), 0, "%s", err);
     cr_assert_eq(emb_tier_commits(tier), 1);
     shows_are(tier, rb, N, 1);
     /* discarded: the folder keeps commit 1 and refuses more */
-    PUT_ALL(2);
+    b = put_all(tier, t, N, 2);
     cr_assert_eq(emb_tier_prepare(b, "two", 3, err, sizeof err), 0, "%s", err);
     emb_tier_discard(tier);
     b = emb_tier_begin(tier);
@@ -828,7 +823,7 @@ Test(tier, prepared_commit_is_published_or_dropped)
     shows_are(tier, rb, N, 1);
     /* left prepared by a crash, twice: the job recorded commit 1 (not every folder prepared 2), then 2 */
     for (int job = 1; job <= 2; job++) {
-        PUT_ALL(3);
+        b = put_all(tier, t, N, 3);
         cr_assert_eq(emb_tier_prepare(b, "three", 5, err, sizeof err), 0, "%s", err);
         emb_tier_close(tier);
         cr_assert_eq(emb_tier_open(&tier, dir, 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
@@ -848,7 +843,6 @@ Test(tier, prepared_commit_is_published_or_dropped)
         cr_assert_eq(th_run(&o, "ls %s | grep -c prepared", dir), 1, "a prepared file is left:\n%s", o);   /* grep: none */
         free(o);
     }
-    #undef PUT_ALL
     emb_tier_close(tier);
     emb_table_destroy(t);
 }
