@@ -690,22 +690,32 @@ static emb_tier_batch *put_all(emb_tier *tier, emb_table *t, uint64_t n, float s
     return b;
 }
 
+/* small_tier's folder `name` with keys k * 104729 (k = 1..n) put at show 1 and committed ("one") */
+static emb_tier *committed_tier(const char *name, uint64_t n, emb_table **t, size_t *rb)
+{
+    emb_tier *tier = small_tier(name, 8u << 20, t, rb);
+    char err[1024];
+    cr_assert_eq(emb_tier_commit(put_all(tier, *t, n, 1), "one", 3, err, sizeof err), 0, "%s", err);
+    return tier;
+}
+
+/* The row of key k * 104729 in t (there) */
+static emb_row_head *row_of(emb_table *t, uint64_t k)
+{
+    return emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+}
+
 /* A commit that rewrites keys and then deletes them (shrink after the pass's puts) deletes them,
  * whatever order the commit's sort leaves the two entries of one key in; the others stay. */
 Test(tier, put_then_delete_in_one_commit_deletes)
 {
     emb_table *t;
     size_t rb;
-    emb_tier *tier = small_tier("putdel", 8u << 20, &t, &rb);
-    char err[1024];
     enum { N = 5000 };
-    emb_tier_batch *b = put_all(tier, t, N, 1);
-    cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
-    b = put_all(tier, t, N, 2);
-    for (uint64_t k = 1; k <= N; k += 3) {
-        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
-        emb_tier_del(b, 0, h->key, h->aux);
-    }
+    emb_tier *tier = committed_tier("putdel", N, &t, &rb);
+    char err[1024];
+    emb_tier_batch *b = put_all(tier, t, N, 2);
+    for (uint64_t k = 1; k <= N; k += 3) emb_tier_del(b, 0, row_of(t, k)->key, row_of(t, k)->aux);
     cr_assert_eq(emb_tier_commit(b, "two", 3, err, sizeof err), 0, "%s", err);
     uint64_t keys[N], aux[N];
     for (uint64_t k = 1; k <= N; k++) keys[k - 1] = k * 104729;
@@ -724,35 +734,23 @@ Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
 {
     emb_table *t;
     size_t rb;
-    emb_tier *tier = small_tier("segs", 8u << 20, &t, &rb);
-    char err[1024];
     enum { N = 6000 };
-    emb_tier_batch *b = put_all(tier, t, N, 1);
-    cr_assert_eq(emb_tier_commit(b, "one", 3, err, sizeof err), 0, "%s", err);
+    emb_tier *tier = committed_tier("segs", N, &t, &rb);
+    char err[1024];
     /* segments, oldest first: keys 1..N/2 at show 2; keys divisible by 3 at 3; those by 5
      * deleted (the even ones put and deleted); those by 15 put again at 4 */
-    b = emb_tier_begin(tier);
-    for (uint64_t k = 1; k <= N; k++) {
-        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
-        if (k <= N / 2) h->show = 2, emb_tier_put(b, 0, h);
-    }
+    emb_tier_batch *b = put_all(tier, t, N / 2, 2);
     cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
-    for (uint64_t k = 3; k <= N; k += 3) {
-        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
-        h->show = 3, emb_tier_put(b, 0, h);
-    }
+    for (uint64_t k = 3; k <= N; k += 3) row_of(t, k)->show = 3, emb_tier_put(b, 0, row_of(t, k));
     cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
     for (uint64_t k = 5; k <= N; k += 5) {   /* the even ones put first, in the same segment */
-        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
+        emb_row_head *h = row_of(t, k);
         if (k % 2 == 0) h->show = 9, emb_tier_put(b, 0, h);
         emb_tier_del(b, 0, h->key, h->aux);
         h->aux = 0;
     }
     cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
-    for (uint64_t k = 15; k <= N; k += 15) {
-        emb_row_head *h = emb_table_head(t, (uint32_t)emb_table_find(t, k * 104729));
-        h->show = 4, emb_tier_put(b, 0, h);
-    }
+    for (uint64_t k = 15; k <= N; k += 15) row_of(t, k)->show = 4, emb_tier_put(b, 0, row_of(t, k));
     cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
     /* asked from the last key down, each key divisible by 7 twice */
     uint64_t *keys = malloc(2 * N * sizeof *keys), *want = malloc(2 * N * sizeof *want), *aux = malloc(2 * N * sizeof *aux);
