@@ -264,11 +264,13 @@ static void set_bit(slot_file *s, uint64_t slot)
 {
     uint64_t w = slot >> 6;
     if (w >= s->words) {
-        uint64_t n = s->words ? s->words : 1024;
-        while (n <= w) n *= 2;
+        /* an eighth more than the slot needs, in steps of 1024 words, not twice: the bitmap lies
+         * outside --cache-mb and grows with the file (at 70M slots, the 20 GB bench table's, a
+         * doubling took it from 8 to 16 MB: docs/performance.md) */
+        uint64_t n = (w + 1 + (w + 1) / 8 + 1023) & ~(uint64_t)1023;
         s->bits = xrealloc(s->bits, n * 8);
         memset(s->bits + s->words, 0, (n - s->words) * 8);
-        s->words = n;
+        __atomic_store_n(&s->words, n, __ATOMIC_RELAXED);   /* emb_tier_memory reads it from any thread */
     }
     s->bits[w] |= 1ull << (slot & 63);
     if (slot >= s->hwm) s->hwm = slot + 1;
@@ -776,7 +778,7 @@ static void mark_punched(slot_file *s, uint64_t page0, uint64_t page1)
         while (w * 64 < page1) w *= 2;
         s->punched = xrealloc(s->punched, w * 8);
         memset(s->punched + s->punched_words, 0, (w - s->punched_words) * 8);
-        s->punched_words = w;
+        __atomic_store_n(&s->punched_words, w, __ATOMIC_RELAXED);
     }
     for (uint64_t p = page0; p < page1; p++)
         if (!page_punched(s, p)) {
@@ -1495,7 +1497,10 @@ void emb_tier_debug_no_filler(emb_tier *t)
 
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
-    emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0 };
+    emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0, 0 };
+    for (int i = 0; i < t->n; i++)
+        m.slot_bits += (__atomic_load_n(&t->sf[i].words, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&t->sf[i].punched_words, __ATOMIC_RELAXED)) * 8;
     if (rocksdb_property_int(t->db, "rocksdb.block-cache-usage", &m.block_cache) != 0) m.block_cache = 0;
     if (rocksdb_property_int(t->db, "rocksdb.estimate-table-readers-mem", &m.table_readers) != 0) m.table_readers = 0;
     if (rocksdb_property_int(t->db, "rocksdb.cur-size-all-mem-tables", &m.memtables) != 0) m.memtables = 0;

@@ -430,6 +430,7 @@ Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
         double resident = log_max_sum(dir, held, 2), from = log_max(dir, "from", &n);
         log_max(dir, "resident_bytes", &lines);
         cr_assert_gt(log_max(dir, "index_bytes", &n), 0, "the key index is logged");
+        cr_assert_gt(log_max(dir, "slot_bits_bytes", &n), 0, "the slot bitmaps are logged");
         cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory and their index over the budget at --cache-mb %s",
                       mbs[i]);
         cr_assert_gt(lines, 16, "16 passes, more parts (--cache-mb %s): %d", mbs[i], lines);
@@ -778,6 +779,23 @@ Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
 }
 
 /* The show of every key 1..n in the tier (fetched), all equal to want. */
+/* A slot file's bitmap holds a bit for each slot and grows an eighth past the slots in use (in
+ * steps of 1024 words), not to twice them: it lies outside --cache-mb and grows with the table.
+ * 300,000 slots need 4,688 words; a doubling from 1024 would take 8,192 (64 KB). */
+Test(tier, slot_bitmap_grows_an_eighth_past_the_slots)
+{
+    emb_table *t;
+    size_t rb;
+    enum { N = 300000 };
+    emb_tier *tier = committed_tier("bits", N, &t, &rb);
+    uint64_t bits = emb_tier_memory(tier).slot_bits;
+    cr_assert_geq(bits, N / 8, "%llu bytes of bitmap for %d slots", (unsigned long long)bits, N);
+    /* slots past the rows: at most a page's worth in 64 (the blocks' and runs' tails) */
+    cr_assert_leq(bits, (N + N / 64) / 8 * 9 / 8 + 1024 * 8, "%llu bytes of bitmap for %d slots", (unsigned long long)bits, N);
+    emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
 static void shows_are(emb_tier *tier, size_t rb, uint64_t n, float want)
 {
     char err[1024];
