@@ -778,7 +778,6 @@ Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
     emb_table_destroy(t);
 }
 
-/* The show of every key 1..n in the tier (fetched), all equal to want. */
 /* A slot file's bitmap holds a bit for each slot and grows an eighth past the slots in use (in
  * steps of 1024 words), not to twice them: it lies outside --cache-mb and grows with the table.
  * 300,000 slots need 4,688 words; a doubling from 1024 would take 8,192 (64 KB). */
@@ -796,6 +795,7 @@ Test(tier, slot_bitmap_grows_an_eighth_past_the_slots)
     emb_table_destroy(t);
 }
 
+/* The show of every key 1..n in the tier (fetched), all equal to want. */
 static void shows_are(emb_tier *tier, size_t rb, uint64_t n, float want)
 {
     char err[1024];
