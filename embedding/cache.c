@@ -20,9 +20,9 @@
 /* Keys looked up at once (emb_table_find_many) by one thread of a boundary's loops */
 #define FIND_CHUNK 1024
 
-/* The eviction's scans over rows (or over pointers to them, hot_first) ask for a row this many
- * rows before they read it: the rows leaving are not in the core's cache, and their addresses keep
- * no stride a prefetcher follows (kept rows lie between them, or a list orders them) */
+/* The eviction's scans over rows ask for a row this many rows before they read it: the rows
+ * leaving are not in the core's cache, and their addresses keep no stride a prefetcher follows
+ * (kept rows lie between them) */
 #define ROW_AHEAD 16
 
 /* a row in memory costs the budget its bytes and its key index slots (cache.h) */
@@ -41,10 +41,12 @@ struct emb_cache {
     /* eviction's scratch, kept from boundary to boundary (fresh pages each time were a tenth of its cost) */
     uint8_t **keep;          /* (n_tables) a byte per row */
     size_t *keep_cap;
-    void *vic, *ptr;         /* victims; row pointers to write back */
-    size_t vic_cap, ptr_cap;
-    uint32_t *moved;         /* each row's number after an eviction */
-    size_t moved_cap;
+    /* One buffer for the steps of an eviction one after the other, and for a commit's puts: the
+     * victims, then the rows to write in order (order_dirty), then each row's number after the
+     * eviction. The eviction runs with the budget's rows all in memory, at the process's peak:
+     * a buffer each held them all at once (about 45 bytes a row in memory where one holds 16). */
+    void *scr;
+    size_t scr_cap;
 };
 
 /* *p with room for `bytes` (its contents are not kept when it grows) */
@@ -73,6 +75,7 @@ void emb_cache_split_budget(double cache_mb, uint64_t *rows, size_t *index, uint
 emb_cache *emb_cache_create(emb_table *const *tabs, int n_tables, const int *field_table, uint32_t n_fields,
                             uint64_t budget, int lfu)
 {
+    CHECK(n_tables <= 0xffff);   /* a victim's 16 bits */
     emb_cache *c = xcalloc(1, sizeof *c);
     c->tab = tabs;
     c->n_tables = n_tables;
@@ -95,7 +98,7 @@ void emb_cache_destroy(emb_cache *c)
 {
     if (!c) return;
     for (int i = 0; i < c->n_tables; i++) free(c->keep[i]);
-    free(c->keep), free(c->keep_cap), free(c->vic), free(c->ptr), free(c->moved);
+    free(c->keep), free(c->keep_cap), free(c->scr);
     free(c->row_bytes);
     free(c->ftab);
     free(c);
@@ -112,6 +115,13 @@ uint64_t emb_cache_index_bytes(const emb_cache *c)
 {
     uint64_t b = 0;
     for (int i = 0; i < c->n_tables; i++) b += emb_table_index_bytes(c->tab[i]);
+    return b;
+}
+
+uint64_t emb_cache_scratch_bytes(const emb_cache *c)
+{
+    uint64_t b = c->scr_cap;
+    for (int i = 0; i < c->n_tables; i++) b += c->keep_cap[i];
     return b;
 }
 
@@ -394,18 +404,36 @@ int emb_cache_pull(emb_cache *c, emb_tier *tier, const sample_block *b, char *er
 
 /* ---- eviction ---- */
 
+/* A row that may go, 16 bytes: the least (pri, ref) go first. pri is the policy's priority
+ * above a tie-break: lru, the last pass seen, then 32 bits of the key's hash; lfu, the shows
+ * (their float's bits, which order as the values do for values >= 0), then the last pass seen.
+ * ref is 16 more bits of the hash, the table and the row. */
 typedef struct {
-    double pri;
-    uint64_t tie;
-    uint32_t row;
-    int tb;
+    uint64_t pri;
+    uint64_t ref;
 } victim;
+
+static victim victim_of(const emb_table_config *cfg, const emb_row_head *h, uint32_t pass, int lfu, int tb, uint32_t row)
+{
+    uint64_t hash = mix64(h->key), pri;
+    if (lfu) {
+        float show, click;
+        emb_row_counters_at(cfg, h, pass, &show, &click);
+        uint32_t bits;
+        show = show > 0 ? show : 0;   /* -0 and NaN with 0 */
+        memcpy(&bits, &show, sizeof bits);
+        pri = (uint64_t)bits << 32 | h->last_pass;
+    } else {
+        pri = (uint64_t)h->last_pass << 32 | hash >> 32;
+    }
+    return (victim){ pri, (hash >> 16 & 0xffff) << 48 | (uint64_t)tb << 32 | row };
+}
 
 static int cmp_victim(const void *x, const void *y)
 {
     const victim *a = x, *b = y;
     if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
-    return (a->tie > b->tie) - (a->tie < b->tie);
+    return (a->ref > b->ref) - (a->ref < b->ref);
 }
 
 /* Reorder v so that its k smallest (cmp_victim) come first: quickselect with a three-way
@@ -438,27 +466,36 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
-/* rows v[0..m) hot first, cold after (buckets of show by its power of two, stable), in a new
- * array. The slots a run of them takes are then freed together when those keys come again, and
- * whole runs of free slots are written again, instead of holes between cold rows; and the rows
- * most likely to be read back sit together, so that one fetch read serves several of them. */
-static emb_row_head **hot_first(emb_row_head *const *v, size_t m)
+/* Table tb's rows that are not clean (and whose keep byte is 0, with keep), hot first, cold
+ * after (buckets of show by its power of two; in row order within one), into c's scratch: their
+ * count, and the rows at *ord. The slots a run of them takes are then freed together when those
+ * keys come again, and whole runs of free slots are written again, instead of holes between cold
+ * rows; and the rows most likely to be read back sit together, so that one fetch read serves
+ * several of them. A byte a row holds its bucket between the two scans. */
+static size_t order_dirty(emb_cache *c, int tb, const uint8_t *keep, emb_row_head ***ord)
 {
-    enum { HOT = 40 };
-    size_t cnt[HOT + 1] = { 0 };
-    uint8_t *bk = xmalloc(m ? m : 1);
-    for (size_t i = 0; i < m; i++) {
-        if (i + ROW_AHEAD < m) __builtin_prefetch(&v[i + ROW_AHEAD]->show);
+    enum { HOT = 40, NONE = 255 };
+    emb_table *e = c->tab[tb];
+    size_t rows = emb_table_rows(e), cnt[HOT + 1] = { 0 };
+    emb_row_head **o = scratch(&c->scr, &c->scr_cap, (rows ? rows : 1) * (sizeof *o + 1));
+    uint8_t *bk = (uint8_t *)(o + (rows ? rows : 1));
+    for (size_t r = 0; r < rows; r++) {
+        bk[r] = NONE;
+        if (keep && keep[r]) continue;
+        if (r + ROW_AHEAD < rows && !(keep && keep[r + ROW_AHEAD])) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
+        const emb_row_head *h = emb_table_head(e, (uint32_t)r);
+        if (emb_row_clean(h)) continue;
         int x = 0;
-        frexpf(v[i]->show + 1.0f, &x);
-        bk[i] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
-        cnt[bk[i] + 1]++;
+        frexpf(h->show + 1.0f, &x);
+        bk[r] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
+        cnt[bk[r] + 1]++;
     }
     for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
-    emb_row_head **ord = xmalloc((m ? m : 1) * sizeof *ord);
-    for (size_t i = 0; i < m; i++) ord[cnt[bk[i]]++] = v[i];
-    free(bk);
-    return ord;
+    size_t m = cnt[HOT];
+    for (size_t r = 0; r < rows; r++)
+        if (bk[r] != NONE) o[cnt[bk[r]]++] = emb_table_head(e, (uint32_t)r);
+    *ord = o;
+    return m;
 }
 
 /* Write the rows of table tb whose keep byte is 0 and that are not clean into wb, before they
@@ -466,20 +503,10 @@ static emb_row_head **hot_first(emb_row_head *const *v, size_t m)
  * them). */
 static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *keep, emb_cache_stats *st)
 {
-    emb_table *e = c->tab[tb];
-    size_t rows = emb_table_rows(e), m = 0, bad = 0;
-    emb_row_head **v = scratch(&c->ptr, &c->ptr_cap, (rows ? rows : 1) * sizeof *v);
-    for (size_t r = 0; r < rows; r++) {
-        if (r + ROW_AHEAD < rows && !keep[r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
-        emb_row_head *h = emb_table_head(e, (uint32_t)r);
-        if (!keep[r] && !emb_row_clean(h)) v[m++] = h;
-    }
+    emb_row_head **ord;
+    size_t m = order_dirty(c, tb, keep, &ord), bad = 0;
     st->written += m;
-    if (m) {
-        emb_row_head **ord = hot_first(v, m);
-        st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m, e, &bad);   /* checked as their images are made */
-        free(ord);
-    }
+    if (m) st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m, c->tab[tb], &bad);   /* checked as their images are made */
     st->nonfinite += bad;
 }
 
@@ -532,7 +559,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
     if (used - unpinned < c->budget) {
         size_t n = 0;
         for (int tb = 0; tb < c->n_tables; tb++) n += emb_table_rows(c->tab[tb]);
-        victim *v = scratch(&c->vic, &c->vic_cap, (n ? n : 1) * sizeof *v);
+        victim *v = scratch(&c->scr, &c->scr_cap, (n ? n : 1) * sizeof *v);
         n = 0;
         for (int tb = 0; tb < c->n_tables; tb++) {   /* in row order, made in chunks on every thread */
             emb_table *e = c->tab[tb];
@@ -551,12 +578,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
                 for (size_t r = k * FIND_CHUNK; r < r1; r++) {
                     if (r + ROW_AHEAD < r1 && !keep[tb][r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
                     if (keep[tb][r]) continue;
-                    const emb_row_head *h = emb_table_head(e, (uint32_t)r);
-                    float show, click;
-                    emb_row_counters_at(cfg, h, pass, &show, &click);
-                    double pri = c->lfu ? (double)show : (double)h->last_pass;
-                    v[j++] = (victim){ pri, c->lfu ? ((uint64_t)h->last_pass << 32 | (mix64(h->key) >> 32)) : mix64(h->key),
-                                       (uint32_t)r, tb };
+                    v[j++] = victim_of(cfg, emb_table_head(e, (uint32_t)r), pass, c->lfu, tb, (uint32_t)r);
                 }
             }
             n = at[chunks];
@@ -575,8 +597,9 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
         if (want && mixed) qsort(v, want, sizeof *v, cmp_victim);
         for (int tb = 0; tb < c->n_tables; tb++) memset(keep[tb], 1, emb_table_rows(c->tab[tb]));
         for (size_t i = 0; i < want && used > c->budget; i++) {
-            keep[v[i].tb][v[i].row] = 0;
-            used -= c->row_bytes[v[i].tb] + ROW_INDEX_BYTES;
+            int tb = (int)(v[i].ref >> 32 & 0xffff);
+            keep[tb][(uint32_t)v[i].ref] = 0;
+            used -= c->row_bytes[tb] + ROW_INDEX_BYTES;
         }
     }
     /* the rows not kept go: those changed since their copy in the tier are written first; the
@@ -586,7 +609,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
         if (wb) write_back(c, wb, tb, keep[tb], st);
         int follow = 0;
         for (int l = 0; l < n_pins; l++) follow |= pin_rows_hold(&pins[l], e, tb) << l;
-        uint32_t *moved = follow ? scratch((void **)&c->moved, &c->moved_cap, (emb_table_rows(e) + 1) * sizeof *moved) : NULL;
+        uint32_t *moved = follow ? scratch(&c->scr, &c->scr_cap, (emb_table_rows(e) + 1) * sizeof *moved) : NULL;
         st->evicted += emb_table_keep_rows(e, keep[tb], moved);
         for (int l = 0; l < n_pins; l++) {
             emb_fetch *f = pins[l].f;
@@ -623,17 +646,9 @@ size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes)
 {
     size_t n = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
-        emb_table *e = c->tab[tb];
-        size_t rows = emb_table_rows(e), m = 0;
-        emb_row_head **v = xmalloc((rows ? rows : 1) * sizeof *v);
-        for (size_t r = 0; r < rows; r++) {
-            emb_row_head *h = emb_table_head(e, (uint32_t)r);
-            if (!emb_row_clean(h)) v[m++] = h;
-        }
-        emb_row_head **ord = hot_first(v, m);
+        emb_row_head **ord;
+        size_t m = order_dirty(c, tb, NULL, &ord);
         *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m, NULL, NULL);
-        free(ord);
-        free(v);
         n += m;
     }
     return n;

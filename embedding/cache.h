@@ -85,6 +85,9 @@ void emb_cache_destroy(emb_cache *c);
 uint64_t emb_cache_bytes(const emb_cache *c);
 uint64_t emb_cache_index_bytes(const emb_cache *c);
 uint64_t emb_cache_rows(const emb_cache *c);
+/* The bytes the eviction and the commits hold between boundaries as scratch (outside the budget:
+ * a byte a row for the rows kept, and one buffer of at most 16 bytes a row and a quarter more) */
+uint64_t emb_cache_scratch_bytes(const emb_cache *c);
 
 /* emb_cache_part's sets of keys seen, kept from one part to the next (its size: a part's keys) */
 typedef struct {

@@ -5,10 +5,12 @@
  * policy's order, and the dirty rows are those changed since their copy in the tier.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../embedding/cache.h"
+#include "helpers.h"
 
 TestSuite(cache);
 
@@ -77,6 +79,9 @@ Test(cache, pins_budget_and_order)
                 cr_assert_eq(emb_table_rows(t), PINNED, "everything unpinned goes");
             }
             if (max_dropped >= 0 && min_kept < 1e30) cr_assert_leq(max_dropped, min_kept, "the policy's order (lfu %d)", lfu);
+            /* the scratch the eviction keeps (outside the budget): a byte a row and one buffer of
+             * 16 bytes a row, each with a quarter more room */
+            cr_assert_leq(emb_cache_scratch_bytes(c), (uint64_t)ROWS * 17 * 5 / 4, "lfu %d, budget %d rows", lfu, kept);
             key_vec_free(&pin);
             emb_cache_destroy(c);
             emb_table_destroy(t);
@@ -248,4 +253,97 @@ Test(cache, parts_of_a_pass_with_and_without_kept_sets)
     emb_cache_destroy(c);
     emb_table_destroy(tabs[0]);
     emb_table_destroy(tabs[1]);
+}
+
+/* The bucket of show a row is written back in (0 hottest): its power of two */
+static int show_bucket(float show)
+{
+    int x = 0;
+    frexpf(show + 1.0f, &x);
+    return -x;
+}
+
+/* The slot + 1 the tier holds for each of keys[0..n) (after the batch's seal) */
+static void slots_of(emb_tier *tier, const uint64_t *keys, size_t n, uint64_t *aux)
+{
+    char err[1024];
+    cr_assert_eq(emb_tier_lookup(tier, 0, keys, n, aux, err, sizeof err), 0, "%s", err);
+    for (size_t i = 0; i < n; i++) cr_assert_neq(aux[i], 0, "key %llu was not written", (unsigned long long)keys[i]);
+}
+
+/* keys[0..n) with their buckets, in the order of their rows in memory: their slots must follow
+ * the buckets, hottest first, and within one the rows' order */
+static void assert_hot_first(const uint64_t *keys, const int *bucket, const uint64_t *aux, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            uint64_t si = aux[i] & ~EMB_ROW_CLEAN, sj = aux[j] & ~EMB_ROW_CLEAN;
+            int before = bucket[i] <= bucket[j];   /* row i comes first in memory */
+            cr_assert_eq(si < sj, before, "%s: keys %llu (bucket %d, slot %llu) and %llu (bucket %d, slot %llu)", what,
+                         (unsigned long long)keys[i], bucket[i], (unsigned long long)si, (unsigned long long)keys[j],
+                         bucket[j], (unsigned long long)sj);
+        }
+}
+
+/* The rows an eviction writes back, and a commit's dirty rows, go to the tier hot first (buckets
+ * of show by its power of two), in their order in memory within a bucket; clean rows and kept
+ * rows are not written. */
+Test(cache, rows_are_written_back_hot_first)
+{
+    int ftab[1] = { 0 };
+    emb_table *t = make_table();
+    size_t rb = emb_table_row_bytes(t), cost = rb + EMB_CACHE_INDEX_BYTES_PER_ROW;
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path("hotfirst"), 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
+    /* every third row clean, as if read from the tier: never written */
+    for (uint32_t r = 0; r < ROWS; r += 3) emb_table_head(t, r)->aux = (1u << 30) | EMB_ROW_CLEAN;
+    /* the rows in memory by row: key, bucket, clean */
+    uint64_t keys[ROWS];
+    int bucket[ROWS], clean[ROWS];
+    for (uint32_t r = 0; r < ROWS; r++) {
+        const emb_row_head *h = emb_table_head(t, r);
+        keys[r] = h->key, bucket[r] = show_bucket(h->show), clean[r] = emb_row_clean(h);
+    }
+    /* an eviction down to 1200 rows, none pinned (lru) */
+    emb_cache *c = emb_cache_create(&t, 1, ftab, 1, 1200 * cost, 0);
+    emb_tier_batch *b = emb_tier_begin(tier);
+    emb_cache_stats st = { 0 };
+    key_vec none = { 0 };
+    emb_pins pins = { &none, NULL };
+    emb_cache_evict(c, &pins, 1, 0, 20, b, &st);
+    cr_assert_eq(emb_table_rows(t), 1200);
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    uint64_t wk[ROWS], aux[ROWS];
+    int wbk[ROWS];
+    size_t n = 0, gone = 0;
+    for (uint32_t r = 0; r < ROWS; r++) {
+        if (emb_table_find(t, keys[r]) >= 0) continue;
+        gone++;
+        if (!clean[r]) wk[n] = keys[r], wbk[n++] = bucket[r];
+    }
+    cr_assert_eq(gone, ROWS - 1200);
+    cr_assert_eq(st.written, n, "the dirty rows of those that went: %zu of %zu", n, gone);
+    cr_assert_gt(n, 100);
+    slots_of(tier, wk, n, aux);
+    assert_hot_first(wk, wbk, aux, n, "eviction");
+    /* a commit's dirty rows: those that stayed, less the clean ones */
+    size_t m = 0;
+    for (uint32_t r = 0; r < emb_table_rows(t); r++) {
+        const emb_row_head *h = emb_table_head(t, r);
+        if (!emb_row_clean(h)) wk[m] = h->key, wbk[m++] = show_bucket(h->show);
+    }
+    uint64_t bytes = 0;
+    cr_assert_eq(emb_cache_put_dirty(c, b, &bytes), m);
+    cr_assert_gt(m, 100);
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    slots_of(tier, wk, m, aux);
+    for (size_t i = 0; i < m; i++)   /* after the eviction's slots */
+        cr_assert_eq(emb_table_head(t, (uint32_t)emb_table_find(t, wk[i]))->aux, aux[i] | EMB_ROW_CLEAN);
+    assert_hot_first(wk, wbk, aux, m, "commit");
+    emb_tier_abort(b);
+    emb_tier_close(tier);
+    key_vec_free(&none);
+    emb_cache_destroy(c);
+    emb_table_destroy(t);
 }

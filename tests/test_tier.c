@@ -431,6 +431,7 @@ Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
         log_max(dir, "resident_bytes", &lines);
         cr_assert_gt(log_max(dir, "index_bytes", &n), 0, "the key index is logged");
         cr_assert_gt(log_max(dir, "slot_bits_bytes", &n), 0, "the slot bitmaps are logged");
+        cr_assert_gt(log_max(dir, "cache_scratch_bytes", &n), 0, "the eviction's scratch is logged");
         cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory and their index over the budget at --cache-mb %s",
                       mbs[i]);
         cr_assert_gt(lines, 16, "16 passes, more parts (--cache-mb %s): %d", mbs[i], lines);
