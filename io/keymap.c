@@ -11,11 +11,15 @@
 
 #define MAPPED ((size_t)4 << 20)
 
-static key_slot *slots_alloc(size_t cap)
+/* A rehash gives the old slots' pages back this many bytes at a time (a multiple of the page) */
+#define RELEASE ((size_t)1 << 20)
+
+/* populate: the pages at once; else as they are first written */
+static key_slot *slots_alloc(size_t cap, int populate)
 {
     size_t bytes = cap * sizeof(key_slot);
     if (bytes < MAPPED) return xcalloc(cap, sizeof(key_slot));
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
     if (p == MAP_FAILED) die("out of memory (mapping %zu bytes for a hash index)", bytes);
     return p;
 }
@@ -30,7 +34,7 @@ static void slots_free(key_slot *s, size_t cap)
 void key_map_init(key_map *m, size_t cap)
 {
     CHECK(cap >= 2 && (cap & (cap - 1)) == 0);
-    m->s = slots_alloc(cap);
+    m->s = slots_alloc(cap, 1);
     m->cap = cap;
     m->n = 0;
 }
@@ -47,12 +51,22 @@ void key_map_clear(key_map *m)
     m->n = 0;
 }
 
+/* Both maps whole at once were three times the old one's bytes: a table's key index doubling at
+ * the budget's rows was the largest single step of a budgeted run's memory (64 MB more than the
+ * index the budget counts, at --cache-mb 1024). Instead the old slots' pages go back as they are
+ * read, and the new map's pages come in as they are written. The old slots are read in order, and
+ * when a map doubles a key's new home is its old home or that plus the old capacity: the new map
+ * fills at two fronts that keep pace with the old map's release, and the two together hold about
+ * the new map's bytes. */
 void key_map_rehash(key_map *m, size_t cap)
 {
-    key_map n;
-    key_map_init(&n, cap);
-    for (size_t i = 0; i < m->cap; i++)
+    CHECK(cap >= 2 && (cap & (cap - 1)) == 0);
+    key_map n = { slots_alloc(cap, 0), cap, 0 };
+    size_t per = m->cap * sizeof(key_slot) >= MAPPED ? RELEASE / sizeof(key_slot) : 0;
+    for (size_t i = 0; i < m->cap; i++) {
         if (m->s[i].val) key_map_put_new(&n, m->s[i].key, m->s[i].val);
+        if (per && ((i + 1) & (per - 1)) == 0) madvise(m->s + (i + 1 - per), RELEASE, MADV_DONTNEED);
+    }
     slots_free(m->s, m->cap);
     n.n = m->n;
     *m = n;

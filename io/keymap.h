@@ -8,7 +8,8 @@
  * so there are no tombstones. The capacity is a power of two; key_set_add and key_map_reserve
  * keep the load at 1/2 at most, other users grow the map themselves (key_map_rehash).
  * Slot arrays of 4 MB and more are mapped with their pages populated at once: that takes half
- * the time of faulting them in one by one (docs/performance.md).
+ * the time of faulting them in one by one (docs/performance.md); a rehash's new slots are the
+ * exception (their pages come in as the old ones go back: key_map_rehash).
  * The map owns its slots. Reads may run on several threads; so may key_map_put_shared of
  * distinct keys, with no other write meanwhile.
  */
@@ -36,7 +37,9 @@ void key_map_init(key_map *m, size_t cap);
 void key_map_free(key_map *m);
 /* Empty every slot (the capacity stays). */
 void key_map_clear(key_map *m);
-/* Move every entry into a map of capacity cap (a power of two above the entries), in slot order. */
+/* Move every entry into a map of capacity cap (a power of two above the entries), in slot order;
+ * the old slots' memory goes back as they are read, so that growing holds about the new map's
+ * bytes, not both maps'. */
 void key_map_rehash(key_map *m, size_t cap);
 /* Grow (doubling) until n entries fit at load 1/2. */
 void key_map_reserve(key_map *m, size_t n);

@@ -4,7 +4,9 @@
  */
 #include <criterion/criterion.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../io/keymap.h"
 
@@ -64,6 +66,45 @@ Test(keymap, shared_puts_from_threads)
     #pragma omp parallel for num_threads(4)
     for (uint64_t i = 0; i < N; i++) key_map_put_shared(&m, key_of(i, 1), i + 1);
     for (uint64_t i = 0; i < N; i++) cr_assert_eq(key_map_get(&m, key_of(i, 1)), i + 1);
+    key_map_free(&m);
+}
+
+/* A field of /proc/self/status, in kB */
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(field);
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n)) kb = atol(line + n);
+    fclose(f);
+    cr_assert_geq(kb, 0, "%s in /proc/self/status", field);
+    return kb;
+}
+
+/* A map doubling from 64 to 128 MB of slots: the process's peak rises by about the new map's
+ * bytes less the old one's, not by the new map's whole (both held at once). */
+Test(keymap, a_growing_map_holds_about_the_new_one_not_both)
+{
+    enum { OLD = 1 << 22 };   /* slots of 16 bytes: 64 MB */
+    key_map m;
+    key_map_init(&m, OLD);
+    uint64_t s = 11;
+    for (uint64_t i = 0; i < OLD / 2; i++) key_map_put_new(&m, splitmix64(&s), i + 1);
+    long rss0 = status_kb("VmRSS:");
+    FILE *f = fopen("/proc/self/clear_refs", "w");   /* the peak starts again from the resident set */
+    cr_assert_not_null(f);
+    cr_assert_geq(fputs("5", f), 0);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_leq(status_kb("VmHWM:"), rss0 + 1024);
+    key_map_rehash(&m, 2 * OLD);
+    long peak = status_kb("VmHWM:");
+    cr_assert_leq(peak - rss0, (64 + 16) * 1024, "the peak rose by %ld kB (the new map's 128 MB with the old one's 64 MB "
+                  "given back as read: about 64 MB)", peak - rss0);
+    s = 11;
+    for (uint64_t i = 0; i < OLD / 2; i++) cr_assert_eq(key_map_get(&m, splitmix64(&s)), i + 1);
     key_map_free(&m);
 }
 
