@@ -158,11 +158,10 @@ struct emb_tier {
     emb_tier_stats st;
     /* Chunks of packed fetches (PACK_CHUNK bytes) given back, for the next fetch: freed, they went
      * back to the system and the next fetch faulted them in again a page at a time (two fifths more
-     * minor faults in the end-to-end bench's tier run, docs/performance.md). Spare and live
-     * chunks together stay within the most that were ever live at once; the spares are held
-     * between fetches too, when that memory was free before. */
+     * minor faults in the end-to-end bench's tier run, docs/performance.md). At most as many as
+     * the last fetch given back had (chunks_back). */
     uint8_t **spare;
-    size_t n_spare, cap_spare, pack_live, pack_peak;
+    size_t n_spare, cap_spare;
 };
 
 typedef struct {
@@ -1497,7 +1496,10 @@ void emb_tier_debug_no_filler(emb_tier *t)
 
 emb_tier_mem emb_tier_memory(emb_tier *t)
 {
-    emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0, 0 };
+    emb_tier_mem m = { t->smap_sets * sizeof *t->smap, t->filt_words * 8, 0, 0, 0, 0, 0 };
+    pthread_mutex_lock(&t->mu);
+    m.fetch_spare = t->n_spare * (uint64_t)PACK_CHUNK;
+    pthread_mutex_unlock(&t->mu);
     for (int i = 0; i < t->n; i++)
         m.slot_bits += (__atomic_load_n(&t->sf[i].words, __ATOMIC_RELAXED) +
                         __atomic_load_n(&t->sf[i].punched_words, __ATOMIC_RELAXED)) * 8;
@@ -1707,29 +1709,41 @@ static uint8_t *chunk_get(emb_tier *t, size_t bytes)
     if (bytes == PACK_CHUNK) {
         pthread_mutex_lock(&t->mu);
         if (t->n_spare) c = t->spare[--t->n_spare];
-        if (++t->pack_live > t->pack_peak) t->pack_peak = t->pack_live;
         pthread_mutex_unlock(&t->mu);
     }
     return c ? c : xmalloc(bytes);
 }
 
-/* Chunk c (of bytes) given back: kept while spare and live ones are within the peak. */
-static void chunk_put(emb_tier *t, uint8_t *c, size_t bytes)
+/* A packed fetch's n chunks c (of bytes) given back. The next fetch is likely about this one's
+ * size: spares are kept up to n chunks, and those over it are freed. Spares kept up to the most
+ * chunks ever live at once held the first fetch of a resumed or warm-started run (every row read,
+ * nothing in memory yet) for the rest of the run, outside --cache-mb, once the cache had filled
+ * (75 MB at --cache-mb 1024 with passes of 50,000 rows). */
+static void chunks_back(emb_tier *t, uint8_t *const *c, size_t n, size_t bytes)
 {
-    if (bytes == PACK_CHUNK) {
-        pthread_mutex_lock(&t->mu);
-        t->pack_live--;
-        if (t->n_spare + t->pack_live < t->pack_peak) {
-            if (t->n_spare == t->cap_spare) {
-                t->cap_spare = t->cap_spare ? 2 * t->cap_spare : 8;
-                t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *drop = c[i];
+        if (bytes == PACK_CHUNK) {
+            pthread_mutex_lock(&t->mu);
+            if (t->n_spare < n) {
+                if (t->n_spare == t->cap_spare) {
+                    t->cap_spare = t->cap_spare ? 2 * t->cap_spare : 8;
+                    t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
+                }
+                t->spare[t->n_spare++] = drop;
+                drop = NULL;
             }
-            t->spare[t->n_spare++] = c;
-            c = NULL;
+            pthread_mutex_unlock(&t->mu);
         }
-        pthread_mutex_unlock(&t->mu);
+        free(drop);
     }
-    free(c);
+    while (bytes == PACK_CHUNK) {   /* the spares over n */
+        pthread_mutex_lock(&t->mu);
+        uint8_t *drop = t->n_spare > n ? t->spare[--t->n_spare] : NULL;
+        pthread_mutex_unlock(&t->mu);
+        if (!drop) break;
+        free(drop);
+    }
 }
 
 static void packed_put(void *ctx, size_t i, const uint8_t *rec)
@@ -1766,7 +1780,7 @@ const uint8_t *emb_tier_packed_rec(const emb_tier_packed *p, size_t i, size_t ro
 
 void emb_tier_packed_free(emb_tier_packed *p)
 {
-    for (size_t c = 0; c < p->n_chunks; c++) chunk_put(p->pool, p->chunk[c], p->chunk_bytes);
+    if (p->pool) chunks_back(p->pool, p->chunk, p->n_chunks, p->chunk_bytes);
     free(p->chunk);
     free(p->pos);
     memset(p, 0, sizeof *p);

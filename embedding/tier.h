@@ -210,10 +210,11 @@ emb_tier_stats emb_tier_get_stats(emb_tier *t);
 
 /* The tier's memory, by part (bytes): the slot map and the key filter (fixed at open), what
  * RocksDB reports of its block cache, its table readers (index and filter blocks outside the
- * cache) and its memtables, and the slot files' bitmaps (a bit a slot, grown an eighth ahead, and
- * a bit a page punched: they grow with the files). Any thread may ask. */
+ * cache) and its memtables, the slot files' bitmaps (a bit a slot, grown an eighth ahead, and
+ * a bit a page punched: they grow with the files), and the spare chunks kept for the next packed
+ * fetch (at most the last one's). Any thread may ask. */
 typedef struct {
-    uint64_t slot_map, filter, block_cache, table_readers, memtables, slot_bits;
+    uint64_t slot_map, filter, block_cache, table_readers, memtables, slot_bits, fetch_spare;
 } emb_tier_mem;
 emb_tier_mem emb_tier_memory(emb_tier *t);
 

@@ -1042,7 +1042,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 "\"commit_wait_s\": %.3f, \"writer_s\": %.3f, "
                 "\"cpu_s\": %.3f, \"fetch_cpu_s\": %.3f, \"writer_cpu_s\": %.3f, \"reader_cpu_s\": %.3f, "
                 "\"slot_map_bytes\": %llu, \"filter_bytes\": %llu, \"block_cache_bytes\": %llu, \"table_readers_bytes\": %llu, "
-                "\"memtable_bytes\": %llu, \"batch_bytes\": %llu, \"slot_bits_bytes\": %llu, \"cache_scratch_bytes\": %llu, "
+                "\"memtable_bytes\": %llu, \"batch_bytes\": %llu, \"slot_bits_bytes\": %llu, \"cache_scratch_bytes\": %llu, \"fetch_spare_bytes\": %llu, "
                 "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
@@ -1055,7 +1055,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 (unsigned long long)tm.slot_map, (unsigned long long)tm.filter, (unsigned long long)tm.block_cache,
                 (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
                 (unsigned long long)emb_tier_batch_bytes(ps->wb), (unsigned long long)tm.slot_bits,
-                (unsigned long long)emb_cache_scratch_bytes(ps->cache),
+                (unsigned long long)emb_cache_scratch_bytes(ps->cache), (unsigned long long)tm.fetch_spare,
                 (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(ps->log);

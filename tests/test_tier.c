@@ -796,6 +796,40 @@ Test(tier, slot_bitmap_grows_an_eighth_past_the_slots)
     emb_table_destroy(t);
 }
 
+/* A packed fetch's chunks given back are kept for the next fetch, at most as many as it had: a
+ * large fetch (the first after a resume or a warm start) followed by small ones leaves no more
+ * than the small ones' chunks held, and the rows read are the rows put. */
+Test(tier, spare_fetch_chunks_follow_the_last_fetch)
+{
+    emb_table *t;
+    size_t rb;
+    enum { N = 300000, SMALL = 500 };
+    emb_tier *tier = committed_tier("spare", N, &t, &rb);
+    char err[1024];
+    uint64_t *keys = malloc(N * sizeof *keys), *aux = malloc(N * sizeof *aux);
+    for (uint64_t k = 1; k <= N; k++) keys[k - 1] = k * 104729;
+    emb_tier_packed big, small;
+    cr_assert_eq(emb_tier_fetch_packed(tier, 0, keys, N, &big, aux, err, sizeof err), 0, "%s", err);
+    cr_assert_geq(big.n_chunks, 4, "a fetch of %d rows of %zu bytes: %zu chunks", N, rb, big.n_chunks);
+    for (size_t i = 0; i < N; i += 997)
+        cr_assert_eq(((const emb_row_head *)emb_tier_packed_rec(&big, i, rb))->key, keys[i]);
+    size_t big_chunks = big.n_chunks, chunk = big.chunk_bytes;
+    emb_tier_packed_free(&big);
+    cr_assert_eq(emb_tier_memory(tier).fetch_spare, big_chunks * chunk, "the large fetch's chunks kept for the next one");
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(emb_tier_fetch_packed(tier, 0, keys + round * SMALL, SMALL, &small, aux, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(small.n_chunks, 1);
+        cr_assert_eq(((const emb_row_head *)emb_tier_packed_rec(&small, SMALL - 1, rb))->key, keys[round * SMALL + SMALL - 1]);
+        emb_tier_packed_free(&small);
+        cr_assert_eq(emb_tier_memory(tier).fetch_spare, chunk, "round %d: %llu bytes of spare chunks after a fetch of one", round,
+                     (unsigned long long)emb_tier_memory(tier).fetch_spare);
+    }
+    free(keys);
+    free(aux);
+    emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
 /* The show of every key 1..n in the tier (fetched), all equal to want. */
 static void shows_are(emb_tier *tier, size_t rb, uint64_t n, float want)
 {
