@@ -7,6 +7,7 @@
 
 #include <malloc.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,9 +43,9 @@ struct emb_cache {
     uint8_t **keep;          /* (n_tables) a byte per row */
     size_t *keep_cap;
     /* One buffer for the steps of an eviction one after the other, and for a commit's puts: the
-     * victims, then the rows to write in order (order_dirty), then each row's number after the
-     * eviction. The eviction runs with the budget's rows all in memory, at the process's peak:
-     * a buffer each held them all at once (about 45 bytes a row in memory where one holds 16). */
+     * victims (least_victims), then a byte a row and a chunk of rows to write (put_in_order), then
+     * each row's number after the eviction (4 bytes a row, the most of the three when few rows
+     * go). The eviction runs with the budget's rows all in memory, at the process's peak. */
     void *scr;
     size_t scr_cap;
 };
@@ -466,19 +467,100 @@ static void select_smallest(victim *v, size_t n, size_t k)
     }
 }
 
-/* Table tb's rows that are not clean (and whose keep byte is 0, with keep), hot first, cold
- * after (buckets of show by its power of two; in row order within one), into c's scratch: their
- * count, and the rows at *ord. The slots a run of them takes are then freed together when those
- * keys come again, and whole runs of free slots are written again, instead of holes between cold
- * rows; and the rows most likely to be read back sit together, so that one fetch read serves
- * several of them. A byte a row holds its bucket between the two scans. */
-static size_t order_dirty(emb_cache *c, int tb, const uint8_t *keep, emb_row_head ***ord)
+/* With more rows not kept than the threads' buffers hold, a thread keeps the victims it finds in
+ * a buffer of twice the rows to drop and this many more; when it fills, the least of them stay,
+ * and a row after them that is not less than the most of those is passed over */
+#define VICTIMS_SLACK 16384
+
+/* The `want` least victims (cmp_victim) of the n_free rows whose keep byte is 0, first in c's
+ * scratch (in no order among them; the same ones whatever the threads); *n: their count, want or
+ * fewer (every row not kept). The rows are scanned in chunks on every thread. A buffer for every
+ * row not kept took 16 bytes a row at the process's peak (34 MB of scratch at a 1 GB budget,
+ * where 6% of the rows go); where that is more than the threads' buffers, they hold the victims. */
+static victim *least_victims(emb_cache *c, size_t want, size_t n_free, uint32_t pass, size_t *n)
+{
+    size_t nt = (size_t)omp_get_max_threads(), per = 2 * want + VICTIMS_SLACK;   /* a thread's buffer */
+    int bounded = n_free > nt * per;
+    victim *v = scratch(&c->scr, &c->scr_cap, (bounded ? nt * per : n_free ? n_free : 1) * sizeof *v);
+    size_t *got = xcalloc(nt, sizeof *got), all = 0;
+    victim *most = xmalloc(nt * sizeof *most);
+    for (size_t t = 0; t < nt; t++) most[t] = (victim){ UINT64_MAX, UINT64_MAX };   /* none passed over yet */
+    for (int tb = 0; tb < c->n_tables; tb++) {
+        emb_table *e = c->tab[tb];
+        const emb_table_config *cfg = emb_table_config_of(e);
+        const uint8_t *keep = c->keep[tb];
+        size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
+        size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* unbounded: each chunk's first victim */
+        at[0] = all;
+        for (size_t k = 0; k < chunks && !bounded; k++) {
+            size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, m = 0;
+            for (size_t r = k * FIND_CHUNK; r < r1; r++) m += !keep[r];
+            at[k + 1] = at[k] + m;
+        }
+        #pragma omp parallel
+        {
+            size_t me = (size_t)omp_get_thread_num();
+            victim *mine = v + me * per;
+            #pragma omp for schedule(dynamic, 1)
+            for (size_t k = 0; k < chunks; k++) {
+                size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = bounded ? got[me] : at[k];
+                for (size_t r = k * FIND_CHUNK; r < r1; r++) {
+                    if (r + ROW_AHEAD < r1 && !keep[r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
+                    if (keep[r]) continue;
+                    victim x = victim_of(cfg, emb_table_head(e, (uint32_t)r), pass, c->lfu, tb, (uint32_t)r);
+                    if (!bounded) {
+                        v[j++] = x;
+                        continue;
+                    }
+                    if (cmp_victim(&x, &most[me]) >= 0) continue;   /* `want` of this thread's are less */
+                    mine[j++] = x;
+                    if (j == per) {
+                        select_smallest(mine, j, want);
+                        j = want;
+                        most[me] = mine[0];
+                        for (size_t i = 1; i < j; i++)
+                            if (cmp_victim(&mine[i], &most[me]) > 0) most[me] = mine[i];
+                    }
+                }
+                if (bounded) got[me] = j;
+            }
+        }
+        if (!bounded) all = at[chunks];
+        free(at);
+    }
+    if (bounded) {   /* each thread's least, together */
+        for (size_t t = 0; t < nt; t++) {
+            size_t k = got[t] < want ? got[t] : want;
+            select_smallest(v + t * per, got[t], k);
+            memmove(v + all, v + t * per, k * sizeof *v);
+            all += k;
+        }
+    }
+    free(got);
+    free(most);
+    select_smallest(v, all, want);
+    *n = all;
+    return v;
+}
+
+/* Table tb's rows that are not clean (and whose keep byte is 0, with keep) go to wb hot first,
+ * cold after (buckets of show by its power of two; in row order within one). The slots a run of
+ * them takes are then freed together when those keys come again, and whole runs of free slots are
+ * written again, instead of holes between cold rows; and the rows most likely to be read back sit
+ * together, so that one fetch read serves several of them. A byte a row in c's scratch holds its
+ * bucket, and the rows go in chunks of a batch's seal (the same batch as one put of them all):
+ * a pointer to every row to write was 8 bytes more a row, kept in the scratch from then on.
+ * Returns the rows put; the bytes go to *bytes, and those with NaN or inf to *nonfinite (with
+ * check: written all the same, the commit refuses them). */
+static size_t put_in_order(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *keep, int check,
+                           uint64_t *bytes, size_t *nonfinite)
 {
     enum { HOT = 40, NONE = 255 };
     emb_table *e = c->tab[tb];
-    size_t rows = emb_table_rows(e), cnt[HOT + 1] = { 0 };
-    emb_row_head **o = scratch(&c->scr, &c->scr_cap, (rows ? rows : 1) * (sizeof *o + 1));
-    uint8_t *bk = (uint8_t *)(o + (rows ? rows : 1));
+    size_t rows = emb_table_rows(e), cnt[HOT] = { 0 }, first[HOT] = { 0 }, last[HOT] = { 0 };
+    size_t bk_bytes = (rows + 7) / 8 * 8, chunk = rows < EMB_TIER_SEAL_PUTS ? rows : EMB_TIER_SEAL_PUTS;
+    uint8_t *bk = scratch(&c->scr, &c->scr_cap, bk_bytes + (chunk ? chunk : 1) * sizeof(emb_row_head *));
+    emb_row_head **o = (emb_row_head **)(bk + bk_bytes);
     for (size_t r = 0; r < rows; r++) {
         bk[r] = NONE;
         if (keep && keep[r]) continue;
@@ -487,26 +569,33 @@ static size_t order_dirty(emb_cache *c, int tb, const uint8_t *keep, emb_row_hea
         if (emb_row_clean(h)) continue;
         int x = 0;
         frexpf(h->show + 1.0f, &x);
-        bk[r] = (uint8_t)(HOT - (x < 1 ? 1 : x > HOT ? HOT : x));
-        cnt[bk[r] + 1]++;
+        int b = HOT - (x < 1 ? 1 : x > HOT ? HOT : x);
+        bk[r] = (uint8_t)b;
+        if (!cnt[b]++) first[b] = r;
+        last[b] = r;
     }
-    for (int k = 0; k < HOT; k++) cnt[k + 1] += cnt[k];
-    size_t m = cnt[HOT];
-    for (size_t r = 0; r < rows; r++)
-        if (bk[r] != NONE) o[cnt[bk[r]]++] = emb_table_head(e, (uint32_t)r);
-    *ord = o;
-    return m;
+    size_t m = 0, n = 0;
+    for (int b = 0; b < HOT; b++) {
+        if (!cnt[b]) continue;
+        for (size_t r = first[b]; r <= last[b]; r++) {
+            if (bk[r] != b) continue;
+            o[n++] = emb_table_head(e, (uint32_t)r);
+            if (n == chunk) {
+                *bytes += emb_tier_put_rows(wb, tb, (void *const *)o, n, check ? e : NULL, nonfinite);
+                m += n, n = 0;
+            }
+        }
+    }
+    if (n) *bytes += emb_tier_put_rows(wb, tb, (void *const *)o, n, check ? e : NULL, nonfinite);
+    return m + n;
 }
 
 /* Write the rows of table tb whose keep byte is 0 and that are not clean into wb, before they
- * leave memory; their count with NaN or inf goes to st (written all the same: the commit refuses
- * them). */
+ * leave memory; their count with NaN or inf goes to st. */
 static void write_back(emb_cache *c, emb_tier_batch *wb, int tb, const uint8_t *keep, emb_cache_stats *st)
 {
-    emb_row_head **ord;
-    size_t m = order_dirty(c, tb, keep, &ord), bad = 0;
-    st->written += m;
-    if (m) st->written_bytes += emb_tier_put_rows(wb, tb, (void *const *)ord, m, c->tab[tb], &bad);   /* checked as their images are made */
+    size_t bad = 0;
+    st->written += put_in_order(c, wb, tb, keep, 1, &st->written_bytes, &bad);
     st->nonfinite += bad;
 }
 
@@ -526,6 +615,7 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
      * victims; valid while no row moves */
     uint8_t **keep = c->keep;
     uint64_t unpinned = 0;
+    size_t n_free = 0;
     for (int tb = 0; tb < c->n_tables; tb++) {
         emb_table *e = c->tab[tb];
         size_t rows = emb_table_rows(e);
@@ -553,47 +643,22 @@ uint64_t emb_cache_evict(emb_cache *c, const emb_pins *pins, int n_pins, uint64_
         size_t n_unpinned = 0;
         for (size_t r = 0; r < rows; r++) n_unpinned += !p[r];
         unpinned += n_unpinned * (c->row_bytes[tb] + ROW_INDEX_BYTES);
+        n_free += n_unpinned;
     }
     uint64_t over = used - unpinned > c->budget ? used - unpinned - c->budget : 0;
     /* when every unpinned row must go (the pass's rows fill the budget), no ordering is needed */
     if (used - unpinned < c->budget) {
-        size_t n = 0;
-        for (int tb = 0; tb < c->n_tables; tb++) n += emb_table_rows(c->tab[tb]);
-        victim *v = scratch(&c->scr, &c->scr_cap, (n ? n : 1) * sizeof *v);
-        n = 0;
-        for (int tb = 0; tb < c->n_tables; tb++) {   /* in row order, made in chunks on every thread */
-            emb_table *e = c->tab[tb];
-            const emb_table_config *cfg = emb_table_config_of(e);
-            size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
-            size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* each chunk's first victim */
-            at[0] = n;
-            for (size_t k = 0; k < chunks; k++) {
-                size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, m = 0;
-                for (size_t r = k * FIND_CHUNK; r < r1; r++) m += !keep[tb][r];
-                at[k + 1] = at[k] + m;
-            }
-            #pragma omp parallel for schedule(dynamic, 1)
-            for (size_t k = 0; k < chunks; k++) {
-                size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, j = at[k];
-                for (size_t r = k * FIND_CHUNK; r < r1; r++) {
-                    if (r + ROW_AHEAD < r1 && !keep[tb][r + ROW_AHEAD]) emb_table_prefetch_row(e, (uint32_t)(r + ROW_AHEAD));
-                    if (keep[tb][r]) continue;
-                    v[j++] = victim_of(cfg, emb_table_head(e, (uint32_t)r), pass, c->lfu, tb, (uint32_t)r);
-                }
-            }
-            n = at[chunks];
-            free(at);
-        }
-        /* only the rows to drop need choosing: the `want` least shown (average linear time); with
-         * rows of one size they all go, with several the least shown of them first */
+        /* only the rows to drop need choosing: the `want` least shown; with rows of one size they
+         * all go, with several the least shown of them first */
         size_t rb0 = c->row_bytes[0] + ROW_INDEX_BYTES, want = (size_t)((used - c->budget + rb0 - 1) / rb0);
         int mixed = 0;
         for (int tb = 1; tb < c->n_tables; tb++) {
             mixed |= c->row_bytes[tb] != c->row_bytes[0];
             if (c->row_bytes[tb] < c->row_bytes[0]) want = (size_t)((used - c->budget) / (c->row_bytes[tb] + ROW_INDEX_BYTES)) + 1;
         }
+        size_t n;
+        victim *v = least_victims(c, want, n_free, pass, &n);
         if (want > n) want = n;
-        select_smallest(v, n, want);
         if (want && mixed) qsort(v, want, sizeof *v, cmp_victim);
         for (int tb = 0; tb < c->n_tables; tb++) memset(keep[tb], 1, emb_table_rows(c->tab[tb]));
         for (size_t i = 0; i < want && used > c->budget; i++) {
@@ -645,12 +710,7 @@ size_t emb_cache_dirty(const emb_cache *c, size_t *nonfinite)
 size_t emb_cache_put_dirty(emb_cache *c, emb_tier_batch *b, uint64_t *bytes)
 {
     size_t n = 0;
-    for (int tb = 0; tb < c->n_tables; tb++) {
-        emb_row_head **ord;
-        size_t m = order_dirty(c, tb, NULL, &ord);
-        *bytes += emb_tier_put_rows(b, tb, (void *const *)ord, m, NULL, NULL);
-        n += m;
-    }
+    for (int tb = 0; tb < c->n_tables; tb++) n += put_in_order(c, b, tb, NULL, 0, bytes, NULL);
     return n;
 }
 

@@ -194,7 +194,7 @@ typedef struct seg {
 } seg;
 
 #define SEG_CHUNK 2048       /* the entries a segment reader holds (60 KB) */
-#define SEAL_CHUNK 65536     /* puts a batch holds unsealed at most (2 MB of index changes) */
+#define SEAL_CHUNK EMB_TIER_SEAL_PUTS   /* puts a batch holds unsealed at most (2 MB of index changes) */
 
 /* A slot to free once the commit is durable: its table in the top 16 bits, slot + 1 below. */
 typedef uint64_t freed;

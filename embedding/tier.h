@@ -155,6 +155,9 @@ size_t emb_tier_put(emb_tier_batch *b, int tb, void *rec);
  * their images as they are made) are added to *nonfinite. */
 size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n, const struct emb_table *check,
                          size_t *nonfinite);
+/* A batch seals its index changes every this many puts (put_rows seals between chunks of it): a
+ * caller putting rows in chunks of this many makes the same batch as one call with them all */
+#define EMB_TIER_SEAL_PUTS 65536
 void emb_tier_del(emb_tier_batch *b, int tb, uint64_t key, uint64_t aux);
 /* The batch's puts so far are written (their I/O completed) and fetches find them: their index
  * changes become a sealed segment, sorted by key, searched before the committed index (newest

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -344,6 +345,115 @@ Test(cache, rows_are_written_back_hot_first)
     emb_tier_abort(b);
     emb_tier_close(tier);
     key_vec_free(&none);
+    emb_cache_destroy(c);
+    emb_table_destroy(t);
+}
+
+/* A table of n keys 1..n with dimension 1: key k shown k % 1009 times, last in pass 1 + k % 13 */
+static emb_table *make_big_table(size_t n)
+{
+    emb_table_config c = { 1, 1, { 0 }, 0.1f, 0, 42, 0, 0 };
+    sparse_opt_default(&c.opt, SOPT_ADAGRAD);
+    emb_table *t = emb_table_create(&c);
+    for (uint64_t k = 1; k <= n; k++)
+        emb_row_count(&c, emb_table_head(t, emb_table_get(t, k)), (float)(k % 1009), 0, 1 + (uint32_t)(k % 13));
+    return t;
+}
+
+/* Many rows and a few to drop (1%): each thread holds the victims it finds in a buffer of about
+ * twice those (with one of 16 bytes for every row not kept, the scratch was 5.1 MB here), and
+ * the rows dropped are the same with one thread, two, or twelve (where the threads' buffers would
+ * be more than one for every row not kept, and that one holds them). */
+Test(cache, few_rows_to_drop_of_many_take_little_scratch)
+{
+    enum { BIG = 300000, DROP = 3000 };
+    int ftab[1] = { 0 }, threads[] = { 1, 2, 12 };
+    key_vec pin = { 0 };
+    for (uint64_t k = 7; k <= BIG; k += 7) key_vec_push(&pin, k);
+    uint8_t *gone = calloc(BIG + 1, 1);
+    for (int lfu = 0; lfu < 2; lfu++)
+        for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+            omp_set_num_threads(threads[ti]);
+            emb_table *t = make_big_table(BIG), *ref = make_big_table(BIG);
+            size_t cost = emb_table_row_bytes(t) + EMB_CACHE_INDEX_BYTES_PER_ROW;
+            emb_cache *c = emb_cache_create(&t, 1, ftab, 1, (uint64_t)(BIG - DROP) * cost, lfu);
+            emb_pins pins = { &pin, NULL };
+            emb_cache_stats st = { 0 };
+            cr_assert_eq(emb_cache_evict(c, &pins, 1, 0, 20, NULL, &st), 0);
+            cr_assert_eq(emb_table_rows(t), BIG - DROP, "lfu %d, %d threads", lfu, threads[ti]);
+            double max_dropped = -1, min_kept = 1e30;
+            for (uint64_t k = 1; k <= BIG; k++) {
+                int g = emb_table_find(t, k) < 0;
+                double p = pri(emb_table_head(ref, (uint32_t)emb_table_find(ref, k)), lfu);
+                if (k % 7 == 0) cr_assert(!g, "pinned key %llu was dropped", (unsigned long long)k);
+                if (g) max_dropped = p > max_dropped ? p : max_dropped;
+                else if (k % 7) min_kept = p < min_kept ? p : min_kept;
+                if (ti == 0) gone[k] = (uint8_t)g;
+                else cr_assert_eq(g, gone[k], "key %llu, lfu %d: dropped with %d threads %s with one", (unsigned long long)k,
+                                  lfu, threads[ti], g ? "but not" : "and not");
+            }
+            cr_assert_leq(max_dropped, min_kept, "the policy's order (lfu %d, %d threads)", lfu, threads[ti]);
+            if (threads[ti] <= 2)   /* a byte a row to keep and the victims' buffers (900 KB), a quarter more room */
+                cr_assert_leq(emb_cache_scratch_bytes(c), (uint64_t)BIG * 5, "lfu %d, %d threads: %llu bytes", lfu,
+                              threads[ti], (unsigned long long)emb_cache_scratch_bytes(c));
+            emb_cache_destroy(c);
+            emb_table_destroy(t);
+            emb_table_destroy(ref);
+        }
+    free(gone);
+    key_vec_free(&pin);
+}
+
+/* (bucket, row) pairs in order */
+typedef struct { int bucket; uint32_t row; uint64_t slot; } bucket_row;
+static int cmp_bucket_row(const void *x, const void *y)
+{
+    const bucket_row *a = x, *b = y;
+    if (a->bucket != b->bucket) return a->bucket < b->bucket ? -1 : 1;
+    return (a->row > b->row) - (a->row < b->row);
+}
+
+/* A commit of more dirty rows than a batch seals at once goes in chunks of them, from a byte a
+ * row (a pointer to every row to write was 8 bytes more a row, 3.4 MB of scratch here), hot
+ * first all the same across the chunks. */
+Test(cache, a_commit_of_many_rows_goes_in_chunks_hot_first)
+{
+    enum { BIG = 300000 };
+    int ftab[1] = { 0 };
+    emb_table *t = make_big_table(BIG);
+    size_t rb = emb_table_row_bytes(t);
+    char err[1024];
+    emb_tier *tier;
+    cr_assert_eq(emb_tier_open(&tier, th_path("chunks"), 1, &rb, "test", 0, 8u << 20, err, sizeof err), 0, "%s", err);
+    for (uint32_t r = 0; r < BIG; r += 3) emb_table_head(t, r)->aux = (1u << 30) | EMB_ROW_CLEAN;
+    bucket_row *br = malloc(BIG * sizeof *br);
+    uint64_t *keys = malloc(BIG * sizeof *keys), *aux = malloc(BIG * sizeof *aux);
+    size_t m = 0;
+    for (uint32_t r = 0; r < BIG; r++) {
+        const emb_row_head *h = emb_table_head(t, r);
+        if (emb_row_clean(h)) continue;
+        br[m] = (bucket_row){ show_bucket(h->show), r, 0 };
+        keys[m++] = h->key;
+    }
+    cr_assert_gt(m, 2 * EMB_TIER_SEAL_PUTS);
+    emb_cache *c = emb_cache_create(&t, 1, ftab, 1, UINT64_MAX, 1);
+    emb_tier_batch *b = emb_tier_begin(tier);
+    uint64_t bytes = 0;
+    cr_assert_eq(emb_cache_put_dirty(c, b, &bytes), m);
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    cr_assert_leq(emb_cache_scratch_bytes(c), (uint64_t)BIG * 5, "%llu bytes", (unsigned long long)emb_cache_scratch_bytes(c));
+    slots_of(tier, keys, m, aux);
+    for (size_t i = 0; i < m; i++) br[i].slot = aux[i] & ~EMB_ROW_CLEAN;
+    qsort(br, m, sizeof *br, cmp_bucket_row);
+    for (size_t i = 1; i < m; i++)
+        cr_assert_lt(br[i - 1].slot, br[i].slot, "rows %u (bucket %d) and %u (bucket %d): slots %llu and %llu", br[i - 1].row,
+                     br[i - 1].bucket, br[i].row, br[i].bucket, (unsigned long long)br[i - 1].slot,
+                     (unsigned long long)br[i].slot);
+    emb_tier_abort(b);
+    emb_tier_close(tier);
+    free(br);
+    free(keys);
+    free(aux);
     emb_cache_destroy(c);
     emb_table_destroy(t);
 }
