@@ -477,6 +477,18 @@ static uint64_t rss_bytes(void)
     return res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* What malloc holds, over all its arenas: in use in the arenas (small allocations), in use in
+ * chunks of their own mapping (large ones, whether touched or not), and free in the arenas (kept
+ * for reuse). Of the memory the pass lines do not name, live small allocations grow the first,
+ * fragmentation the last. */
+static void malloc_bytes(uint64_t *arena, uint64_t *mapped, uint64_t *free_bytes)
+{
+    struct mallinfo2 mi = mallinfo2();
+    *arena = (uint64_t)mi.uordblks;
+    *mapped = (uint64_t)mi.hblkhd;
+    *free_bytes = (uint64_t)mi.fordblks;
+}
+
 static uint64_t peak_rss_bytes(void)
 {
     struct rusage ru;
@@ -1033,6 +1045,8 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
     double cpu[4];
     pass_cpu(ps, cpu);
     if (ps->log) {
+        uint64_t m_arena, m_mapped, m_free;
+        malloc_bytes(&m_arena, &m_mapped, &m_free);
         fprintf(ps->log,
                 "{\"kind\": \"pass\", \"pass\": %u, \"epoch\": %d, \"pass_in_epoch\": %llu, \"from\": %zu, \"rows\": %zu, \"keys\": %llu, "
                 "\"hit_memory\": %.6f, \"hit_ssd\": %.6f, \"new_keys\": %.6f, \"rows_read\": %llu, \"bytes_read\": %llu, "
@@ -1043,7 +1057,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 "\"cpu_s\": %.3f, \"fetch_cpu_s\": %.3f, \"writer_cpu_s\": %.3f, \"reader_cpu_s\": %.3f, "
                 "\"slot_map_bytes\": %llu, \"filter_bytes\": %llu, \"block_cache_bytes\": %llu, \"table_readers_bytes\": %llu, "
                 "\"memtable_bytes\": %llu, \"batch_bytes\": %llu, \"slot_bits_bytes\": %llu, \"cache_scratch_bytes\": %llu, \"fetch_spare_bytes\": %llu, "
-                "\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
+                "\"malloc_arena_bytes\": %llu, \"malloc_mapped_bytes\": %llu, \"malloc_free_bytes\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu}\n",
                 rs->pass, rs->epoch, (unsigned long long)p->u->index, p->lo, p->hi - p->lo, (unsigned long long)cs->keys,
                 (double)cs->mem_hits / k, (double)cs->ssd_hits / k, (double)cs->new_keys / k, (unsigned long long)rr,
                 (unsigned long long)br, (unsigned long long)ps->reads, (unsigned long long)ps->map_hits,
@@ -1056,6 +1070,7 @@ static void pass_report(passes *ps, pass_data *p, double t_train)
                 (unsigned long long)tm.table_readers, (unsigned long long)tm.memtables,
                 (unsigned long long)emb_tier_batch_bytes(ps->wb), (unsigned long long)tm.slot_bits,
                 (unsigned long long)emb_cache_scratch_bytes(ps->cache), (unsigned long long)tm.fetch_spare,
+                (unsigned long long)m_arena, (unsigned long long)m_mapped, (unsigned long long)m_free,
                 (unsigned long long)rss_bytes(),
                 (unsigned long long)peak_rss_bytes());
         fflush(ps->log);

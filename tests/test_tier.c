@@ -432,6 +432,11 @@ Test(tier, passes_are_cut_into_parts_that_fit_the_budget)
         cr_assert_gt(log_max(dir, "index_bytes", &n), 0, "the key index is logged");
         cr_assert_gt(log_max(dir, "slot_bits_bytes", &n), 0, "the slot bitmaps are logged");
         cr_assert_gt(log_max(dir, "cache_scratch_bytes", &n), 0, "the eviction's scratch is logged");
+        const char *m_arena[] = { "malloc_arena_bytes" }, *m_mapped[] = { "malloc_mapped_bytes" },
+                   *m_free[] = { "malloc_free_bytes" };   /* in every pass line */
+        cr_assert_gt(log_max_sum(dir, m_arena, 1), 0, "malloc's memory in use is logged");
+        cr_assert_gt(log_max_sum(dir, m_mapped, 1), 0, "malloc's mapped chunks are logged");
+        cr_assert_geq(log_max_sum(dir, m_free, 1), 0, "malloc's free memory is logged");
         cr_assert_leq(resident, (atof(mbs[i]) - 1) * 1048576, "rows in memory and their index over the budget at --cache-mb %s",
                       mbs[i]);
         cr_assert_gt(lines, 16, "16 passes, more parts (--cache-mb %s): %d", mbs[i], lines);
