@@ -490,9 +490,9 @@ static victim *least_victims(emb_cache *c, size_t want, size_t n_free, uint32_t 
         const emb_table_config *cfg = emb_table_config_of(e);
         const uint8_t *keep = c->keep[tb];
         size_t rows = emb_table_rows(e), chunks = (rows + FIND_CHUNK - 1) / FIND_CHUNK;
-        size_t *at = xmalloc((chunks + 1) * sizeof *at);   /* unbounded: each chunk's first victim */
-        at[0] = all;
-        for (size_t k = 0; k < chunks && !bounded; k++) {
+        size_t *at = bounded ? NULL : xmalloc((chunks + 1) * sizeof *at);   /* each chunk's first victim */
+        if (at) at[0] = all;
+        for (size_t k = 0; k < chunks && at; k++) {
             size_t r1 = (k + 1) * FIND_CHUNK < rows ? (k + 1) * FIND_CHUNK : rows, m = 0;
             for (size_t r = k * FIND_CHUNK; r < r1; r++) m += !keep[r];
             at[k + 1] = at[k] + m;
@@ -525,7 +525,7 @@ static victim *least_victims(emb_cache *c, size_t want, size_t n_free, uint32_t 
                 if (bounded) got[me] = j;
             }
         }
-        if (!bounded) all = at[chunks];
+        if (at) all = at[chunks];
         free(at);
     }
     if (bounded) {   /* each thread's least, together */

@@ -1721,29 +1721,20 @@ static uint8_t *chunk_get(emb_tier *t, size_t bytes)
  * (75 MB at --cache-mb 1024 with passes of 50,000 rows). */
 static void chunks_back(emb_tier *t, uint8_t *const *c, size_t n, size_t bytes)
 {
-    for (size_t i = 0; i < n; i++) {
-        uint8_t *drop = c[i];
-        if (bytes == PACK_CHUNK) {
-            pthread_mutex_lock(&t->mu);
-            if (t->n_spare < n) {
-                if (t->n_spare == t->cap_spare) {
-                    t->cap_spare = t->cap_spare ? 2 * t->cap_spare : 8;
-                    t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
-                }
-                t->spare[t->n_spare++] = drop;
-                drop = NULL;
-            }
-            pthread_mutex_unlock(&t->mu);
-        }
-        free(drop);
-    }
-    while (bytes == PACK_CHUNK) {   /* the spares over n */
+    size_t keep = 0;   /* c[0..keep) become spares; the rest, and the spares over n, are freed */
+    if (bytes == PACK_CHUNK) {
         pthread_mutex_lock(&t->mu);
-        uint8_t *drop = t->n_spare > n ? t->spare[--t->n_spare] : NULL;
+        keep = n > t->n_spare ? n - t->n_spare : 0;
+        if (t->n_spare + keep > t->cap_spare) {
+            t->cap_spare = t->n_spare + keep + 8;
+            t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
+        }
+        memcpy(t->spare + t->n_spare, c, keep * sizeof *c);
+        t->n_spare += keep;
+        while (t->n_spare > n) free(t->spare[--t->n_spare]);
         pthread_mutex_unlock(&t->mu);
-        if (!drop) break;
-        free(drop);
     }
+    for (size_t i = keep; i < n; i++) free(c[i]);
 }
 
 static void packed_put(void *ctx, size_t i, const uint8_t *rec)
