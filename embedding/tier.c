@@ -3192,6 +3192,32 @@ static int smap_entry(void *ctx, const ientry *e)
     return 0;
 }
 
+/* The batch's sealed segments one after the other, oldest first: fn(ctx, e) for each key's entry
+ * in each (segr_run's), so that a key in several comes once from each, its newest last. For the
+ * slot map, where the last entry of a key set is the one that stays: the merge of them all that the
+ * SST takes (merge_segments) was the writer's largest part of its CPU, and was done twice. 0, or <0
+ * (a read failed, or fn's). */
+static int each_segment(const emb_tier_batch *b, int (*fn)(void *ctx, const ientry *e), void *ctx)
+{
+    size_t k = b->n_segs;
+    const seg **old = xmalloc((k ? k : 1) * sizeof *old);   /* old[0] the oldest */
+    for (const seg *g = b->newest; g; g = g->older) old[--k] = g;
+    seg_reader *r = xmalloc(sizeof *r);
+    int ret = 0;
+    for (size_t i = 0; i < b->n_segs && ret == 0; i++) {
+        segr_init(r, b->spill_fd, old[i]->off, old[i]->n);
+        ientry e;
+        while (ret == 0 && segr_peek(r)) {
+            segr_run(r, &e);
+            ret = fn(ctx, &e);
+        }
+        if (ret == 0 && r->err) ret = r->err;
+    }
+    free(r);
+    free(old);
+    return ret;
+}
+
 /* The batch's index changes and the catalog as one SST file at path (finished, so synced), the
  * side files it names first. 0 or <0 with err (the file is gone then). */
 static int write_sst(emb_tier *t, const emb_tier_batch *b, const void *catalog, size_t len, const char *path, char *err,
@@ -3315,7 +3341,7 @@ static int commit_complete(emb_tier_batch *b, int ret, int empty, int catalog, c
         smap_piece *piece = xmalloc(sizeof *piece);   /* the map follows the index */
         piece->t = t;
         piece->n = 0;
-        int mr = merge_segments(b, smap_entry, piece);
+        int mr = each_segment(b, smap_entry, piece);
         smap_apply(piece);
         free(piece);
         if (mr < 0) {   /* the index is right, the map may not be: nothing is looked up in it from now */
