@@ -3088,8 +3088,23 @@ static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint
     return ret;
 }
 
+/* A segment reader's head as the merge compares it: (table, key), then the newer segment first */
+typedef struct {
+    uint64_t key;
+    uint32_t tb, g;
+} seg_head;
+
+static inline int head_lt(const seg_head *x, const seg_head *y)
+{
+    if (x->tb != y->tb) return x->tb < y->tb;
+    if (x->key != y->key) return x->key < y->key;
+    return x->g > y->g;
+}
+
 /* The batch's sealed segments merged in (table, key) order: fn(ctx, e) for each key's newest
- * segment's entry (segr_run's). 0, or <0 (a read failed, or fn's). */
+ * segment's entry (segr_run's). The heap holds the readers' heads by value, so that a compare
+ * reads two adjacent heads instead of two readers' buffers (docs/performance.md, thirty-first
+ * session). 0, or <0 (a read failed, or fn's). */
 static int merge_segments(const emb_tier_batch *b, int (*fn)(void *ctx, const ientry *e), void *ctx)
 {
     size_t S = b->n_segs;
@@ -3099,40 +3114,47 @@ static int merge_segments(const emb_tier_batch *b, int (*fn)(void *ctx, const ie
         k--;
         segr_init(&rd[k], b->spill_fd, g->off, g->n);
     }
-    size_t *heap = xmalloc((S ? S : 1) * sizeof *heap), hn = 0;   /* segments by their head (key, then newest first) */
-    #define HEAD_LT(x, y) (ie_cmp(&rd[x].buf[rd[x].at], &rd[y].buf[rd[y].at]) < 0 || \
-                           (ie_cmp(&rd[x].buf[rd[x].at], &rd[y].buf[rd[y].at]) == 0 && (x) > (y)))
+    seg_head *heap = xmalloc((S ? S : 1) * sizeof *heap);   /* the segments by their heads */
+    size_t hn = 0;
     for (size_t g = 0; g < S; g++) {
-        if (!segr_peek(&rd[g])) continue;
+        const ientry *h = segr_peek(&rd[g]);
+        if (!h) continue;
         size_t c = hn++;   /* sift up */
-        heap[c] = g;
-        while (c && HEAD_LT(heap[c], heap[(c - 1) / 2])) {
-            size_t p = (c - 1) / 2, tmp = heap[c];
+        heap[c] = (seg_head){ h->key, h->tb, (uint32_t)g };
+        while (c && head_lt(&heap[c], &heap[(c - 1) / 2])) {
+            size_t p = (c - 1) / 2;
+            seg_head tmp = heap[c];
             heap[c] = heap[p], heap[p] = tmp, c = p;
         }
     }
     int ret = 0;
     while (hn && ret == 0) {
-        ientry e, unused, key = rd[heap[0]].buf[rd[heap[0]].at];
-        segr_run(&rd[heap[0]], &e);
+        ientry e, unused;
+        seg_head key = heap[0];
+        segr_run(&rd[key.g], &e);
         ret = fn(ctx, &e);
         /* every segment past this key (the newest's run is consumed already) */
-        for (int first = 1; hn && (first || ie_cmp(&rd[heap[0]].buf[rd[heap[0]].at], &key) == 0); first = 0) {
-            size_t top = heap[0];
-            if (!first) segr_run(&rd[top], &unused);
-            if (!segr_peek(&rd[top])) heap[0] = heap[--hn];
+        for (int first = 1; hn && (first || (heap[0].tb == key.tb && heap[0].key == key.key)); first = 0) {
+            seg_reader *r = &rd[heap[0].g];
+            if (!first) segr_run(r, &unused);
+            const ientry *h = segr_peek(r);
+            if (h) {
+                heap[0].key = h->key;
+                heap[0].tb = h->tb;
+            } else {
+                heap[0] = heap[--hn];
+            }
             size_t c = 0;   /* sift down */
             for (;;) {
-                size_t l = 2 * c + 1, r = l + 1, m = c;
-                if (l < hn && HEAD_LT(heap[l], heap[m])) m = l;
-                if (r < hn && HEAD_LT(heap[r], heap[m])) m = r;
+                size_t l = 2 * c + 1, m = c;
+                if (l < hn && head_lt(&heap[l], &heap[m])) m = l;
+                if (l + 1 < hn && head_lt(&heap[l + 1], &heap[m])) m = l + 1;
                 if (m == c) break;
-                size_t tmp = heap[c];
+                seg_head tmp = heap[c];
                 heap[c] = heap[m], heap[m] = tmp, c = m;
             }
         }
     }
-    #undef HEAD_LT
     for (size_t g = 0; g < S && ret == 0; g++)
         if (rd[g].err) ret = rd[g].err;
     free(rd);
