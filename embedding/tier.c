@@ -2655,6 +2655,7 @@ size_t emb_tier_put_rows(emb_tier_batch *b, int tb, void *const *recs, size_t n,
         seal_full(b, k);
         emb_tier_reserve(b, k);   /* index entries are written in place by the threads */
         for (size_t end = i + k; i < end; i++) {
+            if (i + 8 < end) __builtin_prefetch(recs[i + 8]);   /* its head, for its old slot (place_put) */
             placed p = place_put(b, tb, recs[i], store_pending, &q);   /* a full buffer stores q's puts first */
             q.v[q.n++] = p;
         }
