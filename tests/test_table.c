@@ -4,6 +4,7 @@
  * and corruption detection; each sparse optimizer's step against its formula.
  */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,4 +405,46 @@ Test(table, keep_rows_drops_exactly_the_rows_not_kept)
         free(moved_to);
         emb_table_destroy(t);
     }
+}
+
+/* emb_row_finite on a row of dim floats and their state: each float, and each counter, set to NaN
+ * or inf in turn makes it fail; large, tiny, subnormal and signed zero values pass */
+static void finite_check(int dim)
+{
+    emb_table_config c = cfg(SOPT_ADAGRAD, 0);
+    c.dim = dim;
+    emb_table *t = emb_table_create(&c);
+    uint32_t r = (uint32_t)emb_table_get(t, 12345);
+    emb_row_head *h = emb_table_head(t, r);
+    float *v = emb_table_vals(t, r);
+    int n = emb_table_values(t) + emb_table_state_floats(t);
+    cr_assert_gt(emb_table_state_floats(t), 0, "adagrad keeps state");
+    const float good[] = { 0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN / 4, 1e-30f, -3.5f };
+    for (int i = 0; i < n; i++) v[i] = good[i % 7];
+    h->show = FLT_MAX, h->click = -0.0f;
+    cr_assert(emb_row_finite(t, h), "dim %d: large, tiny, subnormal and signed zero values are finite", dim);
+    const float bad[] = { NAN, -NAN, INFINITY, -INFINITY };
+    for (int b = 0; b < 4; b++) {
+        for (int i = 0; i < n; i++) {
+            float was = v[i];
+            v[i] = bad[b];
+            cr_assert(!emb_row_finite(t, h), "dim %d: float %d of %d set to %g", dim, i, n, (double)bad[b]);
+            v[i] = was;
+        }
+        float s = h->show, k = h->click;
+        h->show = bad[b];
+        cr_assert(!emb_row_finite(t, h), "dim %d: show %g", dim, (double)bad[b]);
+        h->show = s, h->click = bad[b];
+        cr_assert(!emb_row_finite(t, h), "dim %d: click %g", dim, (double)bad[b]);
+        h->click = k;
+    }
+    cr_assert(emb_row_finite(t, h));
+    emb_table_destroy(t);
+}
+
+/* the check by which a commit refuses diverged rows, in rows shorter and longer than a vector,
+ * with and without a tail after the last one */
+Test(table, finite_check_finds_nan_and_inf_anywhere_in_a_row)
+{
+    for (int dim = 1; dim <= 29; dim += 14) finite_check(dim);
 }
