@@ -1729,7 +1729,7 @@ static void chunks_back(emb_tier *t, uint8_t *const *c, size_t n, size_t bytes)
             t->cap_spare = t->n_spare + keep + 8;
             t->spare = xrealloc(t->spare, t->cap_spare * sizeof *t->spare);
         }
-        memcpy(t->spare + t->n_spare, c, keep * sizeof *c);
+        if (keep) memcpy(t->spare + t->n_spare, c, keep * sizeof *c);   /* (no spares yet: t->spare NULL) */
         t->n_spare += keep;
         while (t->n_spare > n) free(t->spare[--t->n_spare]);
         pthread_mutex_unlock(&t->mu);
