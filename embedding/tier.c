@@ -3038,8 +3038,11 @@ static int key_order_cmp(const void *x, const void *y, void *keys)
  * batch's sealed segments, newest first, then those of the batch being committed. found[i] = 1 and
  * aux[i] = slot + 1 where the newest segment holding keys[i] put it, found[i] = 2 (aux[i] = 0)
  * where it deleted it, found[i] = 0 where none has it. Each segment's entries of the table are
- * merged with the keys in order. Segments are never changed once sealed, and batches are freed
- * only when no fetch reads them (free_retired). 0, or <0 with err (a spill file's read failed). */
+ * merged with the keys in order, the keys the key filter rules out left out: a put adds its key to
+ * the filter before its segment is sealed, so those are in no segment (most of a fetch's keys are
+ * new: the merge's steps over them were a quarter of the fetch thread's time, docs/performance.md,
+ * thirty-third session). Segments are never changed once sealed, and batches are freed only when
+ * no fetch reads them (free_retired). 0, or <0 with err (a spill file's read failed). */
 static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, uint8_t *found, char *err,
                        size_t errlen)
 {
@@ -3048,11 +3051,16 @@ static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint
     if (!n || ((!bs[0] || !__atomic_load_n(&bs[0]->newest, __ATOMIC_ACQUIRE)) &&
                (!bs[1] || !__atomic_load_n(&bs[1]->newest, __ATOMIC_ACQUIRE))))
         return 0;
-    size_t *ord = xmalloc(n * sizeof *ord);   /* the keys in ascending order */
+    size_t *ord = xmalloc(n * sizeof *ord);   /* the keys the filter lets through, in ascending order */
     int sorted = 1;
-    for (size_t i = 0; i < n; i++) {
-        ord[i] = i;
-        if (i && keys[i - 1] >= keys[i]) sorted = 0;
+    size_t all = n;
+    enum { AHEAD = 8 };   /* the filter's words of the keys AHEAD further on their way */
+    n = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (i + AHEAD < all) filter_prefetch(t, tb, keys[i + AHEAD], 0);
+        if (!filter_may_hold(t, tb, keys[i])) continue;
+        if (n && keys[ord[n - 1]] >= keys[i]) sorted = 0;
+        ord[n++] = i;
     }
     if (!sorted) qsort_r(ord, n, sizeof *ord, key_order_cmp, (void *)keys);
     seg_reader *r = xmalloc(sizeof *r);

@@ -810,6 +810,54 @@ Test(tier, fetch_finds_the_newest_of_an_open_batch_s_segments)
     emb_table_destroy(t);
 }
 
+/* Keys the tier never held, first put in the open batch, are found there by a fetch and a lookup
+ * before the commit (the open batch's search passes over the keys the key filter rules out: a put
+ * adds its key to the filter before its segment is sealed), beside committed keys put again and
+ * keys stored nowhere; and in the batch being committed while its commit runs. */
+Test(tier, keys_first_put_in_an_open_batch_are_found_before_the_commit)
+{
+    emb_table *t;
+    size_t rb;
+    enum { N = 3000 };
+    emb_tier *tier = committed_tier("newopen", N, &t, &rb);   /* keys 1..N at show 1 */
+    char err[1024];
+    emb_tier_batch *b = emb_tier_begin(tier);
+    for (uint64_t k = N + 1; k <= 3 * N; k += 2) {   /* new keys, odd ones past N, at show 5 */
+        emb_row_head *h = emb_table_head(t, emb_table_get(t, k * 104729));
+        h->show = 5;
+        emb_tier_put(b, 0, h);
+    }
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    for (uint64_t k = 4; k <= N; k += 4) row_of(t, k)->show = 7, emb_tier_put(b, 0, row_of(t, k));
+    cr_assert_eq(emb_tier_seal(b, err, sizeof err), 0, "%s", err);
+    size_t n = 3 * N;
+    uint64_t *keys = malloc(n * sizeof *keys), *aux = malloc(n * sizeof *aux);
+    for (uint64_t k = 1; k <= n; k++) keys[k - 1] = k * 104729;
+    uint8_t *rec = malloc(n * rb);
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(emb_tier_fetch(tier, 0, keys, n, rec, aux, err, sizeof err), 0, "%s", err);
+        uint64_t *la = malloc(n * sizeof *la);
+        cr_assert_eq(emb_tier_lookup(tier, 0, keys, n, la, err, sizeof err), 0, "%s", err);
+        for (uint64_t k = 1; k <= n; k++) {
+            int held = k <= N || k % 2 == 1;
+            float show = k > N ? 5 : k % 4 == 0 ? 7 : 1;
+            cr_assert_eq(aux[k - 1] != 0, held, "round %d: key %llu %s", round, (unsigned long long)k, held ? "is missing" : "was never stored");
+            cr_assert_eq(la[k - 1], aux[k - 1], "round %d: key %llu: lookup and fetch differ", round, (unsigned long long)k);
+            if (!held) continue;
+            const emb_row_head *h = (const emb_row_head *)(rec + (k - 1) * rb);
+            cr_assert_eq(h->key, keys[k - 1]);
+            cr_assert_float_eq(h->show, show, 0, "round %d: key %llu", round, (unsigned long long)k);
+        }
+        free(la);
+        /* then from the batch being committed, between its finish and its commit */
+        if (!round) cr_assert_eq(emb_tier_finish(b, err, sizeof err), 0, "%s", err);
+    }
+    cr_assert_eq(emb_tier_commit(b, "two", 3, err, sizeof err), 0, "%s", err);
+    free(keys), free(aux), free(rec);
+    emb_tier_close(tier);
+    emb_table_destroy(t);
+}
+
 /* A slot file's bitmap holds a bit for each slot and grows an eighth past the slots in use (in
  * steps of 1024 words), not to twice them: it lies outside --cache-mb and grows with the table.
  * 300,000 slots need 4,688 words; a doubling from 1024 would take 8,192 (64 KB). */
