@@ -1608,7 +1608,7 @@ static int lookup_chunk(emb_tier *t, int tb, const uint64_t *keys, size_t c, uin
             if (via_map && t->smap_sets) __builtin_prefetch(smap_where(t, tb, keys[j + AHEAD], &h));
         }
         if (via_map) via_map[j] = 0;
-        if (known && known[j]) continue;   /* the open batch's answer (aux set) */
+        if (known && known[j]) continue;   /* the open batch's answer, or the filter's (aux set) */
         aux[j] = 0;
         if (!filter_may_hold(t, tb, keys[j])) continue;
         if (via_map && (aux[j] = smap_get(t, tb, keys[j]))) {
@@ -3037,12 +3037,13 @@ static int key_order_cmp(const void *x, const void *y, void *keys)
 /* The answer of the batches not yet in the index for the keys of table tb (a fetch's): the open
  * batch's sealed segments, newest first, then those of the batch being committed. found[i] = 1 and
  * aux[i] = slot + 1 where the newest segment holding keys[i] put it, found[i] = 2 (aux[i] = 0)
- * where it deleted it, found[i] = 0 where none has it. Each segment's entries of the table are
- * merged with the keys in order, the keys the key filter rules out left out: a put adds its key to
- * the filter before its segment is sealed, so those are in no segment (most of a fetch's keys are
- * new: the merge's steps over them were a quarter of the fetch thread's time, docs/performance.md,
- * thirty-third session). Segments are never changed once sealed, and batches are freed only when
- * no fetch reads them (free_retired). 0, or <0 with err (a spill file's read failed). */
+ * where it deleted it, found[i] = 3 (aux[i] = 0) where the key filter rules it out (the tier has
+ * no copy: lookup_chunk passes over it), found[i] = 0 where none has it. A put adds its key to the
+ * filter before its segment is sealed, so the keys ruled out are in no segment, and each segment's
+ * entries of the table are merged in key order with the others only (most of a fetch's keys are
+ * new; docs/performance.md, thirty-third session). Segments are never changed once sealed, and
+ * batches are freed only when no fetch reads them (free_retired). 0, or <0 with err (a spill
+ * file's read failed). */
 static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint64_t *aux, uint8_t *found, char *err,
                        size_t errlen)
 {
@@ -3058,7 +3059,11 @@ static int open_lookup(emb_tier *t, int tb, const uint64_t *keys, size_t n, uint
     n = 0;
     for (size_t i = 0; i < all; i++) {
         if (i + AHEAD < all) filter_prefetch(t, tb, keys[i + AHEAD], 0);
-        if (!filter_may_hold(t, tb, keys[i])) continue;
+        if (!filter_may_hold(t, tb, keys[i])) {
+            found[i] = 3;
+            aux[i] = 0;
+            continue;
+        }
         if (n && keys[ord[n - 1]] >= keys[i]) sorted = 0;
         ord[n++] = i;
     }
