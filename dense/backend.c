@@ -73,19 +73,31 @@ const dense_backend *dense_backend_find(const char *name)
 
 void dense_cpu_preflight(int threads)
 {
-    if (threads > 0) openblas_set_num_threads(threads);
+    /* OpenBLAS's workers start with the library, each mapping its own 128 MB buffer as it first
+     * runs, and a worker the scheduler starts late takes whichever buffer is free then: the one
+     * this thread's first call mapped and released. The trainer's next multiplication then maps
+     * another, after the tables have used the room up, and retries forever (seen as a rare hang
+     * of robust::memory_limits_end_in_one_line). So the warm-up runs on every thread of the pool,
+     * more threads first if `threads` asks for them; only then is the number set. */
+    int pool = openblas_get_num_threads();
+    if (threads > pool) {
+        openblas_set_num_threads(threads);
+        pool = openblas_get_num_threads();
+    }
     uint64_t limit, left = address_space_left(&limit);
-    if (left == UINT64_MAX) return;
-    mallopt(M_ARENA_MAX, 2);   /* each arena reserves 64 MB of address space */
-    int n = openblas_get_num_threads();
-    uint64_t need = (uint64_t)n * (129u << 20) + (64u << 20);
-    if (need > left)
-        die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB for its "
-            "%d thread(s): raise the limit, use fewer --threads, or bound memory with a cgroup instead "
-            "(systemd-run -p MemoryMax=...)", (unsigned long long)(limit >> 20), (unsigned long long)(left >> 20),
-            (unsigned long long)(need >> 20), n);
-    enum { N = 512 };   /* large enough that every thread takes part, and maps its buffer */
-    float *a = xcalloc((size_t)N * N * 3, sizeof *a);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
-    free(a);
+    if (left != UINT64_MAX) {
+        mallopt(M_ARENA_MAX, 2);   /* each arena reserves 64 MB of address space */
+        uint64_t need = (uint64_t)pool * (129u << 20) + (64u << 20);
+        if (need > left)
+            die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB "
+                "for its %d thread(s): raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or bound "
+                "memory with a cgroup instead (systemd-run -p MemoryMax=...)", (unsigned long long)(limit >> 20),
+                (unsigned long long)(left >> 20), (unsigned long long)(need >> 20), pool);
+        enum { N = 512 };   /* large enough that every thread takes part, and holds its buffer */
+        float *a = xcalloc((size_t)N * N * 3, sizeof *a);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
+                    a + 2 * N * N, N);
+        free(a);
+    }
+    if (threads > 0) openblas_set_num_threads(threads);
 }

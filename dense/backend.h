@@ -92,9 +92,10 @@ extern const dense_backend dense_backend_cpu;
 const dense_backend *dense_backend_find(const char *name);
 
 /* Set the CPU backend's OpenBLAS to `threads` threads (0: its own number) and, under an address-
- * space limit (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread at its first
- * call and, when that fails, retries forever. Without room for them, die with one line; else take
- * them now (one small multiplication on every thread), before data and tables use the room up. */
+ * space limit (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread of its pool
+ * (all cores, or OPENBLAS_NUM_THREADS, whatever `threads` is) at its first call and, when that
+ * fails, retries forever. Without room for them, die with one line; else take them now (one small
+ * multiplication on every thread of the pool), before data and tables use the room up. */
 void dense_cpu_preflight(int threads);
 
 #endif
