@@ -164,7 +164,7 @@ frappe: deps all
 # full disks, memory limits; TORTURE_COUNT trials per loop from TORTURE_SEED (default: the clock).
 TORTURE_COUNT ?= 20
 TORTURE_LOOPS ?= kill corrupt disk memory follow
-torture: deps all
+torture: deps all $(BIN)/late-threads.so
 	@bash tools/install-deps.sh torture
 	@bash tests/torture.sh "$(TORTURE_LOOPS)" $(TORTURE_COUNT) $(TORTURE_SEED)
 

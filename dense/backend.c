@@ -4,9 +4,14 @@
 #include "backend.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../io/util.h"
 #include "layers.h"
@@ -71,6 +76,36 @@ const dense_backend *dense_backend_find(const char *name)
     return !strcmp(name, "cpu") ? &dense_backend_cpu : NULL;
 }
 
+/* The warm-up's watchdog: a worker that first runs during the warm-up maps its buffer then, and
+ * if the room is gone by then (the arena its thread's first allocation reserves counts too),
+ * OpenBLAS retries forever and the warm-up never returns. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    unsigned long long limit_mb;
+} warm = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static void *warm_watch(void *arg)
+{
+    (void)arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;   /* the warm-up takes milliseconds */
+    pthread_mutex_lock(&warm.mu);
+    int r = 0;
+    while (!warm.done && r != ETIMEDOUT) r = pthread_cond_timedwait(&warm.cv, &warm.mu, &until);
+    int stuck = !warm.done;
+    pthread_mutex_unlock(&warm.mu);
+    if (stuck) {
+        fprintf(stderr, "%s: OpenBLAS could not map its 128 MB buffers within the address-space limit (ulimit -v) of "
+                "%llu MB and retries forever: raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or "
+                "bound memory with a cgroup instead (systemd-run -p MemoryMax=...)\n", util_prog(), warm.limit_mb);
+        _exit(1);
+    }
+    return NULL;
+}
+
 void dense_cpu_preflight(int threads)
 {
     /* OpenBLAS's workers start with the library, each mapping its own 128 MB buffer as it first
@@ -93,11 +128,29 @@ void dense_cpu_preflight(int threads)
                 "for its %d thread(s): raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or bound "
                 "memory with a cgroup instead (systemd-run -p MemoryMax=...)", (unsigned long long)(limit >> 20),
                 (unsigned long long)(left >> 20), (unsigned long long)(need >> 20), pool);
+        /* a worker not started yet maps its buffer during the warm-up: if that fails, the watchdog
+         * ends the process with one line (without room for its small stack, the warm-up goes on
+         * unwatched) */
+        warm.limit_mb = (unsigned long long)(limit >> 20);
+        pthread_attr_t at;
+        pthread_t watch;
+        int attr = pthread_attr_init(&at) == 0;
+        int watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
+                      pthread_create(&watch, &at, warm_watch, NULL) == 0;
         enum { N = 512 };   /* large enough that every thread takes part, and holds its buffer */
         float *a = xcalloc((size_t)N * N * 3, sizeof *a);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
                     a + 2 * N * N, N);
         free(a);
+        if (watched) {
+            pthread_mutex_lock(&warm.mu);
+            warm.done = 1;
+            pthread_cond_signal(&warm.cv);
+            pthread_mutex_unlock(&warm.mu);
+            pthread_join(watch, NULL);
+            warm.done = 0;
+        }
+        if (attr) pthread_attr_destroy(&at);
     }
     if (threads > 0) openblas_set_num_threads(threads);
 }

@@ -95,7 +95,9 @@ const dense_backend *dense_backend_find(const char *name);
  * space limit (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread of its pool
  * (all cores, or OPENBLAS_NUM_THREADS, whatever `threads` is) at its first call and, when that
  * fails, retries forever. Without room for them, die with one line; else take them now (one small
- * multiplication on every thread of the pool), before data and tables use the room up. */
+ * multiplication on every thread of the pool), before data and tables use the room up. A worker
+ * that first runs during that multiplication and cannot map its buffer then would hang it: after
+ * 10 s a watchdog ends the process with one line, exit 1. */
 void dense_cpu_preflight(int threads);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * late_threads.c: a preload (LD_PRELOAD) for the tests that starts every new thread of a program
- * 50 ms late, as a loaded machine's scheduler may: robust::a_late_blas_worker_does_not_hang
- * checks with it that OpenBLAS's workers, which take their buffers as they first run, leave the
- * trainer's own buffer alone under an address-space limit.
+ * late (50 ms, or LATE_THREADS_MS), as a loaded machine's scheduler may:
+ * robust::a_late_blas_worker_does_not_hang checks with it that OpenBLAS's workers, which take their
+ * buffers as they first run, leave the trainer's own buffer alone under an address-space limit, and
+ * that a worker which cannot map its buffer then does not hang the run.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -17,9 +18,11 @@ struct start {
 
 static void *late_start(void *p)
 {
+    const char *e = getenv("LATE_THREADS_MS");   /* first: the thread touches nothing before */
+    long ms = e ? atol(e) : 50;
+    nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 }, NULL);
     struct start s = *(struct start *)p;
     free(p);
-    nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
     return s.fn(s.arg);
 }
 
