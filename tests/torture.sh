@@ -44,7 +44,19 @@ echo "torture: loops '$LOOPS', $COUNT trials each, seeds from $SEED, in $W"
 fails=0
 declare -A ran failed
 fail() { echo "FAIL $1 seed=$2: $3"; fails=$((fails + 1)); failed[$1]=$((${failed[$1]:-0} + 1)); }
-pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+# A trial's choices follow from its seed: $(pick ...) runs in a subshell, where bash 5.2 reseeds
+# RANDOM, so a pick hashes the seed with the count of picks before it, kept in a file (a subshell
+# cannot change its caller's variables)
+seed_trial() { RANDOM=$1; PICK_SEED=$1; echo 0 > "$W/.picks"; }
+pick() {
+    local a=("$@") n h
+    n=$(<"$W/.picks")
+    echo $((n + 1)) > "$W/.picks"
+    h=$(( (PICK_SEED * 1000003 + n) & 0xffffffff ))
+    h=$(( ((h ^ (h >> 16)) * 73244475) & 0xffffffff ))
+    h=$(( ((h ^ (h >> 16)) * 73244475) & 0xffffffff ))
+    echo "${a[(h ^ (h >> 16)) % ${#a[@]}]}"
+}
 ms() { date +%s%3N; }
 say() { [ -n "${TORTURE_VERBOSE:-}" ] && echo "  $*"; return 0; }
 
@@ -55,7 +67,7 @@ $B/ctrbox-data gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv &&
 # ---- kill ----
 kill_trial() {
     local s=$1 d="$W/kill.$1"
-    RANDOM=$s
+    seed_trial $s
     rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
     local model=$(pick lr fm deepfm dcnv2 deepfm) opts
     opts="--model $model --format criteo --train ../trk.tsv --dim 4 --hidden 16,16 --cross 1 --batch 256"
@@ -170,7 +182,7 @@ damage() {   # damage file $1 at random: flip bytes, cut, zero a block, or appen
 
 corrupt_trial() {
     local s=$1 d="$W/corrupt.$1"
-    RANDOM=$s
+    seed_trial $s
     local kind=${corrupt_kinds[RANDOM % ${#corrupt_kinds[@]}]}
     local strict=${kind%%|*} rest=${kind#*|}
     local pat=${rest%%|*} cmd=${rest#*|}
@@ -208,7 +220,7 @@ corrupt_trial() {
 # ---- disk ----
 disk_trial() {
     local s=$1 d="$W/disk.$1"
-    RANDOM=$s
+    seed_trial $s
     rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
     local opts="--model $(pick deepfm fm lr) --format criteo --train ../tr.tsv --dim 4 --hidden 16,16 --batch 256 --threads 1"
     opts+=" --epochs 2 --pass-rows $(pick 1500 3000 6000) --cache-mb $(pick 0.02 0.5) $(pick '' '--min-show 2')"
@@ -249,7 +261,7 @@ disk_trial() {
 # ---- memory ----
 memory_trial() {
     local s=$1 d="$W/memory.$1"
-    RANDOM=$s
+    seed_trial $s
     rm -rf "$d" && mkdir -p "$d" && cd "$d" || return
     [ -d "$W/m0" ] || { $B/ctrbox train --model deepfm --format criteo --train ../tr.tsv --dim 4 --hidden 16,16 --batch 256 \
         --epochs 1 --pass-rows 3000 --table-dir "$W/m0t" --cache-mb 0.1 --quiet --out "$W/m0" 2>/dev/null; }
@@ -281,7 +293,7 @@ memory_trial() {
 # ---- follow ----
 follow_trial() {
     local s=$1 d="$W/follow.$1"
-    RANDOM=$s
+    seed_trial $s
     rm -rf "$d" && mkdir -p "$d/in" && cd "$d" || return
     local n=$((3 + RANDOM % 3)) rows=$((1500 + RANDOM % 3000)) i
     for ((i = 1; i <= n; i++)); do sed -n "$(( (i - 1) * rows + 1 )),$(( i * rows ))p" ../trk.tsv > day$i.tsv; done
