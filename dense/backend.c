@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <malloc.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,39 @@ static void *warm_watch(void *arg)
     return NULL;
 }
 
+static void *probe_wait(void *arg)
+{
+    pthread_barrier_wait(arg);
+    return NULL;
+}
+
+/* OpenMP's threads, each with its stack (ulimit -s, 8 MB by default), are made at the first
+ * parallel region, and libgomp ends the process with its own line ("libgomp: Thread creation
+ * failed") where one cannot be made: n - 1 threads are made here first, all at once, and then
+ * OpenMP's pool, which later regions reuse. */
+static void omp_pool(int n, uint64_t limit)
+{
+    if (n < 2) return;
+    pthread_t *t = xcalloc((size_t)n, sizeof *t);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    int made = 0, err = 0;
+    for (; made < n - 1; made++)
+        if ((err = pthread_create(&t[made], NULL, probe_wait, &bar)) != 0) break;
+    if (made < n - 1)   /* those made wait at the barrier until the process ends */
+        die("the address-space limit (ulimit -v) of %llu MB leaves no room for the stacks of %d more thread(s) (%s): raise "
+            "the limit, use fewer --threads, or a smaller stack (ulimit -s)", (unsigned long long)(limit >> 20), n - 1,
+            strerror(err));
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&bar);
+    free(t);
+    int ran = 0;
+    #pragma omp parallel num_threads(n) reduction(+ : ran)
+    ran++;
+    (void)ran;
+}
+
 void dense_cpu_preflight(int threads)
 {
     /* OpenBLAS's workers start with the library, each mapping its own 128 MB buffer as it first
@@ -151,6 +185,7 @@ void dense_cpu_preflight(int threads)
             warm.done = 0;
         }
         if (attr) pthread_attr_destroy(&at);
+        omp_pool(threads > 0 ? threads : omp_get_max_threads(), limit);
     }
     if (threads > 0) openblas_set_num_threads(threads);
 }

@@ -526,6 +526,24 @@ Test(robust, a_late_blas_worker_does_not_hang)
     }
 }
 
+Test(robust, openmp_threads_out_of_room_end_in_ctrbox_s_line)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer reserves terabytes of address space: ulimit -v cannot be tested under it");
+#endif
+    make_data();
+    /* OpenMP makes its threads at the first parallel region; with their stacks (ulimit -s, here
+     * about 293 MB each) out of room, libgomp ended the process with its own line ("libgomp:
+     * Thread creation failed") */
+    for (int mb = 800; mb <= 1200; mb += 100) {
+        char *o;
+        int rc = th_run(&o, "rm -rf m; (ulimit -v %d; ulimit -s 300000; " T "$B/ctrbox train --model deepfm "
+                            "--format criteo --train tr.tsv --epochs 1 --threads 2 --quiet --out m)", mb * 1024);
+        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox: ") && !strstr(o, "libgomp")), "%d MB: exit %d: %s", mb, rc, o);
+        free(o);
+    }
+}
+
 Test(robust, outputs_to_pipes_and_devices_are_streamed)
 {
     make_data();
