@@ -8,11 +8,10 @@
 #include <malloc.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../io/util.h"
 #include "layers.h"
@@ -77,19 +76,21 @@ const dense_backend *dense_backend_find(const char *name)
     return !strcmp(name, "cpu") ? &dense_backend_cpu : NULL;
 }
 
+/* What to do where OpenBLAS's buffers do not fit (both of the preflight's lines say it). */
+#define BLAS_ROOM_HINT "raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or bound memory with a " \
+                       "cgroup instead (systemd-run -p MemoryMax=...)"
+
 /* The warm-up's watchdog: a worker that first runs during the warm-up maps its buffer then, and
  * if the room is gone by then (the arena its thread's first allocation reserves counts too),
- * OpenBLAS retries forever and the warm-up never returns. */
+ * OpenBLAS retries forever and the warm-up never returns. arg: the limit in MB. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
-    unsigned long long limit_mb;
-} warm = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+} warm = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
 
 static void *warm_watch(void *arg)
 {
-    (void)arg;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 10;   /* the warm-up takes milliseconds */
@@ -98,12 +99,9 @@ static void *warm_watch(void *arg)
     while (!warm.done && r != ETIMEDOUT) r = pthread_cond_timedwait(&warm.cv, &warm.mu, &until);
     int stuck = !warm.done;
     pthread_mutex_unlock(&warm.mu);
-    if (stuck) {
-        fprintf(stderr, "%s: OpenBLAS could not map its 128 MB buffers within the address-space limit (ulimit -v) of "
-                "%llu MB and retries forever: raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or "
-                "bound memory with a cgroup instead (systemd-run -p MemoryMax=...)\n", util_prog(), warm.limit_mb);
-        _exit(1);
-    }
+    if (stuck)   /* exit ends the process by _exit (process_setup), with the main thread stuck */
+        die("OpenBLAS could not map its 128 MB buffers within the address-space limit (ulimit -v) of %llu MB and "
+            "retries forever: " BLAS_ROOM_HINT, (unsigned long long)(uintptr_t)arg);
     return NULL;
 }
 
@@ -120,24 +118,27 @@ static void *probe_wait(void *arg)
 static void omp_pool(int n, uint64_t limit)
 {
     if (n < 2) return;
-    pthread_t *t = xcalloc((size_t)n, sizeof *t);
+    pthread_t *t = xcalloc((size_t)n - 1, sizeof *t);
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)n);
     int made = 0, err = 0;
     for (; made < n - 1; made++)
         if ((err = pthread_create(&t[made], NULL, probe_wait, &bar)) != 0) break;
     if (made < n - 1)   /* those made wait at the barrier until the process ends */
-        die("the address-space limit (ulimit -v) of %llu MB leaves no room for the stacks of %d more thread(s) (%s): raise "
-            "the limit, use fewer --threads, or a smaller stack (ulimit -s)", (unsigned long long)(limit >> 20), n - 1,
+        die("the address-space limit (ulimit -v) of %llu MB leaves no room for the stacks of %d more thread(s) "
+            "(%s): raise the limit, use fewer --threads, or a smaller stack (ulimit -s)", (unsigned long long)(limit >> 20), n - 1,
             strerror(err));
     pthread_barrier_wait(&bar);
     for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&bar);
     free(t);
-    int ran = 0;
-    #pragma omp parallel num_threads(n) reduction(+ : ran)
-    ran++;
-    (void)ran;
+    /* a region with nothing to do is compiled away: each thread counts itself in */
+    static int in_pool;
+    #pragma omp parallel num_threads(n)
+    {
+        #pragma omp atomic
+        in_pool++;
+    }
 }
 
 void dense_cpu_preflight(int threads)
@@ -159,18 +160,16 @@ void dense_cpu_preflight(int threads)
         uint64_t need = (uint64_t)pool * (129u << 20) + (64u << 20);
         if (need > left)
             die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB "
-                "for its %d thread(s): raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or bound "
-                "memory with a cgroup instead (systemd-run -p MemoryMax=...)", (unsigned long long)(limit >> 20),
+                "for its %d thread(s): " BLAS_ROOM_HINT, (unsigned long long)(limit >> 20),
                 (unsigned long long)(left >> 20), (unsigned long long)(need >> 20), pool);
         /* a worker not started yet maps its buffer during the warm-up: if that fails, the watchdog
          * ends the process with one line (without room for its small stack, the warm-up goes on
          * unwatched) */
-        warm.limit_mb = (unsigned long long)(limit >> 20);
         pthread_attr_t at;
         pthread_t watch;
         int attr = pthread_attr_init(&at) == 0;
         int watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
-                      pthread_create(&watch, &at, warm_watch, NULL) == 0;
+                      pthread_create(&watch, &at, warm_watch, (void *)(uintptr_t)(limit >> 20)) == 0;
         enum { N = 512 };   /* large enough that every thread takes part, and holds its buffer */
         float *a = xcalloc((size_t)N * N * 3, sizeof *a);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,

@@ -509,18 +509,16 @@ Test(robust, a_late_blas_worker_does_not_hang)
      * during the warm-up; just over the room the preflight checks for, that mapping fails and
      * OpenBLAS retried forever: now a watchdog ends the run with one line. The limits around that
      * point come from the room the preflight reports at a limit too small for it. */
+#define LATE_DLRM "rm -rf d; (ulimit -v %d; LATE_THREADS_MS=400 LD_PRELOAD=$B/late-threads.so " T \
+                  "$B/ctrbox train --model dlrm --format criteo --train tr.tsv --epochs 1 --out d " SMALL ")"
     char *o;
-    int rc = th_run(&o, "(ulimit -v %d; LATE_THREADS_MS=400 LD_PRELOAD=$B/late-threads.so " T
-                        "$B/ctrbox train --model dlrm --format criteo --train tr.tsv --epochs 1 --out d " SMALL ")",
-                    300 * 1024);
+    int rc = th_run(&o, LATE_DLRM, 300 * 1024);
     const char *at = strstr(o, "leaves ");
     cr_assert(rc == 1 && at, "300 MB: exit %d: %s", rc, o);
     int base = 300 - atoi(at + 7);   /* MB in use at the preflight */
     free(o);
     for (int mb = base + 318; mb <= base + 334; mb += 2) {
-        rc = th_run(&o, "rm -rf d; (ulimit -v %d; LATE_THREADS_MS=400 LD_PRELOAD=$B/late-threads.so " T
-                        "$B/ctrbox train --model dlrm --format criteo --train tr.tsv --epochs 1 --out d " SMALL ")",
-                    mb * 1024);
+        rc = th_run(&o, LATE_DLRM, mb * 1024);
         cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox")), "%d MB, threads 400 ms late: exit %d: %s", mb, rc, o);
         free(o);
     }
@@ -539,7 +537,8 @@ Test(robust, openmp_threads_out_of_room_end_in_ctrbox_s_line)
         char *o;
         int rc = th_run(&o, "rm -rf m; (ulimit -v %d; ulimit -s 300000; " T "$B/ctrbox train --model deepfm "
                             "--format criteo --train tr.tsv --epochs 1 --threads 2 --quiet --out m)", mb * 1024);
-        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox: ") && !strstr(o, "libgomp")), "%d MB: exit %d: %s", mb, rc, o);
+        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox: ") && !strstr(o, "libgomp")), "%d MB: exit %d: %s", mb, rc,
+                  o);
         free(o);
     }
 }
