@@ -43,7 +43,8 @@
 #define COMMIT_FILE "COMMIT.ctrbox"
 #define COMMIT_MAGIC "CTRBXCMT"
 #define COMMIT_VERSION 1u
-#define FETCH_DEPTH 128
+#define FETCH_DEPTH 64    /* reads in flight (SPAN_BYTES each) */
+#define WRITE_DEPTH 128   /* writes in flight */
 #define PLAIN_DEPTH 16   /* plain reads in flight where io_uring is refused: a reader thread each */
 #define GET_CHUNK 128
 #define WRITE_BUF (4u << 20)   /* two of them: one fills while the other's writes complete */
@@ -56,10 +57,13 @@
  * byte: spans of 32 KB with gaps of up to 16 KB (instead of 16 KB and 7 slots) took the end-to-end
  * bench's 4.6M rows in 2.17M reads (3.92M before) and the fetch thread's CPU in its reads from
  * 8.5-9.0 to 5.5-6.1 s (fourteenth session); 64 KB and 32 KB take them in 1.60M reads (2.22M),
- * 28 GB read (14.5), and the fetch thread's CPU from 17.8 to 15.8 s (twenty-first session;
+ * 28 GB read (14.5), and the fetch thread's CPU from 17.8 to 15.8 s (twenty-first session);
+ * 128 KB and 64 KB, with half as many buffers (the same 8 MB), in 1.04M reads, 51 GB read, and
+ * the fetch's CPU from 16.3-17.0 to 13.5-14.6 s on a Zen 3 (thirty-fifth session;
  * docs/performance.md). Where the locked-memory limit refuses FETCH_DEPTH buffers of SPAN_BYTES,
  * they are of half the size (tier_open). */
-#define SPAN_BYTES (64u << 10)
+#define SPAN_BYTES (128u << 10)
+#define PLAIN_SPAN (256u << 10)  /* a plain read's buffer, where io_uring is refused */
 #define BLOCK_BYTES 512u         /* the unit of direct I/O: slots smaller than it share one */
 
 /* The slot of a record of row_bytes (and its 8-byte checksum): the next power of two from 64 up to
@@ -1339,14 +1343,14 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
         /* Where io_uring is refused (a seccomp profile, kernel.io_uring_disabled, or, for users
          * other than root, rings that would pass the locked-memory limit: the kernel counts every
          * process of the user against it), the slots are read with plain pread on the pool's
-         * threads, in spans four times as wide (a pread took several times the system time of a
-         * ring's read here: fewer, longer ones), and written with plain pwrite */
+         * threads, in spans of PLAIN_SPAN (a pread took several times the system time of a ring's
+         * read here: fewer, longer ones), and written with plain pwrite */
         int r = io_uring_queue_init(FETCH_DEPTH * 2, &t->ring, 0);
-        if (r == 0 && (r = io_uring_queue_init(FETCH_DEPTH * 2, &t->wring, 0)) < 0) io_uring_queue_exit(&t->ring);
+        if (r == 0 && (r = io_uring_queue_init(WRITE_DEPTH * 2, &t->wring, 0)) < 0) io_uring_queue_exit(&t->ring);
         t->rings = r == 0;
         t->ring_err = r;
         if (!t->rings) {
-            t->rbuf_slot = (4 * SPAN_BYTES > maxslot ? 4 * SPAN_BYTES : maxslot) / maxslot * maxslot;
+            t->rbuf_slot = (PLAIN_SPAN > maxslot ? PLAIN_SPAN : maxslot) / maxslot * maxslot;
             t->rbuf = xaligned_alloc(4096, t->rbuf_slot * PLAIN_DEPTH);
             pool_start(t);
         }
@@ -2397,7 +2401,7 @@ static int back_space(emb_tier *t, slot_file *s, uint64_t off0, uint64_t off1)
     return ret;
 }
 
-/* Submit the writes of buffer w (at most FETCH_DEPTH in flight in all). */
+/* Submit the writes of buffer w (at most WRITE_DEPTH in flight in all). */
 static void submit_buf(emb_tier_batch *b, int w)
 {
     emb_tier *t = b->t;
@@ -2416,7 +2420,7 @@ static void submit_buf(emb_tier_batch *b, int w)
             write_run(b, w, rn, 0);
             continue;
         }
-        while (b->inflight[0] + b->inflight[1] >= FETCH_DEPTH && b->err == 0) {
+        while (b->inflight[0] + b->inflight[1] >= WRITE_DEPTH && b->err == 0) {
             io_uring_submit(&t->wring);
             reap(b, 1);
         }
