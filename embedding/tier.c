@@ -59,7 +59,7 @@
  * 8.5-9.0 to 5.5-6.1 s (fourteenth session); 64 KB and 32 KB take them in 1.60M reads (2.22M),
  * 28 GB read (14.5), and the fetch thread's CPU from 17.8 to 15.8 s (twenty-first session);
  * 128 KB and 64 KB, with half as many buffers (the same 8 MB), in 1.04M reads, 51 GB read, and
- * the fetch's CPU from 16.3-17.0 to 13.5-14.6 s on a Zen 3 (thirty-fifth session;
+ * the fetch's CPU from 16.0-17.0 to 13.5-14.6 s on a Zen 3 (thirty-fifth session;
  * docs/performance.md). Where the locked-memory limit refuses FETCH_DEPTH buffers of SPAN_BYTES,
  * they are of half the size (tier_open). */
 #define SPAN_BYTES (128u << 10)
