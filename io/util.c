@@ -62,6 +62,62 @@ void process_setup(void)
     if (_ZSt13set_terminatePFvvE) _ZSt13set_terminatePFvvE(uncaught);
 }
 
+/* OpenBLAS starts its worker threads in its constructor, before main; where one cannot be made
+ * (its stack, ulimit -s, beyond the room ulimit -v leaves, or no process left under RLIMIT_NPROC)
+ * it prints why and raises SIGINT, which ended the process with exit 130 and no line of ours.
+ * From the program's preinit functions (run before any library's constructor) to its own
+ * constructors (run after them), a SIGINT the process sends itself ends it with one line, exit 1;
+ * one from outside does what it did before. */
+static struct sigaction load_old;
+static int load_on;
+static char load_msg[600];
+static size_t load_len;
+
+static void load_sigint(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (si->si_code == SI_TKILL && si->si_pid == getpid()) {
+        ssize_t w = write(2, load_msg, load_len);
+        (void)w;
+        _exit(1);
+    }
+    if (load_old.sa_handler == SIG_IGN) return;
+    sigaction(sig, &load_old, NULL);
+    raise(sig);   /* delivered on return, as before */
+}
+
+static void load_guard_on(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    const char *name = argc > 0 && argv[0] ? argv[0] : "ctrbox", *slash = strrchr(name, '/');
+    name = slash ? slash + 1 : name;
+    struct rlimit st, as;
+    char stack[80] = "", room[80] = "no address-space limit";
+    if (getrlimit(RLIMIT_STACK, &st) == 0 && st.rlim_cur != RLIM_INFINITY)
+        snprintf(stack, sizeof stack, " of %llu MB (ulimit -s)", (unsigned long long)(st.rlim_cur >> 20));
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+        snprintf(room, sizeof room, "an address-space limit (ulimit -v) of %llu MB", (unsigned long long)(as.rlim_cur >> 20));
+    int n = snprintf(load_msg, sizeof load_msg,
+                     "%s: OpenBLAS could not start its threads as the program loaded (its line above says why; each takes a "
+                     "stack%s, within %s, and counts against the processes a user may run): lower the stack size, raise the "
+                     "limit, or start with OPENBLAS_NUM_THREADS=1\n", name, stack, room);
+    load_len = n < 0 ? 0 : (size_t)n < sizeof load_msg ? (size_t)n : sizeof load_msg - 1;
+    struct sigaction sa = { 0 };
+    sa.sa_sigaction = load_sigint;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    load_on = sigaction(SIGINT, &sa, &load_old) == 0;
+}
+
+static void load_guard_off(void) __attribute__((constructor));
+static void load_guard_off(void)
+{
+    if (load_on) sigaction(SIGINT, &load_old, NULL);
+    load_on = 0;
+}
+
+__attribute__((section(".preinit_array"), used)) static void (*const load_guard)(int, char **, char **) = load_guard_on;
+
 static const char *prog = "ctrbox";
 
 void util_set_prog(const char *name) { prog = name; }

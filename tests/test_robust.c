@@ -530,17 +530,40 @@ Test(robust, openmp_threads_out_of_room_end_in_ctrbox_s_line)
     cr_skip_test("AddressSanitizer reserves terabytes of address space: ulimit -v cannot be tested under it");
 #endif
     make_data();
-    /* OpenMP makes its threads at the first parallel region; with their stacks (ulimit -s, here
-     * about 293 MB each) out of room, libgomp ended the process with its own line ("libgomp:
-     * Thread creation failed") */
-    for (int mb = 800; mb <= 1200; mb += 100) {
-        char *o;
-        int rc = th_run(&o, "rm -rf m; (ulimit -v %d; ulimit -s 300000; " T "$B/ctrbox train --model deepfm "
-                            "--format criteo --train tr.tsv --epochs 1 --threads 2 --quiet --out m)", mb * 1024);
-        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox: ") && !strstr(o, "libgomp")), "%d MB: exit %d: %s", mb, rc,
-                  o);
+    /* Threads with stacks of about 293 MB (ulimit -s) under ulimit -v. OpenBLAS makes its worker
+     * as the program loads, and out of room raised SIGINT (exit 130, its own lines only); OpenMP
+     * makes its threads at the first parallel region, and out of room libgomp ended the process
+     * with its own line ("libgomp: Thread creation failed"). */
+#define BIG_STACKS "rm -rf m; (ulimit -v %d; ulimit -s 300000; OPENBLAS_NUM_THREADS=2 " T "$B/ctrbox train --model deepfm " \
+                   "--format criteo --train tr.tsv --epochs 1 --threads 2 --quiet --out m)"
+    char *o;
+    int rc = th_run(&o, BIG_STACKS, 300 * 1024);
+    cr_assert(rc == 1 && strstr(o, "ctrbox: OpenBLAS could not start its threads as the program loaded"), "300 MB: exit %d: %s",
+              rc, o);
+    free(o);
+    /* The stacks check lies past the room the preflight asks for OpenBLAS: the MB in use then and
+     * that room, from the preflight's line at the first limit the program loads under */
+    int base = -1, need = 0;
+    for (int mb = 350; base < 0 && mb <= 900; mb += 50) {
+        rc = th_run(&o, BIG_STACKS, mb * 1024);
+        const char *at = strstr(o, " leaves "), *nd = strstr(o, "alone needs ");
+        cr_assert(rc == 1 && strstr(o, "ctrbox: "), "%d MB: exit %d: %s", mb, rc, o);
+        if (at && nd) {
+            base = mb - atoi(at + 8);
+            need = atoi(nd + 12);
+        }
         free(o);
     }
+    cr_assert(base >= 0 && need > 0, "no preflight line between 350 and 900 MB");
+    int stacks = 0;
+    for (int mb = base + need; mb <= base + need + 300; mb += 25) {
+        rc = th_run(&o, BIG_STACKS, mb * 1024);
+        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox: ") && !strstr(o, "libgomp")), "%d MB: exit %d: %s", mb, rc,
+                  o);
+        stacks += rc == 1 && strstr(o, "no room for the stacks");
+        free(o);
+    }
+    cr_assert_gt(stacks, 0, "no run between %d and %d MB reached the threads' stacks check", base + need, base + need + 300);
 }
 
 Test(robust, outputs_to_pipes_and_devices_are_streamed)
