@@ -113,8 +113,9 @@ static void *probe_wait(void *arg)
 
 /* OpenMP's threads, each with its stack (ulimit -s, 8 MB by default), are made at the first
  * parallel region, and libgomp ends the process with its own line ("libgomp: Thread creation
- * failed") where one cannot be made: n - 1 threads are made here first, all at once, and then
- * OpenMP's pool, which later regions reuse. */
+ * failed") where one cannot be made (its stack out of the room under limit, the address-space
+ * limit in bytes or 0 for none; or the processes a user may run, ulimit -u, all taken): n - 1
+ * threads are made here first, all at once, and then OpenMP's pool, which later regions reuse. */
 static void omp_pool(int n, uint64_t limit)
 {
     if (n < 2) return;
@@ -124,10 +125,13 @@ static void omp_pool(int n, uint64_t limit)
     int made = 0, err = 0;
     for (; made < n - 1; made++)
         if ((err = pthread_create(&t[made], NULL, probe_wait, &bar)) != 0) break;
-    if (made < n - 1)   /* those made wait at the barrier until the process ends */
+    if (made < n - 1 && limit)   /* those made wait at the barrier until the process ends */
         die("the address-space limit (ulimit -v) of %llu MB leaves no room for the stacks of %d more thread(s) "
             "(%s): raise the limit, use fewer --threads, or a smaller stack (ulimit -s)", (unsigned long long)(limit >> 20), n - 1,
             strerror(err));
+    if (made < n - 1)
+        die("cannot start %d more thread(s) (%s): threads count against the processes a user may run (ulimit -u): raise "
+            "that limit, or use fewer --threads", n - 1, strerror(err));
     pthread_barrier_wait(&bar);
     for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&bar);
@@ -184,7 +188,7 @@ void dense_cpu_preflight(int threads)
             warm.done = 0;
         }
         if (attr) pthread_attr_destroy(&at);
-        omp_pool(threads > 0 ? threads : omp_get_max_threads(), limit);
     }
+    omp_pool(threads > 0 ? threads : omp_get_max_threads(), left != UINT64_MAX ? limit : 0);
     if (threads > 0) openblas_set_num_threads(threads);
 }

@@ -97,8 +97,9 @@ const dense_backend *dense_backend_find(const char *name);
  * fails, retries forever. Without room for them, die with one line; else take them now (one small
  * multiplication on every thread of the pool), before data and tables use the room up. A worker
  * that first runs during that multiplication and cannot map its buffer then would hang it: after
- * 10 s a watchdog ends the process with one line, exit 1. Then OpenMP's pool is made, once
- * `threads` (or all cores) threads' stacks are known to fit; else die with one line. */
+ * 10 s a watchdog ends the process with one line, exit 1. Then, with a limit or without, OpenMP's
+ * pool is made, once `threads` (or all cores) threads are known to start (their stacks fit, and
+ * ulimit -u leaves them room); else die with one line. */
 void dense_cpu_preflight(int threads);
 
 #endif

@@ -1990,7 +1990,10 @@ static int read_slots(emb_tier *t, int tb, const uint64_t *keys, const uint64_t 
         }
         for (int j = 0; j < n; j++) {
             int b = got[j];
-            if (!ret) ret = take_read(&x, &inflight[b], t->rbuf + (size_t)b * t->rbuf_slot, res[j], err, errlen);
+            uint8_t *buf = t->rbuf + (size_t)b * t->rbuf_slot;
+            if (!ret && (res[j] == -ECANCELED || res[j] == -EAGAIN))   /* io_uring had no worker for it (ulimit -u): read here */
+                res[j] = read_full(s->fd, buf, inflight[b].count * sb, HEADER_BYTES + inflight[b].first * sb);
+            if (!ret) ret = take_read(&x, &inflight[b], buf, res[j], err, errlen);
             freeb[nfree++] = b;
         }
         busy -= n;
@@ -2262,7 +2265,10 @@ static void reap(emb_tier_batch *b, int wait)
     io_uring_for_each_cqe(&t->wring, head, cqe) {
         int w = (int)(cqe->user_data >> 32);
         const run *r = &b->runs[w][cqe->user_data & 0xffffffffu];
-        if (cqe->res < 0) set_write_error(b, r, cqe->res);
+        /* a write io_uring could not hand to a worker thread (none could start: ulimit -u) is
+         * written here; write_run says why where that fails too */
+        if (cqe->res == -ECANCELED || cqe->res == -EAGAIN) write_run(b, w, r, 0);
+        else if (cqe->res < 0) set_write_error(b, r, cqe->res);
         else write_run(b, w, r, (size_t)cqe->res);
         b->inflight[w]--;
         got++;

@@ -47,7 +47,8 @@ static void uncaught(void)
     signal(SIGABRT, abort_after_uncaught);
     fflush(NULL);
     fprintf(stderr, "%s: a library (RocksDB) failed with an exception it does not catch, most likely for want of "
-            "memory or threads: give the process more memory (ulimit -v), or use a smaller --cache-mb\n",
+            "memory or threads: give the process more memory (ulimit -v) or more threads (ulimit -u), or use a smaller "
+            "--cache-mb\n",
             program_invocation_short_name);
     _exit(1);
 }

@@ -1151,6 +1151,16 @@ static int data_fingerprint(const train_opts *o, uint64_t *out, char *err, size_
 int passes_tiered(const passes *ps) { return ps && ps->tier != NULL; }
 int passes_resumes_mid_pass(const passes *ps) { return ps->resume_rows != 0; }
 
+/* A thread of the run could not start (e: pthread_create's error): said, -1. Threads count against
+ * the processes a user may run (ulimit -u), and each takes its stack (ulimit -s) of the address
+ * space (ulimit -v); a reader never started was waited for forever. */
+static int thread_failed(const char *what, int e)
+{
+    fprintf(stderr, "\nctrbox: cannot start %s: %s (threads count against the processes a user may run, ulimit -u, "
+            "and each takes a stack, ulimit -s, of the address space, ulimit -v): raise those limits\n", what, strerror(e));
+    return -1;
+}
+
 int passes_open(passes **out, const train_opts *o, model *m, const data_schema *schema, const char *table_dir,
                 const model_meta *init, FILE *log, run_state *rs, int *start_epoch, uint64_t *skip)
 {
@@ -1284,11 +1294,18 @@ threads:
     ps->fx.ps = ps;
     pthread_mutex_init(&ps->fx.mu, NULL);
     pthread_cond_init(&ps->fx.cv, NULL);
-    pthread_create(&ps->fx.th, NULL, fetcher_main, &ps->fx);
+    int e = pthread_create(&ps->fx.th, NULL, fetcher_main, &ps->fx);
+    if (e) {
+        ps->fx.th = 0;   /* passes_close joins only the threads started */
+        return thread_failed("the fetch thread", e);
+    }
     pthread_mutex_init(&ps->wr.mu, NULL);
     pthread_cond_init(&ps->wr.cv, NULL);
     ps->wr.last_ok = rs->pass;
-    pthread_create(&ps->wr.th, NULL, writer_main, ps);
+    if ((e = pthread_create(&ps->wr.th, NULL, writer_main, ps)) != 0) {
+        ps->wr.th = 0;
+        return thread_failed("the commit writer thread", e);
+    }
     return 0;
 }
 
@@ -1318,7 +1335,15 @@ void passes_begin_epoch(passes *ps, uint64_t skip)
     if (r->n_known) memcpy((uint64_t *)r->known, ps->digests.k, r->n_known * sizeof *r->known);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    pthread_create(&r->th, NULL, reader_main, r);
+    int e = pthread_create(&r->th, NULL, reader_main, r);
+    if (e) {   /* passes_next ends the epoch at once, and passes_end_epoch says it failed */
+        thread_failed("the thread that reads the training rows", e);
+        free((uint64_t *)r->known);
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+        ps->failed = 1;
+        return;
+    }
     ps->cpu_at[3] = 0;   /* a new reader: its clock starts at 0 */
     ps->reading = 1;
     ps->nxt = reader_pop(r);

@@ -1191,10 +1191,8 @@ int train_run(const train_opts *o0)
         if (dist_rank() == 0) fprintf(stderr, "ctrbox: %s\n", err);
         return 1;
     }
-    if (o->threads > 0) {
-        dense_cpu_preflight(o->threads);
-        omp_set_num_threads(o->threads);
-    }
+    dense_cpu_preflight(o->threads);
+    if (o->threads > 0) omp_set_num_threads(o->threads);
     /* training reads its files once per epoch (and first for the schema): a pipe or a device would
      * lose rows or hang on the second read */
     for (int i = 0; i < o->n_train; i++) {

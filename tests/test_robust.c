@@ -566,6 +566,44 @@ Test(robust, openmp_threads_out_of_room_end_in_ctrbox_s_line)
     cr_assert_gt(stacks, 0, "no run between %d and %d MB reached the threads' stacks check", base + need, base + need + 300);
 }
 
+Test(robust, threads_out_of_processes_end_in_one_line)
+{
+    /* Threads count against the processes a user may run (ulimit -u; root is exempt, so the runs
+     * are another user's). Out of them, libgomp ended the process with its own line, and a reader
+     * thread that never started was waited for forever; io_uring, without a worker thread for a
+     * write, failed it ("Operation canceled"). Now each run trains, or ends with one ctrbox line;
+     * the one stopped latest then resumes to the model of a run never stopped. */
+    if (geteuid() != 0) cr_skip_test("ulimit -u binds users other than root: running as one needs root");
+    make_data();
+#define AS_NOBODY "setpriv --reuid=65534 --regid=65534 --clear-groups bash -c "
+#define NPROC_RUN(extra) "$B/ctrbox train --model deepfm --format criteo --train tr.tsv --pass-rows 3000 --cache-mb 1 " \
+                         "--dim 4 --hidden 16,16 --batch 256 --quiet --epochs 2 --threads 2 " extra
+    if (th_run(NULL, "chmod 777 . && " AS_NOBODY "\"test -x $B/ctrbox && test -r tr.tsv && test -w .\"") != 0)
+        cr_skip_test("user 65534 cannot run %s/ctrbox here", getenv("CTRBOX_BIN") ? getenv("CTRBOX_BIN") : "bin");
+    int trained = 0, refused = 0, stopped = -1;
+    for (int n = 6; n <= 20; n++) {
+        char *o;
+        int rc = th_run(&o, "rm -rf u%d t%d; " AS_NOBODY "\"ulimit -u %d; " T NPROC_RUN("--table-dir t%d --out u%d") "\"", n, n,
+                        n, n, n);
+        cr_assert(rc == 0 || (rc == 1 && strstr(o, "ctrbox")), "ulimit -u %d: exit %d: %s", n, rc, o);
+        cr_assert(!strstr(o, "libgomp") && !strstr(o, "terminate called") && !strstr(o, "Operation canceled"),
+                  "ulimit -u %d: %s", n, o);
+        trained += rc == 0;
+        refused += rc == 1;
+        if (rc == 1 && strstr(o, "cannot start the thread")) stopped = n;
+        free(o);
+    }
+    cr_assert(trained > 0 && refused > 0, "ulimit -u from 6 to 20: %d runs trained, %d ended for want of threads", trained,
+              refused);
+    expect(0, NULL, NPROC_RUN("--table-dir tw --out w%s"), "");
+    expect(0, NULL, "$B/ctrbox predict --model w --data va.tsv --out p_w.txt%s", "");
+    if (stopped < 0) return;   /* every run stopped before or trained */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, NPROC_RUN("--out u%d --resume t%d") " && $B/ctrbox predict --model u%d --data va.tsv --out p_u.txt", stopped, stopped, stopped);
+    expect(0, NULL, "%s", cmd);
+    th_same_file("p_u.txt", "p_w.txt");
+}
+
 Test(robust, outputs_to_pipes_and_devices_are_streamed)
 {
     make_data();
