@@ -18,8 +18,9 @@
 #            again --resume ends with the uninterrupted model. Model, export and bundle writes on a
 #            full disk exit 1 and leave no partial output.
 #   memory   a random command under a random address-space limit (ulimit -v, 100 MB to 1.5 GB),
-#            in half the trials with larger stacks (ulimit -s 64 or 293 MB), in half with every
-#            thread started late (tests/late_threads.c):
+#            in half the trials with larger stacks (ulimit -s 64 or 293 MB), in a quarter as
+#            another user with few processes (ulimit -u 6 to 40), in half with every thread
+#            started late (tests/late_threads.c):
 #            success, or exit 1 with one line; never a hang or an abort.
 #   follow   `train --follow` with random options (model, admission, shrink, decay, pass size,
 #            epochs, in memory or a table folder at a random budget, progressive validation, an
@@ -60,6 +61,11 @@ pick() {
 }
 ms() { date +%s%3N; }
 say() { [ -n "${TORTURE_VERBOSE:-}" ] && echo "  $*"; return 0; }
+
+# user 65534, for limits root is exempt from (ulimit -u), where it can run the programs here
+AS_OTHER="setpriv --reuid=65534 --regid=65534 --clear-groups"
+chmod a+rwx "$W"
+[ "$(id -u)" = 0 ] && $AS_OTHER "$B/ctrbox" --version > /dev/null 2>&1 || AS_OTHER=
 
 $B/ctrbox-data gen --rows 12000 --seed 5 --keys 0.002 --out tr.tsv &&
     $B/ctrbox-data gen --rows 30000 --seed 6 --keys 0.005 --out trk.tsv &&
@@ -284,9 +290,15 @@ memory_trial() {
     # in half the trials threads take larger stacks (ulimit -s, KB): OpenBLAS's workers, made as a
     # program loads, then did not fit, and OpenBLAS raised SIGINT (exit 130, its own lines only)
     local stack=$(pick "" "" 65536 300000)
-    (ulimit -v $((mb * 1024)); [ -z "$stack" ] || ulimit -s $stack; timeout 300 bash -c "$cmd") > out.log 2>&1
+    # in a quarter of them, as another user (root is exempt) with few processes (ulimit -u): a
+    # reader thread that could not start was waited for forever
+    local procs=$(pick "" "" "" $((6 + RANDOM % 35)))
+    [ -n "$AS_OTHER" ] || procs=
+    [ -z "$procs" ] || chmod -R a+rwX "$d" "$W/m0" "$W/m0t"
+    (ulimit -v $((mb * 1024)); [ -z "$stack" ] || ulimit -s $stack
+     if [ -n "$procs" ]; then timeout 300 $AS_OTHER bash -c "ulimit -u $procs; $cmd"; else timeout 300 bash -c "$cmd"; fi) > out.log 2>&1
     local rc=$?
-    local lim="${mb} MB${stack:+, ulimit -s $stack}"
+    local lim="${mb} MB${stack:+, ulimit -s $stack}${procs:+, ulimit -u $procs as user 65534}"
     if [ $rc -ne 0 ] && { [ $rc -ne 1 ] || ! grep -q "ctrbox" out.log; }; then
         fail memory $s "$lim: exit $rc: $(tail -c 300 out.log): $cmd"; cd "$W"; return
     fi
