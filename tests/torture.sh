@@ -292,7 +292,8 @@ memory_trial() {
     local stack=$(pick "" "" 65536 300000)
     # in a quarter of them, as another user (root is exempt) with few processes (ulimit -u): a
     # reader thread that could not start was waited for forever
-    local procs=$(pick "" "" "" $((6 + RANDOM % 35)))
+    local nproc=$((6 + RANDOM % 35))   # here, not in pick's subshell, where RANDOM is reseeded
+    local procs=$(pick "" "" "" $nproc)
     [ -n "$AS_OTHER" ] || procs=
     [ -z "$procs" ] || chmod -R a+rwX "$d" "$W/m0" "$W/m0t"
     (ulimit -v $((mb * 1024)); [ -z "$stack" ] || ulimit -s $stack
