@@ -166,6 +166,7 @@ void emb_shard_apply(emb_shard *s, int exp, uint32_t pass, uint64_t step, float 
 int emb_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits, char *err, size_t errlen)
 {
     char path[4096];
+    if (folder_path_check(top, err, errlen) < 0) return -1;
     snprintf(path, sizeof path, "%s/" EMB_SHARDS_FILE, top);
     *commits = 0;
     FILE *f = fopen(path, "rb");
@@ -191,6 +192,7 @@ int emb_shards_read(const char *top, int *ranks, int *n_lanes, uint64_t *commits
 int emb_shards_write(const char *top, int ranks, int n_lanes, uint64_t commits, char *err, size_t errlen)
 {
     char path[4096];
+    if (folder_path_check(top, err, errlen) < 0) return -1;
     snprintf(path, sizeof path, "%s/" EMB_SHARDS_FILE, top);
     uint8_t r[40] = { 0 };
     uint32_t v = 1, n = (uint32_t)ranks, g = (uint32_t)n_lanes;

@@ -1110,6 +1110,8 @@ int emb_tier_open(emb_tier **out, const char *dir, int n_tables, const size_t *r
                   int readonly, size_t index_cache, char *err, size_t errlen)
 {
     *out = NULL;
+    int pc = folder_path_check(dir, err, errlen);
+    if (pc < 0) return pc;
     if (n_tables > EMB_TIER_MAX_TABLES)
         return failf(err, errlen, -EINVAL,
                      "%s: a table folder holds at most %d tables (its index names a table in one byte); this model "

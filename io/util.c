@@ -240,8 +240,7 @@ static void remove_stale_tmp(const char *path)
         if (*end || end == n + bl + 5 || pid <= 0 || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
             char full[4096];
-            snprintf(full, sizeof full, "%s/%s", dir, n);
-            unlink(full);
+            if (snprintf(full, sizeof full, "%s/%s", dir, n) < (int)sizeof full) unlink(full);   /* not a name cut short */
         }
     }
     if (d) closedir(d);
@@ -425,10 +424,19 @@ int lock_file(int fd, int shared)
     }
 }
 
+int folder_path_check(const char *dir, char *err, size_t errlen)
+{
+    size_t n = strlen(dir);
+    if (n <= FOLDER_PATH_MAX) return 0;
+    snprintf(err, errlen, "%.40s...%s: a folder's path of %zu bytes, over the %d ctrbox takes (the paths of the files in "
+             "it must stay within the system's 4096)", dir, dir + n - 40, n, FOLDER_PATH_MAX);
+    return -ENAMETOOLONG;
+}
+
 int folder_lock(const char *dir, const char *name, int shared)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return -ENAMETOOLONG;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 && shared) fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -errno;

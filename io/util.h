@@ -79,12 +79,22 @@ uint64_t address_space_left(uint64_t *limit);
 /* Bytes a file or folder (all files below it) takes on disk: allocated blocks; 0 if unreadable. */
 uint64_t path_disk_bytes(const char *path);
 
+/* The longest path of a folder ctrbox keeps files in: its files' paths (a name of up to 255 bytes,
+ * a temporary's suffix after it) then stay within the system's limit of 4096 bytes. A longer folder
+ * is refused where it comes in: a file's path built from it in a buffer of that size was cut short,
+ * another file's name (DIR/LOCK for DIR/LOCK.model), written silently. */
+#define FOLDER_PATH_MAX 3800
+/* 0 if dir's path fits FOLDER_PATH_MAX; else -ENAMETOOLONG, and a line in err naming the path by
+ * its two ends and its length. */
+int folder_path_check(const char *dir, char *err, size_t errlen);
+
 /* Take fd's flock, exclusive (one writer) or shared: 0, -EBUSY when another process holds it, or
  * -errno. An exclusive lock waits up to 2 s for a holder whose process is ending; a shared one does
  * not wait. */
 int lock_file(int fd, int shared);
 /* Hold DIR/NAME's flock as lock_file takes it: the open descriptor, which keeps the lock until
- * closed (or the process ends), or -EBUSY when another process holds it, or -errno. */
+ * closed (or the process ends), or -EBUSY when another process holds it, or -errno (-ENAMETOOLONG
+ * where DIR/NAME passes 4096 bytes). */
 int folder_lock(const char *dir, const char *name, int shared);
 
 /* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3

@@ -792,6 +792,11 @@ static int cmd_train(int argc, char **argv, int plan)
     if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
     if (o.export_dir && !o.export_every) o.export_every = 1;
     if (!o.follow && (!o.n_train || !o.out)) cli_fail(&cc, "--train FILE and --out DIR are required");
+    const char *folders[] = { o.out, o.table_dir, o.export_dir };   /* where files are written */
+    for (size_t i = 0; i < sizeof folders / sizeof *folders; i++) {
+        char e[256];
+        if (folders[i] && folder_path_check(folders[i], e, sizeof e) < 0) die("train: %s", e);
+    }
     if (o.init && o.resume)
         die("train: --init starts a new run from a model, --resume continues a run: give one (a warm-started run "
             "killed on the way continues when the same --init command runs again)");

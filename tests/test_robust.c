@@ -619,3 +619,38 @@ Test(robust, outputs_to_pipes_and_devices_are_streamed)
     expect(1, "not a regular file", "mkfifo b.fifo && { timeout 60 cat b.fifo > /dev/null & } && " T
                                     "$B/ctrbox export-serving --model m --out b.fifo%s", "");
 }
+
+/* A folder of N bytes' path under the test's folder, made (echoes it): components of 200 bytes */
+#define LONG_DIR "long_dir() { d=$PWD/lp; while [ $((${#d} + 201)) -lt $1 ]; do d=$d/$(printf '%%0200d' 0); done; " \
+                 "d=$d/$(printf \"%%0$(($1 - ${#d} - 1))d\" 0); mkdir -p $d && echo $d; }; "
+
+Test(robust, folder_paths_too_long_for_their_files_are_refused)
+{
+    make_data();
+    /* Paths of files in a folder were built in buffers of 4096 bytes: from a folder of 4090 bytes,
+     * the trainer wrote DIR/LOCK, DIR/log. and DIR/curv (DIR/LOCK.model, log.jsonl, curve.jsonl cut
+     * short, another file's name each) and ended with a message cut before its reason; a table
+     * folder's files alike. A folder longer than 3800 bytes is refused before anything is written. */
+    char *o;
+    int rc = th_run(&o, LONG_DIR "D=$(long_dir 4090); echo ${#D}; " T "$B/ctrbox train --model lr --format criteo "
+                        "--train tr.tsv --epochs 1 " SMALL " --out $D; echo rc=$?; ls -A $D | wc -l | sed 's/^/files=/'");
+    cr_assert(rc == 0 && strstr(o, "4090\n") && strstr(o, "rc=1") && strstr(o, "over the 3800") && strstr(o, "files=0\n"), "%s", o);
+    free(o);
+    rc = th_run(&o, LONG_DIR "D=$(long_dir 3900); " T "$B/ctrbox train --model lr --format criteo --train tr.tsv "
+                    "--epochs 1 " SMALL " --pass-rows 5000 --cache-mb 64 --out m --table-dir $D; echo rc=$?; "
+                    "ls -A $D | wc -l | sed 's/^/files=/'; test -e m || echo no-model-folder; "
+                    T "$B/ctrbox-table inspect $D; echo rc2=$?");
+    cr_assert(rc == 0 && strstr(o, "rc=1") && strstr(o, "over the 3800") && strstr(o, "files=0\n") &&
+                  strstr(o, "no-model-folder") && strstr(o, "rc2=1"), "%s", o);
+    cr_assert_eq(strstr(strstr(o, "rc=1"), "over the 3800") != NULL, 1, "%s", o);   /* the tool says why too */
+    free(o);
+    /* at the bound, every file keeps its name: a tiered model trains, evaluates and resumes */
+    rc = th_run(&o, LONG_DIR "D=$(long_dir 3795); " T "$B/ctrbox train --model fm --format criteo --train tr.tsv "
+                    "--epochs 1 " SMALL " --pass-rows 5000 --cache-mb 64 --out $D --table-dir $D/t && "
+                    T "$B/ctrbox eval --model $D --data va.tsv >/dev/null && " T "$B/ctrbox train --model fm --format criteo "
+                    "--train tr.tsv --epochs 2 " SMALL " --pass-rows 5000 --cache-mb 64 --out $D --resume $D/t && "
+                    "ls $D $D/t | tr '\\n' ' '");
+    cr_assert(rc == 0 && strstr(o, " model.ctrbox ") && strstr(o, " LOCK.model ") && strstr(o, " log.jsonl ") &&
+                  strstr(o, " curve.jsonl ") && strstr(o, " table0.slots ") && strstr(o, " COMMIT.ctrbox "), "%s", o);
+    free(o);
+}
