@@ -153,7 +153,7 @@ static int wait_slot(io_reader *r, int i)
         if (res < 0) {
             t->err = res;
         } else if (res == 0) {
-            if (t->got < t->want) t->err = -EIO;   /* file shrank while we read it */
+            if (t->got < t->want) t->err = -ENODATA;   /* file shrank while we read it (io_reader_next's caller says so) */
         } else {
             t->got += (size_t)res;
             if (t->got < t->want) {                 /* short read: continue it */

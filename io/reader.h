@@ -22,7 +22,8 @@ typedef struct io_reader io_reader;
 
 /* 0 or -errno. chunk is rounded up to 4096; depth >= 1. */
 int io_reader_open(io_reader **out, const char *path, int flags, size_t chunk, int depth);
-/* Bytes in the next chunk (> 0), 0 at end of file, or -errno. *data is borrowed until the next call. */
+/* Bytes in the next chunk (> 0), 0 at end of file, or -errno (-ENODATA: the file got shorter than it
+ * was when opened). *data is borrowed until the next call. */
 ssize_t io_reader_next(io_reader *r, const uint8_t **data);
 /* Whether O_DIRECT is in use. */
 int io_reader_is_direct(const io_reader *r);

@@ -99,7 +99,7 @@ static int raw_next(io_stream *s)
     ssize_t n = io_reader_next(s->reader, &p);
     if (n < 0)
         return fail(s, (int)n, "read error at byte %llu: %s", (unsigned long long)s->raw_offset,
-                    strerror((int)-n));
+                    n == -ENODATA ? "the file got shorter while read (it changed during training)" : strerror((int)-n));
     if (n == 0) {
         s->raw_eof = 1;
         return 0;
@@ -517,5 +517,22 @@ int io_file_digest(const char *path, uint64_t *out, char *err, size_t errlen)
     XXH64_freeState(h);
     free(buf);
     close(fd);
+    return ret;
+}
+
+int io_files_digest(char *const *paths, int n, uint64_t *out, char *err, size_t errlen)
+{
+    char **all;
+    int m = io_expand_paths(paths, n, &all, err, errlen);
+    if (m < 0) return m;
+    uint64_t h = XXH64(&m, sizeof m, 0);
+    int ret = 0;
+    for (int i = 0; i < m && ret == 0; i++) {
+        uint64_t d;
+        ret = io_file_digest(all[i], &d, err, errlen);
+        h = XXH64(&d, sizeof d, h);
+    }
+    io_free_paths(all, m);
+    *out = h;
     return ret;
 }

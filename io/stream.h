@@ -62,5 +62,8 @@ void io_free_paths(char **paths, int n);
  * and 14 blocks of 4 KiB spread between (a cut, grown or rewritten file differs; the same bytes
  * under another name do not). 0, or -errno with err. */
 int io_file_digest(const char *path, uint64_t *out, char *err, size_t errlen);
+/* The identity of a list of training paths' contents: XXH64 over their count and the
+ * io_file_digest of each file they expand to (io_expand_paths), in order. 0, or -errno with err. */
+int io_files_digest(char *const *paths, int n, uint64_t *out, char *err, size_t errlen);
 
 #endif

@@ -1127,23 +1127,11 @@ static uint64_t settings_fingerprint(const train_opts *o)
     return XXH64(buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1), 0);
 }
 
-/* The training data, by content (io_file_digest of each file, in order), not by name: a file cut
- * or rewritten since the commit is noticed, the same file under another path is not refused. */
+/* The training data, by content (io_files_digest), not by name: a file cut or rewritten since the
+ * commit is noticed, the same file under another path is not refused. */
 static int data_fingerprint(const train_opts *o, uint64_t *out, char *err, size_t errlen)
 {
-    char **paths;
-    int n = io_expand_paths(o->train, o->n_train, &paths, err, errlen);
-    if (n < 0) return n;
-    uint64_t h = XXH64(&n, sizeof n, 0);
-    int ret = 0;
-    for (int i = 0; i < n && ret == 0; i++) {
-        uint64_t d;
-        ret = io_file_digest(paths[i], &d, err, errlen);
-        h = XXH64(&d, sizeof d, h);
-    }
-    io_free_paths(paths, n);
-    *out = h;
-    return ret;
+    return io_files_digest(o->train, o->n_train, out, err, errlen);
 }
 
 /* ---- the run: open, the epochs' passes, close ---- */

@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
+#include "../io/stream.h"
 #include "../io/util.h"
 
 typedef struct {
@@ -55,6 +56,8 @@ typedef struct {
     int best_epoch;               /* the epoch of the best validation AUC in this process (0: none yet) */
     int hinted;                   /* small-data hints given: 1 few steps, 2 AUC near 0.5 */
     int stopped_early;
+    uint64_t data_digest;         /* the training files' contents as the first epoch read them (have_digest) */
+    int have_digest;
 } trainer;
 
 /* --follow: SIGTERM and SIGINT ask the run to stop at the next pass boundary after a commit */
@@ -405,11 +408,35 @@ static data_source *open_training(const train_opts *o)
     return s;
 }
 
+/* Every epoch reads the training files again: they must hold what the first read, before and
+ * after each epoch (a log appended to, cut or rewritten while the run went on trained later epochs
+ * on other rows, silently). 0, or -1 (said). */
+static int same_data(trainer *t, const char *when)
+{
+    char err[1024];
+    uint64_t d;
+    if (io_files_digest(t->o->train, t->o->n_train, &d, err, sizeof err) < 0) {
+        fprintf(stderr, "\nctrbox: %s\n", err);
+        return -1;
+    }
+    if (!t->have_digest) {
+        t->data_digest = d;
+        t->have_digest = 1;
+    } else if (d != t->data_digest) {
+        fprintf(stderr, "\nctrbox: the training files changed %s epoch %d (compared by size and sampled bytes): every "
+                "epoch must train the rows the first read; give files that are complete (copy a log still being "
+                "written first)\n", when, t->rs.epoch);
+        return -1;
+    }
+    return 0;
+}
+
 /* One pass over the whole epoch, read from the files in chunks of the shuffle buffer's size. */
 static int train_stream(trainer *t)
 {
     const train_opts *o = t->o;
     char err[1024];
+    if (same_data(t, "before") < 0) return -1;
     data_source *s = open_training(o);
     if (!s) return -1;
     sample_block b, buf;
@@ -433,6 +460,7 @@ static int train_stream(trainer *t)
     block_free(&b);
     block_free(&buf);
     source_close(s);
+    if (ret == 0 && same_data(t, "during") < 0) ret = -1;
     return ret < 0 ? -1 : 0;
 }
 
@@ -1357,6 +1385,7 @@ int train_run(const train_opts *o0)
         t.rs = (run_state){ .pass = t.rs.pass, .best_auc = -INFINITY };
         start_epoch = 1;
         skip = 0;
+        t.have_digest = 0;   /* the next entry's files */
         if (passes_restart(t.ps) < 0) ret = 1;
     }
     tiered = t.ps && passes_tiered(t.ps);   /* the model kept is then the last commit's, not the best epoch's */

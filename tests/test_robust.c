@@ -654,3 +654,30 @@ Test(robust, folder_paths_too_long_for_their_files_are_refused)
                   strstr(o, " curve.jsonl ") && strstr(o, " table0.slots ") && strstr(o, " COMMIT.ctrbox "), "%s", o);
     free(o);
 }
+
+Test(robust, training_files_changed_during_a_run_stop_it)
+{
+    make_data();
+    /* Every epoch reads the files again. Read whole each epoch (no --pass-rows), a file appended
+     * to (a log still being written) or rewritten after the first epoch trained the later epochs
+     * on other rows, and the run ended with exit 0; and a file that got shorter while read said
+     * "Input/output error". Now the run stops at the first epoch that would read other bytes, in
+     * memory as with a table folder, without committing that epoch. */
+    const char *change[] = { "head -100 tr.tsv >> t.tsv", "sed -i 's/^0/1/' t.tsv" };
+    const char *where[] = { "", "--table-dir tt --cache-mb 64" };
+    for (int c = 0; c < 2; c++)
+        for (int w = 0; w < 2; w++) {
+            char *o;
+            int rc = th_run(&o, "rm -rf m tt; cp tr.tsv t.tsv; " T "$B/ctrbox train --model lr --format criteo "
+                                "--train t.tsv --epochs 1000 " SMALL " --out m %s & p=$!; for i in $(seq 6000); do "
+                                "grep -q '\"kind\": \"epoch\"' m/log.jsonl 2>/dev/null && break; sleep 0.01; done; %s; "
+                                "wait $p; echo rc=$?; grep -c '\"kind\": \"epoch\"' m/log.jsonl",
+                            where[w], change[c]);
+            cr_assert(rc == 0 && strstr(o, "rc=1") && strstr(o, "the training files changed"), "%s\n%s: %s", change[c],
+                      where[w], o);
+            free(o);
+        }
+    /* the table folder's last commit is the epoch before: a resume with the changed file is refused */
+    expect(1, "differ from those of the committed run",
+           T "$B/ctrbox train --model lr --format criteo --train t.tsv --epochs 1000 " SMALL " --out m --resume tt%s", "");
+}
