@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,17 +249,54 @@ static void remove_stale_tmp(const char *path)
     free(copy2);
 }
 
+/* The process's own descriptor that path names ("-" and /dev/stdout: 1, /dev/stderr: 2,
+ * /dev/fd/N and /proc/self/fd/N: N), or -1. */
+static int own_fd(const char *path)
+{
+    if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) return 1;
+    if (!strcmp(path, "/dev/stderr")) return 2;
+    const char *p = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+    if (!p || *p < '0' || *p > '9') return -1;
+    char *end;
+    long n = strtol(p, &end, 10);
+    return *end || n > INT_MAX ? -1 : (int)n;
+}
+
 int durable_open(durable_file *d, const char *path)
 {
     memset(d, 0, sizeof *d);
+    int own = own_fd(path);
+    if (own >= 0) {
+        /* written to the descriptor as the shell opened it: standard output redirected to a file
+         * (`--out /dev/stdout > p.txt`) went by the durable path below, the link /dev/stdout
+         * resolving to that file, and as root the machine's /dev/stdout was renamed over (p.txt
+         * stayed empty); a file opened to append (>>) is appended to */
+        int fd = dup(own);
+        if (fd < 0) return -errno;
+        d->f = fdopen(fd, "w");
+        if (!d->f) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        d->path = xstrdup(path);
+        return 0;
+    }
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        /* a pipe or a device (/dev/stdout): written as it is, a stream has no temporary name (and
-         * renaming one over /dev/stdout would replace the device by a file) */
+        /* a pipe or a device: written as it is, a stream has no temporary name (and renaming one
+         * over a device would replace it by a file) */
         d->f = fopen(path, "w");
         if (!d->f) return -errno;
         d->path = xstrdup(path);
         return 0;
+    }
+    /* a link to a file: the file is written, the link stays (it was replaced by the file) */
+    char *target = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL) : NULL;
+    if (target) {
+        int r = durable_open(d, target);
+        free(target);
+        return r;
     }
     remove_stale_tmp(path);
     size_t n = strlen(path) + 32;
@@ -470,6 +508,6 @@ uint64_t address_space_left(uint64_t *limit)
 void refuse_existing_output(const char *path, int force)
 {
     struct stat st;
-    if (!force && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+    if (!force && own_fd(path) < 0 && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
         die("%s exists; give --force to replace it", path);
 }

@@ -6,7 +6,9 @@
  * Expected failures are returned as negative errno-style codes by the modules themselves.
  * durable_*: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory; opening
  * deletes the temporary files of <path> that killed processes left. A path that is a pipe or a
- * device (/dev/stdout) is written directly (tmp is NULL).
+ * device is written directly (tmp is NULL); so is one of the process's own descriptors ("-" and
+ * /dev/stdout: standard output; /dev/stderr, /dev/fd/N, /proc/self/fd/N), as the shell opened it.
+ * A symbolic link's file is written, the link stays.
  */
 #ifndef CTRBOX_UTIL_H
 #define CTRBOX_UTIL_H
@@ -69,7 +71,8 @@ void durable_abort(durable_file *d);
 int durable_write(const char *path, const void *buf, size_t len);
 
 /* An output that exists as a file or folder is replaced only with --force: else die saying so
- * (a pipe or a device is written to, nothing is kept there). */
+ * (a pipe, a device or one of the process's own descriptors, as durable_open names them, is
+ * written to, nothing is kept there). */
 void refuse_existing_output(const char *path, int force);
 
 /* Bytes of address space left under the address-space limit (ulimit -v, RLIMIT_AS), or UINT64_MAX

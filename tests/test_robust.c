@@ -681,3 +681,38 @@ Test(robust, training_files_changed_during_a_run_stop_it)
     expect(1, "differ from those of the committed run",
            T "$B/ctrbox train --model lr --format criteo --train t.tsv --epochs 1000 " SMALL " --out m --resume tt%s", "");
 }
+
+Test(robust, outputs_through_links_and_the_process_s_own_descriptors)
+{
+    make_data();
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out m%s", "");
+#define PRED T "$B/ctrbox predict --model m --data va.tsv --out "
+    /* a link to a file: the file gets the output, the link stays (it was replaced by a file) */
+    char *o;
+    th_run(&o, "echo old > real.txt && ln -s real.txt so && " PRED "so && test -L so && echo still-a-link; wc -l < real.txt");
+    cr_assert(strstr(o, "still-a-link") && strstr(o, "4000"), "%s", o);
+    free(o);
+    /* "-" is standard output (a file named "-" was written), /dev/fd/N the descriptor */
+    th_run(&o, PRED "- | wc -l; test -e ./- && echo a-file-named-dash; " PRED "/dev/fd/5 5> p5.txt && wc -l < p5.txt");
+    cr_assert(strstr(o, "4000\n4000") && !strstr(o, "a-file-named-dash"), "%s", o);
+    free(o);
+    /* `--out /dev/stdout > p.txt`: the link /dev/stdout resolved to p.txt, a regular file, which
+     * took the durable path: as root the machine's /dev/stdout was renamed over by a file holding
+     * the predictions, p.txt stayed empty, exit 0. Tried in a mount namespace of its own with a
+     * /dev of its own, so that a regression does not replace this machine's. */
+    if (geteuid() != 0) {
+        cr_log_warn("not root: /dev/stdout redirected to a file is not tried (it needs a mount namespace)");
+        return;
+    }
+    int rc = th_run(&o, "export B; unshare -m sh -c 'mount -t tmpfs none /dev && ln -s /proc/self/fd/1 /dev/stdout && "
+                        "mknod /dev/null c 1 3 && " PRED "/dev/stdout > p1.txt && echo x > p2.txt && "
+                        PRED "/dev/stdout >> p2.txt && ls -l /dev/stdout' && wc -l < p1.txt && wc -l < p2.txt");
+    if (rc != 0 && strstr(o, "unshare")) {
+        cr_log_warn("no mount namespace here (%s): /dev/stdout redirected to a file is not tried", o);
+        free(o);
+        return;
+    }
+    cr_assert(rc == 0 && strstr(o, "-> /proc/self/fd/1") && strstr(o, "\n4000\n4001"), "%s", o);
+    free(o);
+#undef PRED
+}
