@@ -426,21 +426,24 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+const char *io_input_path(const char *arg) { return strcmp(arg, "-") ? arg : "/dev/stdin"; }
+
 int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen)
 {
     int cnt = 0, cap = 16;
     char **v = xmalloc((size_t)cap * sizeof *v);
     for (int i = 0; i < n; i++) {
         struct stat st;
-        if (stat(paths[i], &st) < 0) {
+        const char *path = io_input_path(paths[i]);
+        if (stat(path, &st) < 0) {
             int e = errno;
-            snprintf(err, errlen, "%s: %s", paths[i], strerror(e));
+            snprintf(err, errlen, "%s: %s", path, strerror(e));
             io_free_paths(v, cnt);
             return -e;
         }
         if (!S_ISDIR(st.st_mode)) {
             if (cnt == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
-            v[cnt++] = xstrdup(paths[i]);
+            v[cnt++] = xstrdup(path);
             continue;
         }
         DIR *d = opendir(paths[i]);

@@ -52,7 +52,10 @@ const char *io_stream_error(const io_stream *s);
 io_comp io_stream_compression(const io_stream *s);
 int io_stream_is_direct(const io_stream *s);
 
-/* Expand paths: a folder becomes its regular files (not starting with '.' or '_', as Hadoop and Spark
+/* The file an input argument names: "-" is standard input (/dev/stdin), any other the path itself. */
+const char *io_input_path(const char *arg);
+
+/* Expand paths ("-": io_input_path): a folder becomes its regular files (not starting with '.' or '_', as Hadoop and Spark
  * mark what is not data: _SUCCESS, _logs), sorted by name.
  * Returns the count and a malloc'd array of malloc'd strings, or -errno (err says which path). */
 int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen);

@@ -178,7 +178,7 @@ static const char predict_help[] =
     "  --bundle FILE          a serving bundle instead of --model\n"
     "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
     "  --table-dir DIR        a tiered model's table folder, where it is not where the model says\n"
-    "  --data FILE...         the rows to score\n"
+    "  --data FILE...         the rows to score (- is standard input)\n"
     "  --out FILE             the probabilities (required; - is standard output)\n"
     "  --pred-out FILE        the same as --out\n"
     "  --id-column NAME       csv: NAME,probability lines under a header (none)\n"

@@ -1225,9 +1225,10 @@ int train_run(const train_opts *o0)
      * lose rows or hang on the second read */
     for (int i = 0; i < o->n_train; i++) {
         struct stat st;
-        if (stat(o->train[i], &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        const char *path = io_input_path(o->train[i]);
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
             fprintf(stderr, "ctrbox: %s: not a regular file (a pipe, socket or device): training reads its files more "
-                    "than once; write the data to a file first\n", o->train[i]);
+                    "than once; write the data to a file first\n", path);
             return 1;
         }
     }
