@@ -697,9 +697,10 @@ Test(robust, outputs_through_links_and_the_process_s_own_descriptors)
      * the rows for the schema, then trained an empty epoch: loss nan, exit 0) */
     th_run(&o, PRED "- | wc -l; test -e ./- && echo a-file-named-dash; " PRED "/dev/fd/5 5> p5.txt && wc -l < p5.txt; "
                "cat va.tsv | " T "$B/ctrbox predict --model m --data - --out - | wc -l; cat tr.tsv | " T "$B/ctrbox train "
-               "--model lr --format criteo --train - --epochs 1 " SMALL " --out m2; echo rc=$?");
+               "--model lr --format criteo --train - --epochs 1 " SMALL " --out m2; echo rc=$?; cat va.tsv | " T "$B/ctrbox-data "
+               "split --ratios 1,1 --in - --out sp >/dev/null && cat sp.train sp.test | wc -l");
     cr_assert(strstr(o, "4000\n4000\n4000\n") && !strstr(o, "a-file-named-dash") && strstr(o, "not a regular file") &&
-                  strstr(o, "rc=1"), "%s", o);
+                  strstr(o, "rc=1\n4000\n"), "%s", o);
     free(o);
     /* `--out /dev/stdout > p.txt`: the link /dev/stdout resolved to p.txt, a regular file, which
      * took the durable path: as root the machine's /dev/stdout was renamed over by a file holding

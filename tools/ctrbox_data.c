@@ -376,7 +376,7 @@ static int cmd_split(int argc, char **argv)
         switch (c) {
         case 'r': ratios = optarg; break;
         case 's': seed = parse_u64_arg("--seed", optarg); break;
-        case 'i': input = optarg; break;
+        case 'i': input = io_input_path(optarg); break;   /* "-": standard input */
         case 'o': prefix = optarg; break;
         default: cli_usage_error(&cc, "unexpected option");
         }
