@@ -408,10 +408,10 @@ static data_source *open_training(const train_opts *o)
     return s;
 }
 
-/* Every epoch reads the training files again: they must hold what the first read, before and
- * after each epoch (a log appended to, cut or rewritten while the run went on trained later epochs
- * on other rows, silently). 0, or -1 (said). */
-static int same_data(trainer *t, const char *when)
+/* Every epoch reads the training files again: at the end of each they must hold what they held
+ * when the first began (a log appended to, cut or rewritten while the run went on trained later
+ * epochs on other rows, silently). The first call takes their digest. 0, or -1 (said). */
+static int same_data(trainer *t)
 {
     char err[1024];
     uint64_t d;
@@ -423,9 +423,9 @@ static int same_data(trainer *t, const char *when)
         t->data_digest = d;
         t->have_digest = 1;
     } else if (d != t->data_digest) {
-        fprintf(stderr, "\nctrbox: the training files changed %s epoch %d (compared by size and sampled bytes): every "
-                "epoch must train the rows the first read; give files that are complete (copy a log still being "
-                "written first)\n", when, t->rs.epoch);
+        fprintf(stderr, "\nctrbox: the training files changed by the end of epoch %d (compared by size and sampled "
+                "bytes): every epoch must train the rows the first read; give files that are complete (copy a log "
+                "still being written first)\n", t->rs.epoch);
         return -1;
     }
     return 0;
@@ -436,7 +436,7 @@ static int train_stream(trainer *t)
 {
     const train_opts *o = t->o;
     char err[1024];
-    if (same_data(t, "before") < 0) return -1;
+    if (!t->have_digest && same_data(t) < 0) return -1;   /* the first epoch: the digest to compare with */
     data_source *s = open_training(o);
     if (!s) return -1;
     sample_block b, buf;
@@ -460,7 +460,7 @@ static int train_stream(trainer *t)
     block_free(&b);
     block_free(&buf);
     source_close(s);
-    if (ret == 0 && same_data(t, "during") < 0) ret = -1;
+    if (ret == 0 && same_data(t) < 0) ret = -1;
     return ret < 0 ? -1 : 0;
 }
 
