@@ -143,6 +143,10 @@ corrupt_setup() {
     cd ..
 }
 
+# inspect's first line gives the folder's size on disk, which a damaged file changes (a cut
+# OPTIONS file turned "2.1 MB" into "2.0 MB": "another result" where the rows were the same)
+ON_DISK="sed -E 's/[0-9.]+ [KMGT]?B on disk/(size) on disk/'"
+
 # "strict|file to damage|command that reads it" (run in the trial's copy). strict: the file has
 # checksums, so the command gives the undamaged output or exits 1; otherwise (text logs, npy, INI,
 # whose damage can be valid data) it must only end cleanly.
@@ -157,12 +161,12 @@ corrupt_kinds=(
     "1|tier/model.ctrbox|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
     "1|tab/table0.slots|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
     "1|tab/table0.slots|$B/ctrbox-table export tab --to text out.txt --force && cat out.txt"
-    "1|tab/COMMIT.ctrbox|$B/ctrbox-table inspect tab"
+    "1|tab/COMMIT.ctrbox|set -o pipefail; $B/ctrbox-table inspect tab | $ON_DISK"
     "1|tab/index/*.sst|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
     "1|tab/index/MANIFEST-*|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
-    "1|tab/index/CURRENT|$B/ctrbox-table inspect tab"
+    "1|tab/index/CURRENT|set -o pipefail; $B/ctrbox-table inspect tab | $ON_DISK"
     "1|tab/index/*.log|$B/ctrbox predict --model tier --data data.tsv --out out.txt && cat out.txt"
-    "1|tab/index/OPTIONS-*|$B/ctrbox-table inspect tab"
+    "1|tab/index/OPTIONS-*|set -o pipefail; $B/ctrbox-table inspect tab | $ON_DISK"
     "1|b.bundle|$B/ctrbox predict --bundle b.bundle --data data.tsv --out out.txt && cat out.txt"
     "1|d.bundle|$B/ctrbox predict --bundle b.bundle --delta d.bundle --data data.tsv --out out.txt && cat out.txt"
     "1|fol/model.ctrbox|cp data.tsv fin/b.tsv && $B/ctrbox train --model deepfm --format criteo --dim 4 --hidden 16,16 --batch 256 --threads 1 --quiet --follow fin --follow-idle 0 --out fol && $B/ctrbox predict --model fol --data data.tsv --out out.txt && cat out.txt"
