@@ -446,10 +446,10 @@ int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t er
             v[cnt++] = xstrdup(path);
             continue;
         }
-        DIR *d = opendir(paths[i]);
+        DIR *d = opendir(path);
         if (!d) {
             int e = errno;
-            snprintf(err, errlen, "%s: %s", paths[i], strerror(e));
+            snprintf(err, errlen, "%s: %s", path, strerror(e));
             io_free_paths(v, cnt);
             return -e;
         }
@@ -457,9 +457,9 @@ int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t er
         struct dirent *de;
         while ((de = readdir(d))) {
             if (de->d_name[0] == '.' || de->d_name[0] == '_') continue;   /* hidden; _SUCCESS, _logs (Hadoop, Spark) */
-            size_t len = strlen(paths[i]) + strlen(de->d_name) + 2;
+            size_t len = strlen(path) + strlen(de->d_name) + 2;
             char *p = xmalloc(len);
-            snprintf(p, len, "%s/%s", paths[i], de->d_name);
+            snprintf(p, len, "%s/%s", path, de->d_name);
             if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
                 free(p);
                 continue;

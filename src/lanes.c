@@ -865,7 +865,6 @@ int lanes_open_tier(lanes *L, uint32_t n_fields, lanes_state *st, int *resumed, 
 {
     const train_opts *o = L->o;
     *resumed = 0;
-    if (folder_path_check(o->table_dir, err, errlen) < 0) return -1;
     L->top = xstrdup(o->table_dir);
     int ok = mkdir(L->top, 0755) == 0 || errno == EEXIST, shape[2] = { 0, 0 };
     uint64_t k = 0;
