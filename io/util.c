@@ -24,9 +24,18 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+static const char *prog = "ctrbox";
+
 static void leave(int status, void *arg)
 {
     (void)arg;
+    /* eval's figures, a table tool's listing: `> out.txt` on a full disk (or standard output closed)
+     * lost them with exit 0 */
+    int e = fflush(stdout) ? errno : 0;
+    if (ferror(stdout) && status == 0) {
+        fprintf(stderr, "%s: cannot write standard output: %s\n", prog, strerror(e ? e : EIO));
+        status = 1;
+    }
     fflush(NULL);
 #ifdef __SANITIZE_ADDRESS__
     __lsan_do_leak_check();   /* its own exit handler would not run */
@@ -118,9 +127,38 @@ static void load_guard_off(void)
     load_on = 0;
 }
 
-__attribute__((section(".preinit_array"), used)) static void (*const load_guard)(int, char **, char **) = load_guard_on;
+/* Descriptors 0, 1 and 2 closed when the program started (`ctrbox train ... 2>&-`, a daemon's child)
+ * were the first the program opened next: log.jsonl took descriptor 2 and every progress line and
+ * message went into it, a model file taking 1 would have had standard output's lines in it. Each
+ * closed one is held by /dev/null opened to read, before anything else runs: writing to it fails
+ * as writing to a closed descriptor does (EBADF), and an input or output that names it is refused
+ * (util_std_closed). */
+static int std_closed_mask;
 
-static const char *prog = "ctrbox";
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        int n = open("/dev/null", O_RDONLY);
+        if (n < 0) _exit(127);   /* no /dev/null: nothing can be said, nowhere to say it */
+        if (n != fd) {
+            /* a lower closed descriptor was taken first; it is handled in its own turn */
+            if (dup2(n, fd) < 0) _exit(127);
+            close(n);
+        }
+        std_closed_mask |= 1 << fd;
+    }
+}
+
+int util_std_closed(int fd) { return fd >= 0 && fd <= 2 && (std_closed_mask >> fd & 1); }
+
+static void preinit(int argc, char **argv, char **envp)
+{
+    std_fds_open();   /* first: the libraries' constructors may open files or print */
+    load_guard_on(argc, argv, envp);
+}
+
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_fn)(int, char **, char **) = preinit;
 
 void util_set_prog(const char *name) { prog = name; }
 const char *util_prog(void) { return prog; }
@@ -249,11 +287,11 @@ static void remove_stale_tmp(const char *path)
     free(copy2);
 }
 
-/* The process's own descriptor that path names ("-" and /dev/stdout: 1, /dev/stderr: 2,
- * /dev/fd/N and /proc/self/fd/N: N), or -1. */
-static int own_fd(const char *path)
+int util_own_fd(const char *path, int input)
 {
-    if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) return 1;
+    if (!strcmp(path, "-")) return input ? 0 : 1;
+    if (!strcmp(path, "/dev/stdin")) return 0;
+    if (!strcmp(path, "/dev/stdout")) return 1;
     if (!strcmp(path, "/dev/stderr")) return 2;
     const char *p = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
     if (!p || *p < '0' || *p > '9') return -1;
@@ -265,7 +303,8 @@ static int own_fd(const char *path)
 int durable_open(durable_file *d, const char *path)
 {
     memset(d, 0, sizeof *d);
-    int own = own_fd(path);
+    int own = util_own_fd(path, 0);
+    if (util_std_closed(own)) return -EBADF;   /* closed when the program started: not /dev/null's sink */
     if (own >= 0) {
         /* written to the descriptor as the shell opened it: standard output redirected to a file
          * (`--out /dev/stdout > p.txt`) went by the durable path below, the link /dev/stdout
@@ -418,7 +457,13 @@ void blas_select_core(char **argv)
      * and compaction threads get the cores while the trainer commits */
     if (!getenv("OPENBLAS_THREAD_TIMEOUT")) set += setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) == 0;
     if (!getenv("GOMP_SPINCOUNT") && !getenv("OMP_WAIT_POLICY")) set += setenv("GOMP_SPINCOUNT", "20000", 1) == 0;
-    if (set) execv("/proc/self/exe", argv);   /* on failure, go on with the libraries' own choices */
+    if (!set) return;
+    /* the program run again finds the descriptors closed at the start as they were (they hold
+     * /dev/null here) */
+    for (int fd = 0; fd <= 2; fd++)
+        if (util_std_closed(fd)) close(fd);
+    execv("/proc/self/exe", argv);   /* on failure, go on with the libraries' own choices */
+    std_fds_open();
 }
 
 void thread_lower_priority(int delta)
@@ -508,6 +553,6 @@ uint64_t address_space_left(uint64_t *limit)
 void refuse_existing_output(const char *path, int force)
 {
     struct stat st;
-    if (!force && own_fd(path) < 0 && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+    if (!force && util_own_fd(path, 0) < 0 && stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
         die("%s exists; give --force to replace it", path);
 }

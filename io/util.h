@@ -42,6 +42,12 @@ void sort_u64(uint64_t *v, size_t n);
  * one line and exit status 1 instead of an abort. */
 void process_setup(void);
 
+/* Whether descriptor fd (0, 1 or 2) was closed when the program started (it is on /dev/null now). */
+int util_std_closed(int fd);
+/* The process's own descriptor a path names, or -1: "-" (0 as an input, 1 as an output),
+ * /dev/stdin 0, /dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N N. */
+int util_own_fd(const char *path, int input);
+
 /* The program's name in its messages ("ctrbox", "ctrbox-data", "ctrbox-table"); each main sets it. */
 void util_set_prog(const char *name);
 const char *util_prog(void);

@@ -682,6 +682,36 @@ Test(robust, training_files_changed_during_a_run_stop_it)
            T "$B/ctrbox train --model lr --format criteo --train t.tsv --epochs 1000 " SMALL " --out m --resume tt%s", "");
 }
 
+/* Descriptors 0, 1 and 2 closed when a program starts, and a standard output that cannot be
+ * written. Before: with `2>&-` log.jsonl took descriptor 2 and held the progress lines (`ctrbox
+ * info`: "not a JSON line"); `--data -` with standard input closed predicted nothing, exit 0;
+ * eval's figures to a full disk (/dev/full) or a closed standard output were lost, exit 0. */
+Test(robust, closed_standard_descriptors_and_an_unwritable_standard_output)
+{
+    make_data();
+    char *o;
+    th_run(&o, T "$B/ctrbox train --model fm --format criteo --train tr.tsv --epochs 2 --dim 4 --batch 256 --threads 1 "
+               "--out m >&- 2>&-; echo rc=$?; grep -vc '^{' m/log.jsonl; " T "$B/ctrbox info m | grep history");
+    cr_assert(strstr(o, "rc=0\n0\n") && strstr(o, "2 epochs") && !strstr(o, "not a JSON line"), "%s", o);
+    free(o);
+    expect(1, "standard input was closed when the program started", T "$B/ctrbox predict --model m --data - --out p.txt <&-%s", "");
+    expect(1, "/dev/stdin: standard input was closed", T "$B/ctrbox eval --model m --data /dev/stdin <&-%s", "");
+    expect(1, "-: cannot create: Bad file descriptor", T "$B/ctrbox predict --model m --data va.tsv --out - >&-%s", "");
+    expect(1, "cannot write standard output: Bad file descriptor", T "$B/ctrbox eval --model m --data va.tsv >&-%s", "");
+    expect(1, "ctrbox-data: cannot write standard output", T "$B/ctrbox-data inspect --format criteo va.tsv >&-%s", "");
+    /* the program that runs itself again (to pick OpenBLAS's kernels) finds them closed as well */
+    expect(1, "cannot write standard output", T "env -u OPENBLAS_CORETYPE $B/ctrbox eval --model m --data va.tsv >&-%s", "");
+    expect(0, "auc", T "$B/ctrbox eval --model m --data va.tsv <&- 2>&-%s", "");
+    if (access("/dev/full", W_OK) != 0) {
+        cr_log_warn("no /dev/full here: a full standard output is not tried");
+        return;
+    }
+    expect(1, "ctrbox: cannot write standard output: No space left on device",
+           T "$B/ctrbox eval --model m --data va.tsv > /dev/full%s", "");
+    expect(1, "ctrbox-table: cannot write standard output: No space left on device",
+           T "$B/ctrbox-table inspect m/model.ctrbox > /dev/full%s", "");
+}
+
 Test(robust, outputs_through_links_and_the_process_s_own_descriptors)
 {
     make_data();
