@@ -51,7 +51,9 @@ static void usage(FILE *f)
 
 static const char train_help[] =
     "usage: ctrbox train --model KIND --train FILE... [--valid FILE...] --out DIR [--format F] [options]\n"
-    "  --config FILE.ini      options as key = value (long option names), overridden by the command line\n"
+    "  --config FILE.ini      options as key = value (long option names; a switch = true or false; a key once\n"
+    "                         a file), overridden by a later file and by the command line (whose --train and\n"
+    "                         --valid files replace the file's)\n"
     "  --model KIND           lr|fm|ffm|dnn|widedeep|deepfm|dcnv2|dlrm (required)\n"
     "  --train FILE...        training files (text in --format, or cbx); a folder: its files in name order\n"
     "  --valid FILE...        validation files: evaluated each epoch, the best model kept, early stopping\n"
@@ -567,7 +569,21 @@ typedef struct {
     char **argv;
     const char *path;
     char err[300];
+    int seen[256];   /* the options this file gave, by their values (T_MODEL on, and the input options') */
+    int n_seen;
 } ini_args;
+
+/* A switch's value in a config file: "batchnorm = on" or "= True" read as false and trained
+ * without it, silently. -1: neither. */
+static int ini_bool(const char *v)
+{
+    static const char *const yes[] = { "true", "yes", "on", "1" }, *const no[] = { "false", "no", "off", "0" };
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i])) return 1;
+        if (!strcasecmp(v, no[i])) return 0;
+    }
+    return -1;
+}
 
 static int ini_option(void *user, const char *section, const char *name, const char *value)
 {
@@ -582,13 +598,36 @@ static int ini_option(void *user, const char *section, const char *name, const c
         snprintf(a->err, sizeof a->err, "unknown key '%s'", name);
         return 0;
     }
+    /* the files of train and valid add up, as on the command line; any other key given twice is
+     * an edit gone wrong, not a choice (one value was silently dropped) */
+    if (o->val != T_TRAIN && o->val != T_VALID) {
+        for (int i = 0; i < a->n_seen; i++)
+            if (a->seen[i] == o->val) {
+                snprintf(a->err, sizeof a->err, "key '%s' given twice", name);
+                return 0;
+            }
+        if (a->n_seen < (int)(sizeof a->seen / sizeof a->seen[0])) a->seen[a->n_seen++] = o->val;
+    }
+    int on = o->has_arg == no_argument ? ini_bool(value) : 0;
+    if (on < 0) {
+        snprintf(a->err, sizeof a->err, "%s = %s: want true or false (yes/no, on/off, 1/0)", name, value);
+        return 0;
+    }
     if (a->argc + 3 > a->cap) a->argv = xrealloc(a->argv, (size_t)(a->cap = a->cap * 2 + 8) * sizeof *a->argv);
     size_t n = strlen(name) + 3;
     char *flag = xmalloc(n);
     snprintf(flag, n, "--%s", name);
     if (o->has_arg == no_argument) {
-        if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes")) a->argv[a->argc++] = flag;
-        else free(flag);
+        if (on) {
+            a->argv[a->argc++] = flag;
+        } else {   /* off: an earlier file's "on" is undone */
+            int k = 1;
+            for (int i = 1; i < a->argc; i++)
+                if (strcmp(a->argv[i], flag)) a->argv[k++] = a->argv[i];
+                else free(a->argv[i]);
+            a->argc = k;
+            free(flag);
+        }
     } else {
         a->argv[a->argc++] = flag;
         a->argv[a->argc++] = xstrdup(value);
@@ -626,6 +665,7 @@ static int cmd_train(int argc, char **argv, int plan)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--config")) {
             ia.path = argv[i + 1];
+            ia.n_seen = 0;   /* a later file overrides an earlier one, as the command line does */
             config_check_lines(ia.path);
             int r = ini_parse(ia.path, ini_option, &ia);
             if (r < 0) die("%s: cannot open", ia.path);
@@ -667,14 +707,28 @@ static int cmd_train(int argc, char **argv, int plan)
     o.train = xcalloc((size_t)ac + 1, sizeof *o.train);
     o.valid = xcalloc((size_t)ac + 1, sizeof *o.valid);
     plan_opts po = { NULL, NULL, 26, 13, 5, -1, -1 };
-    int sparse_lr_set = 0, bottom_set = 0, epochs_set = 0, c;
+    int sparse_lr_set = 0, bottom_set = 0, epochs_set = 0, train_cli = 0, valid_cli = 0, c;
     optind = 1;
     while ((c = cli_getopt(&cc, ac, av)) != -1) {
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case T_MODEL: case T_CONFIG: break;
-        case T_TRAIN: o.train[o.n_train++] = optarg; cli_more_args(ac, av, o.train, &o.n_train); break;
-        case T_VALID: o.valid[o.n_valid++] = optarg; cli_more_args(ac, av, o.valid, &o.n_valid); break;
+        case T_TRAIN:
+        case T_VALID: {
+            /* the command line's files replace a config file's (they were added to them: a config
+             * naming yesterday's log and `--train today.log` trained on both) */
+            int *n = c == T_TRAIN ? &o.n_train : &o.n_valid, *from_cli = c == T_TRAIN ? &train_cli : &valid_cli;
+            int from_config = 0;
+            for (int i = 1; i < ia.argc; i++) from_config |= optarg == ia.argv[i];
+            if (!*from_cli && !from_config) {
+                *from_cli = 1;
+                *n = 0;
+            }
+            char **list = c == T_TRAIN ? o.train : o.valid;
+            list[(*n)++] = optarg;
+            cli_more_args(ac, av, list, n);
+            break;
+        }
         case T_OUT: o.out = optarg; break;
         case T_DIM: o.mc.dim = (int)num_arg("dim", optarg, 1, 4096); break;
         case T_HIDDEN: o.mc.n_hidden = list_arg("hidden", optarg, o.mc.hidden); break;

@@ -453,6 +453,34 @@ Test(robust, messages_say_what_is_wrong)
     expect(0, NULL, TIERED " --epochs 2 --out m --resume td%s", "");
 }
 
+/* A config file's switches, repeated keys, and its files beside the command line's. Before:
+ * "batchnorm = On" (or yes, True) trained without batch norm, silently; "epochs = 1" then
+ * "epochs = 3" trained 3; a config's `train = va.tsv` and `--train tr.tsv` trained on both, though
+ * the command line is said to override the file. */
+Test(robust, config_switches_repeated_keys_and_the_command_line_s_files)
+{
+    make_data();
+    th_write_str(th_path("on.ini"), "model = dnn\nformat = criteo\ntrain = va.tsv\ndim = 4\nhidden = 8\nbatchnorm = On\n"
+                                    "epochs = 1\nbatch = 256\nthreads = 1\nquiet = no\n");
+    char *o;
+    int rc = th_run(&o, T "$B/ctrbox train --config on.ini --train tr.tsv --out m && " T "$B/ctrbox info m && "
+                        "grep -o '\"rows\": [0-9]*' m/log.jsonl");
+    cr_assert(rc == 0 && strstr(o, "batchnorm yes") && strstr(o, "\"rows\": 20000") && !strstr(o, "\"rows\": 24000"),
+              "%s", o);
+    free(o);
+    /* without --train the file's is trained; a second file overrides the first, as the command line does */
+    th_write_str(th_path("two.ini"), "epochs = 2\nbatchnorm = off\n");
+    rc = th_run(&o, T "$B/ctrbox train --config on.ini --config two.ini --out m2 && " T "$B/ctrbox info m2 && "
+                    "grep -o '\"rows\": [0-9]*' m2/log.jsonl");
+    cr_assert(rc == 0 && strstr(o, "batchnorm no") && strstr(o, "\"rows\": 4000\n\"rows\": 8000"), "%s", o);
+    free(o);
+    th_write_str(th_path("bool.ini"), "model = lr\nformat = criteo\nquiet = maybe\n");
+    expect(1, "bool.ini:3: quiet = maybe: want true or false", T "$B/ctrbox train --config bool.ini --train tr.tsv --out c%s", "");
+    th_write_str(th_path("twice.ini"), "model = lr\nformat = criteo\nepochs = 1\n[more]\nepochs = 3\n");
+    expect(1, "twice.ini:5: key 'epochs' given twice", T "$B/ctrbox train --config twice.ini --train tr.tsv --out c%s", "");
+    cr_assert(!th_file_exists(th_path("c")));
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
