@@ -439,10 +439,42 @@ bad:
     return -1;
 }
 
+/* The instructions a core's kernels need that the CPU lacks ("AVX-512"), or NULL: OpenBLAS takes
+ * OPENBLAS_CORETYPE as it is, and a core this CPU cannot run (SkylakeX on an AVX2 EPYC, a job
+ * script moved between machines) ended the first product in SIGILL, no line said why. */
+static const char *blas_core_lacks(const char *core)
+{
+    static const struct {
+        const char *name, *needs;
+    } cores[] = {
+        { "skylakex", "avx512" }, { "cooperlake", "avx512" }, { "sapphirerapids", "avx512" },
+        { "haswell", "avx2" }, { "zen", "avx2" }, { "sandybridge", "avx" },
+        { "bulldozer", "fma4" }, { "piledriver", "fma4" }, { "steamroller", "fma4" }, { "excavator", "fma4" },
+    };
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++) {
+        if (strcasecmp(core, cores[i].name)) continue;
+        const char *n = cores[i].needs;
+        if (!strcmp(n, "avx512"))
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                       ? NULL
+                       : "AVX-512";
+        if (!strcmp(n, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? NULL : "AVX2 and FMA";
+        if (!strcmp(n, "avx")) return __builtin_cpu_supports("avx") ? NULL : "AVX";
+        return __builtin_cpu_supports("fma4") && __builtin_cpu_supports("xop") ? NULL : "FMA4 and XOP (AMD's Bulldozer family)";
+    }
+    return NULL;
+}
+
 void blas_select_core(char **argv)
 {
     int set = 0;
-    if (!getenv("OPENBLAS_CORETYPE")) {
+    const char *user_core = getenv("OPENBLAS_CORETYPE"), *lacks = user_core ? blas_core_lacks(user_core) : NULL;
+    if (lacks)
+        die("OPENBLAS_CORETYPE=%s: that core's kernels need %s, which this CPU lacks; unset it (%s picks the kernels "
+            "for this CPU) or name a core this CPU runs", user_core, lacks, prog);
+    if (!user_core) {
         const char *core = NULL;
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -481,6 +481,27 @@ Test(robust, config_switches_repeated_keys_and_the_command_line_s_files)
     cr_assert(!th_file_exists(th_path("c")));
 }
 
+/* OPENBLAS_CORETYPE naming a core whose kernels this CPU cannot run (a job script moved from an
+ * AVX-512 Xeon to an AVX2 EPYC): the first product ended in SIGILL, exit 132, no line said why.
+ * Bulldozer's kernels need FMA4 and XOP, which Intel CPUs and AMD's Zen lack. */
+Test(robust, a_blas_core_this_cpu_cannot_run_is_refused)
+{
+    make_data();
+    __builtin_cpu_init();
+    const char *lacked = !__builtin_cpu_supports("fma4") ? "Bulldozer" : !__builtin_cpu_supports("avx512f") ? "skylakex" : NULL;
+    if (!lacked) {
+        cr_skip_test("this CPU runs both Bulldozer's and SkylakeX's kernels: no core to refuse");
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, T "env OPENBLAS_CORETYPE=%s $B/ctrbox train --model deepfm --format criteo --train tr.tsv "
+                              "--epochs 1 " SMALL " --out m%%s", lacked);
+    expect(1, "which this CPU lacks; unset it", cmd, "");
+    cr_assert(!th_file_exists(th_path("m")));
+    /* one this CPU runs (SSE4.2's, every x86-64 here has it) trains */
+    expect(0, NULL, T "env OPENBLAS_CORETYPE=Nehalem $B/ctrbox train --model deepfm --format criteo --train tr.tsv --epochs 1 "
+                      SMALL " --out m%s", "");
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
