@@ -70,6 +70,8 @@ struct data_source {
     uint64_t rec;               /* records seen */
     uint64_t *recs;             /* with a filter: (rows of the last block) their record numbers */
     size_t cap_recs;
+    uint64_t *bad_recs;         /* with note_bad: bad lines' record numbers */
+    size_t n_bad_recs, cap_bad_recs;
     sample_block all;           /* cbx with a filter: a block as read, before the filter */
     struct split *sp;           /* reading by pieces (source_split), or NULL */
 };
@@ -196,6 +198,7 @@ void source_close(data_source *s)
     schema_free(&s->schema);
     io_free_paths(s->paths, s->n_paths);
     free(s->recs);
+    free(s->bad_recs);
     block_free(&s->all);
     split_free(s->sp);
     free(s);
@@ -209,6 +212,12 @@ void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), voi
 
 const uint64_t *source_block_records(const data_source *s) { return s->recs; }
 uint64_t source_records(const data_source *s) { return s->rec; }
+
+const uint64_t *source_bad_records(const data_source *s, size_t *n)
+{
+    *n = s->n_bad_recs;
+    return s->bad_recs;
+}
 
 /* Row `row` of the block being filled is record rec. */
 static void note_record(data_source *s, size_t row, uint64_t rec)
@@ -259,9 +268,14 @@ static int check_ratio(data_source *s, int at_end, char *err, size_t errlen)
     return -EINVAL;
 }
 
-static void count_bad(data_source *s, int reason, uint64_t lineno, const char *detail)
+static void count_bad(data_source *s, int reason, uint64_t lineno, uint64_t rec, const char *detail)
 {
     s->stats.bad[reason]++;
+    if (s->o.note_bad) {
+        if (s->n_bad_recs == s->cap_bad_recs)
+            s->bad_recs = xrealloc(s->bad_recs, (s->cap_bad_recs = s->cap_bad_recs * 2 + 64) * sizeof *s->bad_recs);
+        s->bad_recs[s->n_bad_recs++] = rec;
+    }
     if (s->o.report_bad >= 0 && s->reported < (uint64_t)s->o.report_bad) {
         fprintf(stderr, "%s:%llu: %s\n", s->paths[s->cur], (unsigned long long)lineno, detail);
         s->reported++;
@@ -277,14 +291,14 @@ static int take_line(data_source *s, const io_line *line, uint64_t lineno, uint6
     if (line->overlong) {
         char d[96];
         snprintf(d, sizeof d, "line too long: over %zu bytes", s->o.max_line);
-        count_bad(s, BAD_OVERLONG, lineno, d);
+        count_bad(s, BAD_OVERLONG, lineno, rec, d);
         return check_ratio(s, 0, err, errlen);
     }
     size_t rows = b->rows;
     int r = parser_parse(s->parser, line->ptr, line->len, b);
     if ((s->keep || s->sp) && b->rows > rows) note_record(s, rows, rec);
     if (r == BAD_OK) return 0;
-    count_bad(s, r, lineno, parser_detail(s->parser));
+    count_bad(s, r, lineno, rec, parser_detail(s->parser));
     /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
     return check_ratio(s, 0, err, errlen);
 }

@@ -30,6 +30,7 @@ typedef struct {
     size_t block_rows;            /* rows per block; default 16384 */
     int unlabeled;                /* rows may lack their label (scoring; parse.h); label NaN */
     const char *id_column;        /* csv: each row's id comes from this column (block ids) */
+    int note_bad;                 /* keep the record numbers of bad lines (source_bad_records) */
 } source_opts;
 
 void source_opts_default(source_opts *o);
@@ -64,6 +65,9 @@ void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), voi
 const uint64_t *source_block_records(const data_source *s);
 /* Records seen so far (kept or not). */
 uint64_t source_records(const data_source *s);
+/* With note_bad: the record numbers of the bad lines this reader parsed so far, ascending (*n of
+ * them). A text record is a row or a bad line: predict scores the bad ones as nan in their place. */
+const uint64_t *source_bad_records(const data_source *s, size_t *n);
 
 /* ---- reading by pieces: several readers, each reading its own share of the bytes ----
  *

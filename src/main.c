@@ -173,9 +173,10 @@ static const char eval_help[] =
 static const char predict_help[] =
     "usage: ctrbox predict --model DIR|DIR/model.ctrbox --data FILE... --out FILE [options]\n"
     "       ctrbox predict --bundle FILE [--delta FILE]... --data FILE... --out FILE [options]\n"
-    "one probability per line in row order; the data may lack labels (criteo: 39 columns; libsvm/libffm:\n"
-    "no leading label; csv: no label column). The data is read as the model was trained. Under mpirun\n"
-    "each process reads its share of the data and predicts its batches; rank 0 writes the file.\n"
+    "one probability per line of the data, in order (a bad line, within --max-bad-ratio, is scored nan in\n"
+    "its place); the data may lack labels (criteo: 39 columns; libsvm/libffm: no leading label; csv: no\n"
+    "label column). The data is read as the model was trained. Under mpirun each process reads its share\n"
+    "of the data and predicts its batches; rank 0 writes the file.\n"
     "  --model DIR            the model folder, or its model.ctrbox file\n"
     "  --bundle FILE          a serving bundle instead of --model\n"
     "  --delta FILE           a delta bundle applied to --bundle, in the order given (none)\n"
@@ -281,7 +282,7 @@ static void put_csv_field(FILE *f, const char *s, size_t n)
 
 /* What eval and predict are asked: a model (a folder, or a bundle and its deltas in order), data,
  * outputs. predict_only: score (rows may lack labels; with id_column the output is
- * "ID,probability" lines under a header, else one probability per line, in row order). */
+ * "ID,probability" lines under a header, else one probability per line of the data, a bad one's nan). */
 typedef struct {
     const char *dir, *bundle;
     char **deltas;
@@ -315,10 +316,15 @@ static int model_data_eval(const eval_job *j)
     sample_block b;
     double *prob;
     eval_result r;
+    /* predict's line N is the data's record N: a bad line (within --max-bad-ratio) was dropped and
+     * every later probability sat a line early, exit 0; it is scored nan in its place. With ids
+     * each line names its row. */
+    score_gaps gaps = { 0 }, *gp = predict_only && !id_column ? &gaps : NULL;
     if (dist_size() > 1) {   /* each rank reads its share and predicts its batches; rank 0 writes */
         sample_block mine;
         uint64_t *row, total;
-        score_read_shared(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &mine, &row, &total);
+        score_read_shared(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &mine, &row, &total,
+                          gp);
         if (!predict_only && !total) {
             if (dist_rank() == 0) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
             exit(1);
@@ -334,7 +340,7 @@ static int model_data_eval(const eval_job *j)
         }
         train_block_metrics(&b, prob, gf, &r);
     } else {
-        score_read(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &b);
+        score_read(&src, m, &meta, data, n_data, in, j->format_given, predict_only, id_column, &b, gp);
         if (!predict_only && !b.rows) die("%s%s: no rows to evaluate", data[0], n_data > 1 ? " ..." : "");
         prob = xmalloc((b.rows ? b.rows : 1) * sizeof *prob);
         train_evaluate_block(m, &b, prob, gf, &r);
@@ -347,7 +353,12 @@ static int model_data_eval(const eval_job *j)
             put_csv_field(f.f, id_column, strlen(id_column));
             fputs(",probability\n", f.f);
         }
+        if (gp && gaps.records != b.rows + gaps.n_bad)
+            die("%s: %llu records read, %zu rows and %zu bad lines: cannot keep one line per record", pred_out,
+                (unsigned long long)gaps.records, b.rows, gaps.n_bad);
+        size_t k = 0;
         for (size_t i = 0; i < b.rows; i++) {
+            for (; gp && k < gaps.n_bad && gaps.bad[k] == i + k; k++) fputs("nan\n", f.f);
             if (id_column) {
                 put_csv_field(f.f, b.ids + b.id_ptr[i], (size_t)(b.id_ptr[i + 1] - b.id_ptr[i]));
                 fprintf(f.f, ",%.9g\n", prob[i]);
@@ -357,8 +368,13 @@ static int model_data_eval(const eval_job *j)
                 fprintf(f.f, "%d\t%.9g\n", b.label[i] > 0.5f, prob[i]);
             }
         }
+        for (; gp && k < gaps.n_bad; k++) fputs("nan\n", f.f);
         if ((ret = durable_commit(&f)) < 0) die("%s: cannot write: %s", pred_out, strerror(-ret));
+        if (gaps.n_bad)
+            fprintf(stderr, "ctrbox predict: %zu bad line%s scored nan, each in its line of %s\n", gaps.n_bad,
+                    gaps.n_bad == 1 ? "" : "s", pred_out);
     }
+    free(gaps.bad);
     if (!predict_only) print_result(&r, json, 1);
     free(prob);
     block_free(&b);

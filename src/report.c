@@ -519,7 +519,7 @@ int cmd_report(int argc, char **argv)
     if (!out) out = def;
     sample_block b;
     if (n_data) {
-        score_read(&src, m, &meta, data, n_data, &in, format_given, 0, NULL, &b);
+        score_read(&src, m, &meta, data, n_data, &in, format_given, 0, NULL, &b, NULL);
         if (!b.rows) die("%s%s: no rows", data[0], n_data > 1 ? " ..." : "");
     }
     run_log lg;

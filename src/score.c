@@ -113,16 +113,36 @@ static void __attribute__((noreturn)) read_failed(char **data, data_format guess
 }
 
 void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
-                int format_given, int unlabeled, const char *id_column, sample_block *b)
+                int format_given, int unlabeled, const char *id_column, sample_block *b, score_gaps *gaps)
 {
     char err[1024], looks[300];
     data_format guess;
     source_opts so = score_opts(meta, data, in, format_given, unlabeled, id_column, &guess, looks, sizeof looks);
-    data_schema ds;
-    if (train_read_rows(data, n_data, &so, b, &ds, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
-    if (!schema_equal(&ds, &meta->schema)) refuse_data(data[0], looks, meta, NULL, &ds);
-    schema_free(&ds);
+    so.note_bad = gaps != NULL;
+    data_source *s;
+    if (source_open(&s, data, n_data, &so, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
+    sample_block got;
+    block_init(&got, source_schema(s)->n_dense);
+    block_init(b, source_schema(s)->n_dense);
+    int ret;
+    while ((ret = source_next(s, &got, err, sizeof err)) > 0) block_append(b, &got, 0, got.rows);
+    block_free(&got);
+    if (ret < 0) read_failed(data, guess, looks, &so, meta, err);
+    if (!schema_equal(source_schema(s), &meta->schema)) refuse_data(data[0], looks, meta, NULL, source_schema(s));
+    if (gaps) {
+        const uint64_t *bad = source_bad_records(s, &gaps->n_bad);
+        gaps->bad = xmalloc((gaps->n_bad ? gaps->n_bad : 1) * sizeof *gaps->bad);
+        memcpy(gaps->bad, bad, gaps->n_bad * sizeof *bad);
+        gaps->records = source_records(s);
+    }
+    source_close(s);
     if (meta->table_dir && model_pull_from_tier(m, src->dir, meta, b, err, sizeof err) < 0) die("%s", err);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
 /* Under mpirun: rows to the rank of their batch. */
@@ -139,11 +159,12 @@ static int batch_rank(void *ctx, uint64_t row)
 
 void score_read_shared(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
                        int format_given, int unlabeled, const char *id_column, sample_block *b, uint64_t **row,
-                       uint64_t *total)
+                       uint64_t *total, score_gaps *gaps)
 {
     char err[1024], looks[300];
     data_format guess;
     source_opts so = score_opts(meta, data, in, format_given, unlabeled, id_column, &guess, looks, sizeof looks);
+    so.note_bad = gaps != NULL;
     data_source *s;
     if (source_open(&s, data, n_data, &so, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
     int N = dist_size(), me = dist_rank();
@@ -207,6 +228,20 @@ void score_read_shared(const score_src *src, model *m, model_meta *meta, char **
     }
     if (ret < 0) read_failed(data, guess, looks, &so, meta, err);
     if (!schema_equal(source_schema(s), &meta->schema)) refuse_data(data[0], looks, meta, NULL, source_schema(s));
+    if (gaps) {   /* every rank's bad lines on rank 0 (a file read whole: every rank found them) */
+        size_t n;
+        const uint64_t *bad = source_bad_records(s, &n);
+        void *all = NULL;
+        size_t got_bytes = dist_gather_bytes(bad, n * sizeof *bad, &all);
+        gaps->bad = all ? all : xmalloc(sizeof *gaps->bad);
+        gaps->n_bad = got_bytes / sizeof *bad;
+        qsort(gaps->bad, gaps->n_bad, sizeof *gaps->bad, cmp_u64);
+        size_t k = 0;
+        for (size_t i = 0; i < gaps->n_bad; i++)
+            if (k == 0 || gaps->bad[i] != gaps->bad[k - 1]) gaps->bad[k++] = gaps->bad[i];
+        gaps->n_bad = k;
+        gaps->records = source_records(s);
+    }
     source_close(s);
     block_free(&got), block_free(&in_rows);
     free(num), free(in_num), free(order), free(counts);

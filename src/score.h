@@ -24,20 +24,29 @@ const char *score_model_arg(const cli_cmd *cc, int argc, char **argv, const char
 /* The model and its description. */
 void score_load(const score_src *src, model **m, model_meta *meta);
 
+/* Where predict's lines and the data's records part: the bad lines' record numbers (ascending,
+ * malloc'ed; the caller frees) and the records read (rows and bad lines). */
+typedef struct {
+    uint64_t *bad;
+    size_t n_bad;
+    uint64_t records;
+} score_gaps;
+
 /* The rows of data[0..n) read as the model's input (its settings, with those the user gave in `in`
  * put over them; format_given: --format was given), into b; a tiered model's rows those keys need
  * are pulled into m. Data another layout than the model's, or whose fields differ, is refused in one
- * line naming both sides. unlabeled: rows may lack labels (predict); id_column: csv ids into b. */
+ * line naming both sides. unlabeled: rows may lack labels (predict); id_column: csv ids into b;
+ * gaps (if not NULL): the bad lines' places. */
 void score_read(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
-                int format_given, int unlabeled, const char *id_column, sample_block *b);
+                int format_given, int unlabeled, const char *id_column, sample_block *b, score_gaps *gaps);
 
 /* The same under mpirun (collective): each rank reads its pieces of the data (datasets/source.h) and
  * gets the rows one process would predict in batch k of the model's batch size for every k with
  * k % N == its rank, in order: b's row i is row (*row)[i] of the data (malloc'ed; caller frees); *total:
- * the data's rows over all ranks. */
+ * the data's rows over all ranks. gaps (if not NULL) are filled on rank 0, every rank's bad lines. */
 void score_read_shared(const score_src *src, model *m, model_meta *meta, char **data, int n_data, const cli_input *in,
                        int format_given, int unlabeled, const char *id_column, sample_block *b, uint64_t **row,
-                       uint64_t *total);
+                       uint64_t *total, score_gaps *gaps);
 
 /* Under mpirun, after score_read_shared (collective): this rank's batches predicted, each as one
  * process predicts it, and gathered on rank 0 in row order: there *all holds every row's label, its

@@ -155,6 +155,10 @@ Test(mpi, eval_and_predict_give_one_process_results)
              "--out one.ids", one, one, one);
     cr_assert_eq(th_run(&want, "%s", cmd), 0, "%s", want);
     cr_assert(strstr(want, "\"gauc\""), "%s", want);
+    /* the bad lines are scored nan in their own lines: line N of the output is line N of the data */
+    cr_assert_eq(th_run(&o, "sed -n '77p;1501p' one.pred | tr '\\n' ' '; grep -c nan one.pred; wc -l < vb.tsv; wc -l < one.pred"), 0);
+    cr_assert_str_eq(o, "nan nan 2\n3002\n3002\n");
+    free(o);
     for (int np = 1; np <= 3; np++) {
         snprintf(cmd, sizeof cmd, "%s" MPIRUN "%d $B/ctrbox eval --model m --data v1.gz --data v2.tsv --json --group C3 "
                  "--max-bad-ratio 0.01 2>/dev/null && %s" MPIRUN "%d $B/ctrbox predict --model m --data v1.gz --data v2.tsv "

@@ -502,6 +502,29 @@ Test(robust, a_blas_core_this_cpu_cannot_run_is_refused)
                       SMALL " --out m%s", "");
 }
 
+/* predict writes one line per line of the data: a bad line within --max-bad-ratio was dropped and
+ * every later probability sat a line early (4,000 lines of output for 4,003 of data, exit 0).
+ * Bad lines first, blank, overlong and last, over two files, one compressed, are scored nan in
+ * their places; with --id-column the ids name the rows, and bad lines are left out. */
+Test(robust, predict_keeps_one_line_per_line_of_the_data)
+{
+    make_data();
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out m%s", "");
+    expect(0, NULL, "{ echo 'not a row'; head -n 99 va.tsv; echo; sed -n '100,2000p' va.tsv; } > b1.tsv && "
+                    "{ sed -n '2001,3000p' va.tsv; printf '1\\t%%02000d\\n' 7; sed -n '3001,$p' va.tsv; echo 'last'; } "
+                    "| gzip > b2.tsv.gz && " T "$B/ctrbox predict --model m --data va.tsv --out clean.txt%s", "");
+    char *o;
+    int rc = th_run(&o, T "$B/ctrbox predict --model m --data b1.tsv b2.tsv.gz --out bad.txt --max-line 1024 "
+                          "--max-bad-ratio 0.01 && awk 'NR == 1 || NR == 100 || NR == 3001 { print \"nan\" } "
+                          "{ print } END { print \"nan\" }' clean.txt | cmp - bad.txt && echo same-lines");
+    cr_assert(rc == 0 && strstr(o, "same-lines") && strstr(o, "4 bad lines scored nan, each in its line of bad.txt"), "%s", o);
+    free(o);
+    /* too many bad lines still stop it, nothing written */
+    expect(1, "too many bad lines", "{ cat b1.tsv; echo x; } > b3.tsv && " T "$B/ctrbox predict --model m --data b3.tsv "
+                                    "--out none.txt%s", "");
+    cr_assert(!th_file_exists(th_path("none.txt")));
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
