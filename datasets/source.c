@@ -659,6 +659,7 @@ int source_window_parse(data_source *s, const int64_t *counts, sample_block *b, 
             break;
         }
         io_stream_set_max_line(ms, s->o.max_line);
+        if (q->at != 0) io_stream_mid_file(ms);
         io_line line;
         int got;
         uint64_t seen = 0;

@@ -65,6 +65,7 @@ struct io_stream {
     size_t carry_len, carry_cap;
     size_t max_line;
     uint64_t lineno;
+    int mid_file;               /* the bytes start inside a file (io_stream_mid_file) */
 };
 
 static int fail(io_stream *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -296,6 +297,8 @@ int io_stream_open_mem(io_stream **out, const void *data, size_t len, const char
     return 0;
 }
 
+void io_stream_mid_file(io_stream *s) { s->mid_file = 1; }
+
 int io_stream_open_mem_plain(io_stream **out, const void *data, size_t len, const char *name)
 {
     io_stream *s = stream_new(name);
@@ -339,6 +342,10 @@ static void carry_append(io_stream *s, const uint8_t *p, size_t n)
 
 static void finish_line(io_stream *s, io_line *line, const char *p, size_t n, int overlong)
 {
+    /* a UTF-8 byte-order mark before a file's first line (Excel's "CSV UTF-8", PowerShell) is not
+     * data: it was read as part of the first column's name ("no label column" under a header that
+     * shows one) or of the first row's first token */
+    if (s->lineno == 0 && !s->mid_file && n >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3, n -= 3;
     if (n > 0 && p[n - 1] == '\r') n--;
     line->ptr = overlong ? "" : p;
     line->len = overlong ? 0 : n;

@@ -33,6 +33,9 @@ int io_stream_open(io_stream **out, const char *path, int flags, char *err, size
 int io_stream_open_mem(io_stream **out, const void *data, size_t len, const char *name);
 /* The same over bytes taken as they are, never decompressed (a piece of a file cut at any byte). */
 int io_stream_open_mem_plain(io_stream **out, const void *data, size_t len, const char *name);
+/* The stream's bytes start inside a file (a piece cut after its first byte): its first line keeps
+ * what looks like a byte-order mark (one before a file's first line is dropped). */
+void io_stream_mid_file(io_stream *s);
 void io_stream_close(io_stream *s);
 /* The compression the first n bytes of a file say (its magic). */
 io_comp io_bytes_compression(const void *data, size_t n);

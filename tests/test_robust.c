@@ -525,6 +525,35 @@ Test(robust, predict_keeps_one_line_per_line_of_the_data)
     cr_assert(!th_file_exists(th_path("none.txt")));
 }
 
+/* A UTF-8 byte-order mark before a file's first line (Excel's "CSV UTF-8"): a csv's header lost
+ * its label column ("no label column" under a header that shows one), a Criteo log's first row was
+ * a bad line. It is dropped; the same bytes later in a file are left as they are. */
+Test(robust, a_byte_order_mark_before_a_file_is_not_data)
+{
+    make_data();
+    FILE *f = fopen(th_path("a.csv"), "w");
+    fprintf(f, "label,a,b\n");
+    for (int i = 0; i < 3000; i++) fprintf(f, "%d,a%d,b%d\n", (i * 7 + i / 3) % 3 == 0, i % 17, i % 23);
+    fclose(f);
+    char *o;
+    int rc = th_run(&o, "printf '\\357\\273\\277' | cat - a.csv > bom.csv && printf '\\357\\273\\277' | cat - va.tsv > "
+                        "bom.tsv && " T "$B/ctrbox train --model lr --format csv --train a.csv --epochs 1 " SMALL " --out m1 && "
+                        T "$B/ctrbox train --model lr --format csv --train bom.csv --epochs 1 " SMALL " --out m2 && "
+                        T "$B/ctrbox predict --model m1 --data a.csv --out p1.txt && "
+                        T "$B/ctrbox predict --model m2 --data bom.csv --out p2.txt && cmp p1.txt p2.txt && "
+                        T "$B/ctrbox train --model lr --format criteo --train tr.tsv --epochs 1 " SMALL " --out m3 && "
+                        T "$B/ctrbox predict --model m3 --data va.tsv --out p3.txt && "
+                        T "$B/ctrbox predict --model m3 --data bom.tsv --out p4.txt --max-bad-ratio 0 && cmp p3.txt p4.txt && "
+                        "echo same");
+    cr_assert(rc == 0 && strstr(o, "same"), "%s", o);
+    free(o);
+    /* inside a file it is the line's bytes: a label that is not a number there, a bad line */
+    rc = th_run(&o, "{ head -n 5 va.tsv; printf '\\357\\273\\277'; sed -n 6p va.tsv; } > mid.tsv && "
+                    T "$B/ctrbox predict --model m3 --data mid.tsv --out p5.txt --max-bad-ratio 0.5 && sed -n 6p p5.txt");
+    cr_assert(rc == 0 && strstr(o, "mid.tsv:6: ") && strstr(o, "\nnan\n"), "%s", o);
+    free(o);
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
