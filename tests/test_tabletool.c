@@ -153,6 +153,11 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
         { "printf '1\\t1\\t0\\t0.5\\t0.5\\n' > short.txt", "--from text short.txt t", "short.txt:1: 2 values" },
         { "head -3 a.txt > bad.txt && printf 'x\\t1\\n' >> bad.txt", "--from text bad.txt t", "bad.txt:4:" },
         { "true", "--from text a.txt t --dim 8", "table 0 has dim 4" },
+        /* a NaN as the last value (npy, HugeCTR) was imported as it was */
+        { "mkdir -p np4 && cp np/*.npy np4/ && printf '\\000\\000\\300\\177' | dd of=np4/values.npy bs=1 "
+          "seek=$(($(stat -c %s np4/values.npy) - 4)) conv=notrunc 2>/dev/null", "--from npy np4 t", "not a finite number" },
+        { "mkdir -p hc5 && cp hc/* hc5/ && printf '\\000\\000\\200\\177' | dd of=hc5/emb_vector bs=1 "
+          "seek=$(($(stat -c %s hc5/emb_vector) - 4)) conv=notrunc 2>/dev/null", "--from hugectr hc5 t", "not a finite number" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cr_assert_eq(th_run(NULL, "%s", cases[i].setup), 0, "%s", cases[i].setup);

@@ -738,6 +738,12 @@ static int reader_next(reader *r, emb_row_head *h)
         if (fread(v + r->has_w, sizeof(float), (size_t)r->dim, r->fv) != (size_t)r->dim) rd_die(r, "truncated vectors");
     }
     r->i++;
+    /* as the text reader: a NaN or inf went into the table silently (scores of nan, or a run that
+     * "diverged" at its first step) */
+    int n = r->V + (r->fmt == FMT_NPY && r->fs ? r->S : 0);
+    for (int j = 0; j < n; j++)
+        if (!isfinite(v[j])) rd_die(r, "a value is not a finite number");
+    if (!isfinite(h->show) || !isfinite(h->click)) rd_die(r, "a counter is not a finite number");
     return 1;
 }
 
