@@ -153,6 +153,9 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
         { "printf '1\\t1\\t0\\t0.5\\t0.5\\n' > short.txt", "--from text short.txt t", "short.txt:1: 2 values" },
         { "head -3 a.txt > bad.txt && printf 'x\\t1\\n' >> bad.txt", "--from text bad.txt t", "bad.txt:4:" },
         { "true", "--from text a.txt t --dim 8", "table 0 has dim 4" },
+        /* atoi: "--dim 4x" was 4, "--dim x" said "give --dim" */
+        { "true", "--from text a.txt new --dim 4x --w 1", "--dim 4x: want a whole number from 1 to 4096" },
+        { "true", "--from text a.txt new --dim 4 --w 2", "--w 2: want a whole number from 0 to 1" },
         /* a NaN as the last value (npy, HugeCTR) was imported as it was */
         { "mkdir -p np4 && cp np/*.npy np4/ && printf '\\000\\000\\300\\177' | dd of=np4/values.npy bs=1 "
           "seek=$(($(stat -c %s np4/values.npy) - 4)) conv=notrunc 2>/dev/null", "--from npy np4 t", "not a finite number" },

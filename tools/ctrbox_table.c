@@ -458,6 +458,15 @@ static void commit_out(durable_file *f)
     free(p);
 }
 
+static int int_arg(const char *name, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || errno || v < lo || v > hi) die("%s %s: want a whole number from %ld to %ld", name, s, lo, hi);
+    return (int)v;
+}
+
 static int table_arg(const char *s)
 {
     char *end;
@@ -769,8 +778,8 @@ static int cmd_import(int argc, char **argv)
     while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'f') from = optarg;
         else if (c == 'n') tb = table_arg(optarg);
-        else if (c == 'd') dim = atoi(optarg);
-        else if (c == 'w') has_w = atoi(optarg) != 0;
+        else if (c == 'd') dim = int_arg("--dim", optarg, 1, 4096);   /* atoi: "--dim 8x" was 8, "--dim x" "give --dim" */
+        else if (c == 'w') has_w = int_arg("--w", optarg, 0, 1);
         else if (c == 'o') optname = optarg;
         else cli_usage_error(&cc, "unexpected option");
     }
