@@ -333,6 +333,7 @@ static int model_data_eval(const eval_job *j)
         block_free(&mine);
         free(row);
         if (dist_rank() != 0) {
+            free(gaps.bad);
             block_free(&b);
             model_meta_free(&meta);
             model_destroy(m);
