@@ -652,21 +652,31 @@ static int ini_option(void *user, const char *section, const char *name, const c
     return 1;
 }
 
-/* inih reads a line in pieces of INI_MAX_LINE bytes and reports the error at the line its tail
- * looks like: a line that long is refused here, at its own number. */
-static void config_check_lines(const char *path)
+/* A config file's text, read once: it was read twice (its lines checked, then parsed), and a
+ * config from a pipe (`--config <(...)`, /dev/stdin) was empty the second time, a folder read as
+ * empty too: its options were dropped without a word. inih reads a line in pieces of INI_MAX_LINE
+ * bytes and reports the error at the line its tail looks like: a line that long is refused here, at
+ * its own number; a NUL would end inih's reading of the text there. */
+static char *config_read(const char *path)
 {
+    enum { MAX = 1 << 20 };
     FILE *f = fopen(path, "r");
     if (!f) die("%s: cannot open: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    for (int no = 1; (n = getline(&line, &cap, f)) >= 0; no++) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
-        if (n > INI_MAX_LINE - 2) die("%s:%d: line of %zd characters; at most %d", path, no, n, INI_MAX_LINE - 2);
-    }
-    free(line);
+    char *text = xmalloc(MAX + 1);
+    size_t n = fread(text, 1, MAX + 1, f);
+    if (ferror(f)) die("%s: cannot read: %s", path, strerror(errno));
     fclose(f);
+    if (n > MAX) die("%s: over %d bytes: not a config file", path, MAX);
+    text[n] = 0;
+    if (strlen(text) != n) die("%s: byte %zu is NUL: not a config file", path, strlen(text));
+    int no = 1;
+    for (const char *p = text; *p; no++) {
+        size_t len = strcspn(p, "\n"), k = len;
+        while (k > 0 && p[k - 1] == '\r') k--;
+        if (k > INI_MAX_LINE - 2) die("%s:%d: line of %zu characters; at most %d", path, no, k, INI_MAX_LINE - 2);
+        p += len + (p[len] == '\n');
+    }
+    return text;
 }
 
 static int cmd_train(int argc, char **argv, int plan)
@@ -683,9 +693,10 @@ static int cmd_train(int argc, char **argv, int plan)
         if (!strcmp(argv[i], "--config")) {
             ia.path = argv[i + 1];
             ia.n_seen = 0;   /* a later file overrides an earlier one, as the command line does */
-            config_check_lines(ia.path);
-            int r = ini_parse(ia.path, ini_option, &ia);
-            if (r < 0) die("%s: cannot open", ia.path);
+            char *text = config_read(ia.path);
+            int r = ini_parse_string(text, ini_option, &ia);
+            free(text);
+            if (r < 0) die("%s: out of memory", ia.path);
             if (ia.err[0]) die("%s:%d: %s", ia.path, r, ia.err);
             if (r > 0) die("%s:%d: not key = value", ia.path, r);
         }

@@ -478,7 +478,15 @@ Test(robust, config_switches_repeated_keys_and_the_command_line_s_files)
     expect(1, "bool.ini:3: quiet = maybe: want true or false", T "$B/ctrbox train --config bool.ini --train tr.tsv --out c%s", "");
     th_write_str(th_path("twice.ini"), "model = lr\nformat = criteo\nepochs = 1\n[more]\nepochs = 3\n");
     expect(1, "twice.ini:5: key 'epochs' given twice", T "$B/ctrbox train --config twice.ini --train tr.tsv --out c%s", "");
+    /* a config from a pipe was read twice (its lines checked, then parsed) and was empty the second
+     * time; a folder read as empty: both trained without their options, exit 0 */
+    expect(1, "cannot read: Is a directory", T "$B/ctrbox train --model lr --format criteo --config . --train tr.tsv "
+                                            "--out c%s", "");
     cr_assert(!th_file_exists(th_path("c")));
+    rc = th_run(&o, "printf 'epochs = 3\\nbatch = 256\\nthreads = 1\\n' | " T "$B/ctrbox train --model lr --format criteo "
+                    "--config /dev/stdin --train va.tsv --quiet --out m3 && grep -c '\"kind\": \"epoch\"' m3/log.jsonl");
+    cr_assert(rc == 0 && strstr(o, "m3/model.ctrbox\n3\n"), "%s", o);
+    free(o);
 }
 
 /* OPENBLAS_CORETYPE naming a core whose kernels this CPU cannot run (a job script moved from an
