@@ -170,6 +170,12 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
         cr_assert(strstr(o, cases[i].want), "%s: want '%s' in: %s", cases[i].cmd, cases[i].want, o);
         free(o);
     }
+    /* a pipe: read twice (checked, then imported), it gave nothing the second time: "imported 0
+     * rows", exit 0 */
+    char *o;
+    int rc = th_run(&o, "cat a.txt | $B/ctrbox-table import --from text /dev/stdin t");
+    cr_assert(rc == 1 && strstr(o, "/dev/stdin: not a regular file"), "%s", o);
+    free(o);
     free(run_ok("$B/ctrbox-table export t --to text after.txt"));
     same("before.txt", "after.txt");
 }

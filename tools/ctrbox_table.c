@@ -644,6 +644,12 @@ static void reader_open(reader *r)
     if (r->fmt == FMT_TEXT) {
         r->f = fopen(r->in, "r");
         if (!r->f) die("%s: cannot open: %s", r->in, strerror(errno));
+        /* import reads its input twice (checked, then imported): a pipe gave nothing the second
+         * time, "imported 0 rows", exit 0 */
+        struct stat st;
+        if (fstat(fileno(r->f), &st) == 0 && !S_ISREG(st.st_mode))
+            die("%s: not a regular file (a pipe or a device): import reads its input twice, checked and then imported; "
+                "write it to a file first", r->in);
         return;
     }
     r->n = UINT64_MAX;
@@ -852,6 +858,8 @@ static int cmd_import(int argc, char **argv)
             keys[m++] = e->key;
         }
         if (m == 0) break;
+        if (done + m > n) die("%s: changed while it was imported (it had %llu rows when checked); %llu rows were imported", in,
+                              (unsigned long long)n, (unsigned long long)done);
         if (emb_tier_lookup(s.tier, tb, keys, m, aux, err, sizeof err) < 0) die("%s", err);
         emb_tier_batch *b = emb_tier_begin(s.tier);
         for (size_t i = 0; i < m; i++) {
@@ -864,6 +872,9 @@ static int cmd_import(int argc, char **argv)
         if (emb_tier_commit(b, NULL, 0, err, sizeof err) < 0) die("%s", err);   /* a trainer's catalog stays */
     }
     reader_close(&r);
+    if (done != n)
+        die("%s: changed while it was imported (it had %llu rows when checked); %llu rows were imported", in,
+            (unsigned long long)n, (unsigned long long)done);
     fprintf(stderr, "imported %llu rows into table %d of %s (%llu replaced)\n", (unsigned long long)done, tb, dir,
             (unsigned long long)replaced);
     free(recs), free(keys), free(aux), free(h);
