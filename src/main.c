@@ -868,6 +868,15 @@ static int cmd_train(int argc, char **argv, int plan)
                 "file is scored before it trains: progressive validation; a killed run goes on when run again)");
         if (!o.out) die("train: --follow needs --out DIR");
         if (!epochs_set) o.epochs = 1;
+        /* the files written there (model.ctrbox, COMMIT.ctrbox, a bundle) came into the watched folder
+         * and were read as logs: "too many bad lines", the run stopped */
+        const char *written[] = { o.out, o.table_dir, o.export_dir }, *names[] = { "--out", "--table-dir", "--export-dir" };
+        struct stat fs, ws;
+        for (int i = 0; i < 3; i++)
+            if (written[i] && stat(o.follow, &fs) == 0 && stat(written[i], &ws) == 0 && fs.st_dev == ws.st_dev &&
+                fs.st_ino == ws.st_ino)
+                die("train: %s %s is the --follow folder: the files written there would be read as logs; give a folder "
+                    "of its own", names[i], written[i]);
     } else if (o.follow_idle >= 0 || o.follow_done || o.export_dir || o.export_every) {
         die("train: --follow-idle, --follow-done, --export-dir and --export-every go with --follow DIR");
     }

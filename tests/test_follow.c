@@ -175,6 +175,14 @@ Test(follow, refusals_and_names_it_skips)
     cr_assert_neq(th_run(&o, RUN " --train d1.tsv --out g && " RUN " --follow in --out g --follow-idle 0"), 0);
     cr_assert(strstr(o, "holds a model that does not follow"), "%s", o);
     free(o);
+    /* a folder written in that is the watched one: its files (model.ctrbox, COMMIT.ctrbox, a bundle)
+     * were read as logs, "too many bad lines", the run stopped with them left in the folder */
+    const char *into[] = { "--out in", "--out h --table-dir in", "--out h --export-dir ./in/" };
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(th_run(&o, RUN " --follow in --follow-idle 0 %s; echo rc=$?; ls in | wc -l", into[i]), 0);
+        cr_assert(strstr(o, "is the --follow folder") && strstr(o, "rc=1\n5\n"), "%s: %s", into[i], o);
+        free(o);
+    }
     /* a file of bad lines stops the run, naming it; nothing of the model is lost */
     cr_assert_neq(th_run(&o, "cut -f1-30 d2.tsv > in/d2b.tsv && " RUN " --follow in --follow-idle 0 --out f"), 0);
     cr_assert(strstr(o, "d2b.tsv"), "%s", o);
