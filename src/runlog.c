@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,10 @@ static double num(json_t *o, const char *key)
     json_t *v = json_object_get(o, key);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
+
+/* A count that fits where it goes, or NAN: a damaged or edited log's "epoch": 3e9 was cast to an
+ * int (undefined; "-2147483648 epochs") and "rows": 1e30 to a uint64_t. */
+static double count(double x, double max) { return x >= 0 && x <= max ? x : NAN; }
 
 static void *grow(void *v, size_t n, size_t size)
 {
@@ -47,8 +52,8 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
         }
         const char *kind = json_string_value(json_object_get(o, "kind"));
         if (!kind) kind = "";
-        run_point p = { num(o, "step"), num(o, "epoch"), num(o, "rows"), num(o, "seconds"), NAN, num(o, "valid_auc"),
-                        num(o, "valid_logloss"), num(o, "lr"), num(o, "samples_per_s") };
+        run_point p = { num(o, "step"), count(num(o, "epoch"), INT_MAX), count(num(o, "rows"), 0x1p63), num(o, "seconds"), NAN,
+                        num(o, "valid_auc"), num(o, "valid_logloss"), num(o, "lr"), num(o, "samples_per_s") };
         if (!strcmp(kind, "train")) {
             p.loss = num(o, "loss");
             l->train = grow(l->train, l->n_train, sizeof *l->train);
@@ -83,7 +88,7 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
         } else if (!strcmp(kind, "file")) {
             l->files++;
         }
-        if (!isnan(p.rows) && strcmp(kind, "pass") && strcmp(kind, "file") && p.rows > (double)l->rows)
+        if (p.rows < 0x1p63 && strcmp(kind, "pass") && strcmp(kind, "file") && p.rows > (double)l->rows)
             l->rows = (uint64_t)p.rows;
         if (!isnan(p.seconds) && p.seconds > l->seconds) l->seconds = p.seconds;
         json_decref(o);

@@ -562,6 +562,19 @@ Test(robust, a_byte_order_mark_before_a_file_is_not_data)
     free(o);
 }
 
+/* Numbers out of range in a damaged or edited log.jsonl: "epoch": 3e9 was cast to an int
+ * (undefined; "-2147483648 epochs") and "rows": 1e30 to a 64-bit count; they are left out. */
+Test(robust, run_log_numbers_out_of_range_are_left_out)
+{
+    make_data();
+    expect(0, NULL, T "$B/ctrbox train --model lr --format criteo --train va.tsv --epochs 1 " SMALL " --out m%s", "");
+    th_write_str(th_path("m/log.jsonl"), "{\"kind\": \"epoch\", \"epoch\": 2, \"rows\": 5, \"train_loss\": 0.4}\n"
+                                        "{\"kind\": \"epoch\", \"epoch\": 3000000000, \"rows\": 1e30, \"train_loss\": 0.5}\n");
+    cr_assert_eq(remove(th_path("m/curve.jsonl")), 0);
+    expect(0, "the run: 2 epochs, 5 rows trained", T "$B/ctrbox info m%s", "");
+    expect(0, "wrote r.html", T "$B/ctrbox report m --out r.html%s", "");
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
