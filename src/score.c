@@ -132,7 +132,7 @@ void score_read(const score_src *src, model *m, model_meta *meta, char **data, i
     if (gaps) {
         const uint64_t *bad = source_bad_records(s, &gaps->n_bad);
         gaps->bad = xmalloc((gaps->n_bad ? gaps->n_bad : 1) * sizeof *gaps->bad);
-        memcpy(gaps->bad, bad, gaps->n_bad * sizeof *bad);
+        if (gaps->n_bad) memcpy(gaps->bad, bad, gaps->n_bad * sizeof *bad);   /* (bad is NULL when none) */
         gaps->records = source_records(s);
     }
     source_close(s);
