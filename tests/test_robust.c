@@ -575,6 +575,33 @@ Test(robust, run_log_numbers_out_of_range_are_left_out)
     expect(0, "wrote r.html", T "$B/ctrbox report m --out r.html%s", "");
 }
 
+/* predict's and eval's --out over what they read: `--out m/model.ctrbox` replaced the model by the
+ * scores, `--out va.tsv` the data, with exit 0. Refused, nothing changed; a file of scores written
+ * before is replaced as it was (a daily job's). */
+Test(robust, scores_are_not_written_over_what_is_read)
+{
+    make_data();
+    expect(0, NULL, TIERED " --epochs 1 --out m --table-dir td%s", "");
+    expect(0, NULL, "cp va.tsv v.tsv && mkdir d && cp va.tsv d/a.tsv && $B/ctrbox export-serving --model m --out b.bundle && "
+                    "md5sum m/* td/COMMIT.ctrbox v.tsv d/a.tsv b.bundle > before.md5%s", "");
+    static const char *const cases[][2] = {
+        { "predict --model m --data v.tsv --out v.tsv", "is the data file v.tsv" },
+        { "predict --model m --data d --out d/a.tsv", "is the data file d/a.tsv" },
+        { "predict --model m/model.ctrbox --data v.tsv --out m/model.ctrbox", "is the model it reads" },
+        { "eval --model m --data v.tsv --out m/log.jsonl", "is a file of the model folder it reads" },
+        { "predict --model m --data v.tsv --out td/COMMIT.ctrbox", "is in the model's table folder" },
+        { "predict --bundle b.bundle --data v.tsv --out b.bundle", "is the model it reads" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *o;
+        int rc = th_run(&o, T "$B/ctrbox %s", cases[i][0]);
+        cr_assert(rc == 1 && strstr(o, cases[i][1]), "%s: %s", cases[i][0], o);
+        free(o);
+    }
+    expect(0, NULL, "md5sum -c --quiet before.md5 && " T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && "
+                    T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && test $(wc -l < m/p.txt) = 4000%s", "");
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
