@@ -435,6 +435,21 @@ static int cmp_str(const void *a, const void *b)
 
 const char *io_input_path(const char *arg) { return strcmp(arg, "-") ? arg : "/dev/stdin"; }
 
+int io_output_is_input(const char *out, char *const *inputs, int n, char *which, size_t len)
+{
+    struct stat os, is;
+    if (stat(out, &os) < 0 || !S_ISREG(os.st_mode)) return 0;   /* new, or a stream */
+    char **files, err[512];
+    int k = io_expand_paths(inputs, n, &files, err, sizeof err), hit = 0;
+    for (int i = 0; i < k && !hit; i++)
+        if (stat(files[i], &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino) {
+            snprintf(which, len, "%s", files[i]);
+            hit = 1;
+        }
+    if (k > 0) io_free_paths(files, k);
+    return hit;
+}
+
 int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen)
 {
     int cnt = 0, cap = 16;

@@ -58,6 +58,11 @@ int io_stream_is_direct(const io_stream *s);
 /* The file an input argument names: "-" is standard input (/dev/stdin), any other the path itself. */
 const char *io_input_path(const char *arg);
 
+/* Whether out, an existing regular file, is one of the inputs (folders stand for their files, as
+ * io_expand_paths reads them): 1 with that input's name in which, else 0. An output written over
+ * its input (convert --out the log it reads, predict --out its data) replaced the data. */
+int io_output_is_input(const char *out, char *const *inputs, int n, char *which, size_t len);
+
 /* Expand paths ("-": io_input_path): a folder becomes its regular files (not starting with '.' or '_', as Hadoop and Spark
  * mark what is not data: _SUCCESS, _logs), sorted by name.
  * Returns the count and a malloc'd array of malloc'd strings, or -errno (err says which path). */

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <ini.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,47 +297,6 @@ typedef struct {
     const char *table_dir;        /* a tiered model's table folder given on the command line, or NULL */
 } eval_job;
 
-static int same_inode(const struct stat *a, const char *path)
-{
-    struct stat b;
-    return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
-}
-
-/* predict's and eval's --out must not be what they read or the model folder's own files: `--out
- * m/model.ctrbox` replaced the model by the predictions, `--out data.tsv` the data, exit 0. 0, or
- * -1 with why in msg. */
-static int output_over_inputs(const eval_job *j, const model_meta *meta, char *msg, size_t len)
-{
-    const char *out = j->pred_out;
-    struct stat os, ds;
-    if (stat(out, &os) < 0 || !S_ISREG(os.st_mode)) return 0;   /* new, or a stream */
-    char **files, err[512];
-    int n = io_expand_paths(j->data, j->n_data, &files, err, sizeof err), ret = 0;
-    for (int i = 0; i < n && !ret; i++)
-        if (same_inode(&os, files[i]))
-            ret = snprintf(msg, len, "--out %s is the data file %s: it would be replaced by the scores", out, files[i]);
-    if (n > 0) io_free_paths(files, n);
-    const char *read[] = { j->bundle, j->dir };
-    for (int i = 0; i < 2 && !ret; i++)
-        if (read[i] && same_inode(&os, read[i])) ret = snprintf(msg, len, "--out %s is the model it reads (%s)", out, read[i]);
-    for (int i = 0; i < j->n_deltas && !ret; i++)
-        if (same_inode(&os, j->deltas[i])) ret = snprintf(msg, len, "--out %s is the delta it reads (%s)", out, j->deltas[i]);
-    char *ocopy = xstrdup(out), *bcopy = xstrdup(out), *mf = j->dir ? modelfile_path(j->dir) : NULL;
-    const char *base = basename(bcopy);
-    if (!ret && stat(dirname(ocopy), &ds) == 0) {
-        static const char *const own[] = { "model.ctrbox", "log.jsonl", "curve.jsonl", "LOCK.model" };
-        for (int i = 0; mf && i < 4 && !ret; i++)
-            if (!strcmp(base, own[i]) && same_inode(&ds, dirname(mf)))
-                ret = snprintf(msg, len, "--out %s is a file of the model folder it reads: it would be replaced by the scores",
-                               out);
-        if (!ret && meta->table_dir && same_inode(&ds, meta->table_dir))
-            ret = snprintf(msg, len, "--out %s is in the model's table folder %s: write the scores elsewhere", out,
-                           meta->table_dir);
-    }
-    free(ocopy), free(bcopy), free(mf);
-    return ret ? -1 : 0;
-}
-
 static int model_data_eval(const eval_job *j)
 {
     const char *dir = j->dir, *pred_out = j->pred_out, *group = j->group, *id_column = j->id_column;
@@ -350,7 +308,7 @@ static int model_data_eval(const eval_job *j)
     const score_src src = { dir, j->bundle, j->deltas, j->n_deltas, j->table_dir };
     score_load(&src, &m, &meta);
     char msg[1200];
-    if (pred_out && output_over_inputs(j, &meta, msg, sizeof msg) < 0) {   /* every rank alike; one says it */
+    if (pred_out && score_output_check(pred_out, &src, data, n_data, &meta, msg, sizeof msg) < 0) {   /* every rank alike */
         if (dist_rank() == 0) die("%s", msg);
         exit(1);
     }
@@ -997,6 +955,13 @@ static int cmd_export_serving(int argc, char **argv)
     if (!dir || !out) cli_fail(&cc, "--model DIR and --out BUNDLE are required");
     refuse_existing_output(out, force);
     char err[1024];
+    model_meta sm;   /* --force replaced the model itself by its bundle (`--out m/model.ctrbox`) */
+    if (modelfile_read_meta(dir, &sm, err, sizeof err) == 0) {
+        if (table_dir) free(sm.table_dir), sm.table_dir = xstrdup(table_dir);
+        const score_src src = { dir, NULL, NULL, 0, table_dir };
+        if (score_output_check(out, &src, NULL, 0, &sm, err, sizeof err) < 0) die("%s", err);
+        model_meta_free(&sm);
+    }
     uint64_t rows;
     int tables;
     if (model_export_bundle(dir, table_dir, out, dtype, since, &rows, &tables, err, sizeof err) < 0) die("%s", err);

@@ -517,6 +517,7 @@ int cmd_report(int argc, char **argv)
     char *def = NULL;
     if (!out && asprintf(&def, "%s/report.html", folder) < 0) die("out of memory");
     if (!out) out = def;
+    if (score_output_check(out, &src, data, n_data, &meta, err, sizeof err) < 0) die("%s", err);
     sample_block b;
     if (n_data) {
         score_read(&src, m, &meta, data, n_data, &in, format_given, 0, NULL, &b, NULL);

@@ -55,6 +55,13 @@ void score_read_shared(const score_src *src, model *m, model_meta *meta, char **
 void score_predict_shared(model *m, const sample_block *b, const uint64_t *row, uint64_t total, int group_field,
                           sample_block *all, double **prob);
 
+/* An output (predict's or eval's scores, report's page) that exists as a file the command reads:
+ * a data file, the model file or bundle, a delta, the model folder's own files (model.ctrbox,
+ * log.jsonl, curve.jsonl, LOCK.model) or a file of its table folder. `--out m/model.ctrbox` replaced
+ * the model, `--out data.tsv` the data, with exit 0. 0, or -1 with why in msg. */
+int score_output_check(const char *out, const score_src *src, char **data, int n_data, const model_meta *meta, char *msg,
+                       size_t len);
+
 /* The model's input settings in words: "criteo (13 dense values, 26 categorical fields: I1 ...)". */
 void score_describe_input(const model_meta *mm, char *out, size_t n);
 

@@ -575,9 +575,10 @@ Test(robust, run_log_numbers_out_of_range_are_left_out)
     expect(0, "wrote r.html", T "$B/ctrbox report m --out r.html%s", "");
 }
 
-/* predict's and eval's --out over what they read: `--out m/model.ctrbox` replaced the model by the
- * scores, `--out va.tsv` the data, with exit 0. Refused, nothing changed; a file of scores written
- * before is replaced as it was (a daily job's). */
+/* Outputs over what the command reads: predict's `--out m/model.ctrbox` replaced the model by the
+ * scores, `--out va.tsv` the data, report's page and export-serving's bundle (with --force) the
+ * model, convert's cbx the log it read, split's part its input, each with exit 0. Refused, nothing
+ * changed; a file of scores written before is replaced as it was (a daily job's). */
 Test(robust, scores_are_not_written_over_what_is_read)
 {
     make_data();
@@ -585,16 +586,22 @@ Test(robust, scores_are_not_written_over_what_is_read)
     expect(0, NULL, "cp va.tsv v.tsv && mkdir d && cp va.tsv d/a.tsv && $B/ctrbox export-serving --model m --out b.bundle && "
                     "md5sum m/* td/COMMIT.ctrbox v.tsv d/a.tsv b.bundle > before.md5%s", "");
     static const char *const cases[][2] = {
-        { "predict --model m --data v.tsv --out v.tsv", "is the data file v.tsv" },
-        { "predict --model m --data d --out d/a.tsv", "is the data file d/a.tsv" },
-        { "predict --model m/model.ctrbox --data v.tsv --out m/model.ctrbox", "is the model it reads" },
-        { "eval --model m --data v.tsv --out m/log.jsonl", "is a file of the model folder it reads" },
-        { "predict --model m --data v.tsv --out td/COMMIT.ctrbox", "is in the model's table folder" },
-        { "predict --bundle b.bundle --data v.tsv --out b.bundle", "is the model it reads" },
+        { "ctrbox predict --model m --data v.tsv --out v.tsv", "is the data file v.tsv" },
+        { "ctrbox predict --model m --data d --out d/a.tsv", "is the data file d/a.tsv" },
+        { "ctrbox predict --model m/model.ctrbox --data v.tsv --out m/model.ctrbox", "is the model it reads" },
+        { "ctrbox eval --model m --data v.tsv --out m/log.jsonl", "is a file of the model folder it reads" },
+        { "ctrbox predict --model m --data v.tsv --out td/COMMIT.ctrbox", "is in the model's table folder" },
+        { "ctrbox predict --bundle b.bundle --data v.tsv --out b.bundle", "is the model it reads" },
+        { "ctrbox report m --data v.tsv --out m/model.ctrbox", "is a file of the model folder it reads" },
+        { "ctrbox report m --data v.tsv --out v.tsv", "is the data file v.tsv" },
+        { "ctrbox export-serving --model m --out m/model.ctrbox --force", "is a file of the model folder it reads" },
+        { "ctrbox-data convert --format criteo --in d --out d/a.tsv", "--out d/a.tsv is the input d/a.tsv" },
+        { "ctrbox-data split --in d/a.tsv --ratios 1,1 --out d/a && cp v.tsv d/a.train && "
+          "$B/ctrbox-data split --in d/a.train --ratios 1,1 --out d/a", "d/a.train, a part written, is the input" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
-        int rc = th_run(&o, T "$B/ctrbox %s", cases[i][0]);
+        int rc = th_run(&o, T "$B/%s", cases[i][0]);
         cr_assert(rc == 1 && strstr(o, cases[i][1]), "%s: %s", cases[i][0], o);
         free(o);
     }

@@ -177,6 +177,9 @@ static int cmd_convert(int argc, char **argv)
     }
     while (optind < argc && n_in > 0) inputs[n_in++] = argv[optind++];   /* --in a b c */
     if (n_in == 0 || !out) cli_fail(&cc, "--in FILE and --out FILE.cbx are required");
+    char which[4200];
+    if (io_output_is_input(out, inputs, n_in, which, sizeof which))   /* the log was replaced by its cbx, exit 0 */
+        die("--out %s is the input %s: it would be replaced", out, which);
     if (in.so.fmt == FMT_NONE) cli_fail(&cc, "--format F is required (criteo, libsvm, libffm, csv)");
 
     char err[1024];
@@ -396,7 +399,12 @@ static int cmd_split(int argc, char **argv)
     char err[1024];
     uint64_t counts[64] = { 0 };
     char *names[64];
-    for (int i = 0; i < k; i++) names[i] = part_name(prefix, i, k, cbx);
+    for (int i = 0; i < k; i++) {
+        names[i] = part_name(prefix, i, k, cbx);
+        char which[4200];
+        if (io_output_is_input(names[i], (char *const *)&input, 1, which, sizeof which))
+            die("%s, a part written, is the input %s: it would be replaced", names[i], which);
+    }
     if (cbx) {   /* block by block, rows to parts */
         data_source *src;
         in.so.fmt = FMT_CBX;
