@@ -888,6 +888,18 @@ static int cmd_train(int argc, char **argv, int plan)
     if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
     if (o.export_dir && !o.export_every) o.export_every = 1;
     if (!o.follow && (!o.n_train || !o.out)) cli_fail(&cc, "--train FILE and --out DIR are required");
+    /* a training or validation folder written in: its files (log.jsonl, model.ctrbox, the table's)
+     * were read as data from the next epoch on, "too many bad lines" with a model left among them */
+    for (int i = 0; i < o.n_train + o.n_valid; i++) {
+        const char *in_dir = i < o.n_train ? o.train[i] : o.valid[i - o.n_train];
+        const char *written[] = { o.out, o.table_dir }, *names[] = { "--out", "--table-dir" };
+        struct stat is, ws;
+        for (int k = 0; k < 2; k++)
+            if (written[k] && stat(in_dir, &is) == 0 && S_ISDIR(is.st_mode) && stat(written[k], &ws) == 0 &&
+                is.st_dev == ws.st_dev && is.st_ino == ws.st_ino)
+                die("train: %s %s is a folder of %s files: the files written there would be read as data; give a folder "
+                    "of its own", names[k], written[k], i < o.n_train ? "--train" : "--valid");
+    }
     const char *folders[] = { o.out, o.table_dir, o.export_dir };   /* where files are written */
     for (size_t i = 0; i < sizeof folders / sizeof *folders; i++) {
         char e[256];

@@ -609,6 +609,23 @@ Test(robust, scores_are_not_written_over_what_is_read)
                     T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && test $(wc -l < m/p.txt) = 4000%s", "");
 }
 
+/* --out or --table-dir naming a folder given as --train or --valid: from the second epoch its
+ * files (log.jsonl, model.ctrbox) were read as data, "too many bad lines", with a model left among
+ * the data. Refused before anything is written; a sub-folder is not read and is fine. */
+Test(robust, a_folder_of_data_is_not_written_in)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "mkdir d && cp tr.tsv d/ && " T "$B/ctrbox train --model lr --format criteo --train d --epochs 2 "
+                        SMALL " --out d; echo rc=$?; " T "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid d "
+                        "--epochs 1 " SMALL " --pass-rows 5000 --out m --table-dir d/; echo rc=$?; ls d; " T "$B/ctrbox train "
+                        "--model lr --format criteo --train d --epochs 2 " SMALL " --out d/m && echo sub-folder-ok");
+    cr_assert(rc == 0 && strstr(o, "--out d is a folder of --train files") &&
+                  strstr(o, "--table-dir d/ is a folder of --valid files") && strstr(o, "its own\nrc=1\nctrbox: ") && strstr(o, "its own\nrc=1\ntr.tsv\n") &&
+                  strstr(o, "sub-folder-ok"), "%s", o);
+    free(o);
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
