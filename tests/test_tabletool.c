@@ -180,6 +180,28 @@ Test(tabletool, bad_input_is_refused_and_changes_nothing)
     same("before.txt", "after.txt");
 }
 
+/* An output among the files a command reads: with --force, `convert t --dtype fp16 t/COMMIT.ctrbox`
+ * replaced the folder's commit record and the folder no longer opened (export alike, and npy files
+ * into the folder itself). Refused whatever --force says, the folder unchanged; a new file there is
+ * written. */
+Test(tabletool, outputs_over_the_folder_read_are_refused)
+{
+    trained_folder();
+    free(run_ok("$B/ctrbox-table export t --to text before.txt && find t m -type f -not -path 't/index/*' -exec md5sum {} + > before.md5"));
+    static const char *const cases[] = {
+        "convert t --dtype fp16 t/COMMIT.ctrbox --force", "export t --to text t/table0.slots --force",
+        "export t --to npy t --force", "delta m --since 1 m/log.jsonl --force", "export m --to hugectr m --force",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *o;
+        int rc = th_run(&o, "$B/ctrbox-table %s", cases[i]);
+        cr_assert(rc == 1 && strstr(o, "which this command reads: it would be replaced"), "%s: exit %d: %s", cases[i], rc, o);
+        free(o);
+    }
+    free(run_ok("md5sum -c --quiet before.md5 && $B/ctrbox-table export t --to text after.txt"));
+    same("before.txt", "after.txt");
+}
+
 /* delta: the rows a pass changed, applied to the table as it was before that pass, give the
  * table after it; merge keeps the newer rows; shrink deletes by the accessor's rules in one commit
  * and is idempotent. */

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,6 +468,29 @@ static int int_arg(const char *name, const char *s, long lo, long hi)
     return (int)v;
 }
 
+static int same_folder(const char *a, const struct stat *b)
+{
+    struct stat st;
+    return a && stat(a, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
+}
+
+/* An output (a file, or export's folder of npy or HugeCTR files) that would land among the files
+ * the command reads: with --force, `convert t --dtype fp16 t/COMMIT.ctrbox` replaced the folder's
+ * commit record and the folder no longer opened. Refused whatever --force says. */
+static void refuse_output_in_source(const char *out, const char *dir, const tsrc *s)
+{
+    struct stat os, fs;
+    if (stat(out, &os) < 0) return;
+    char *copy = xstrdup(out), *dcopy = xstrdup(dir);
+    const char *folder = S_ISDIR(os.st_mode) ? out : dirname(copy);
+    struct stat ds;
+    const char *dir_folder = stat(dir, &ds) == 0 && !S_ISDIR(ds.st_mode) ? dirname(dcopy) : dir;   /* a model file's folder */
+    if (stat(folder, &fs) == 0 && (same_folder(dir_folder, &fs) || same_folder(s->meta.table_dir, &fs)))
+        die("%s is in %s, which this command reads: it would be replaced; write it elsewhere", out,
+            same_folder(dir_folder, &fs) ? dir_folder : s->meta.table_dir);
+    free(copy), free(dcopy);
+}
+
 static int table_arg(const char *s)
 {
     char *end;
@@ -526,6 +550,7 @@ static int cmd_export(int argc, char **argv, int delta)
                    { 0 } };
     cli_progress_start(&x.pg, "export", "rows");
     durable_file fa = { 0 }, fb = { 0 }, fc = { 0 }, fd = { 0 }, fe = { 0 };
+    refuse_output_in_source(out, dir, &s);
     if (fmt == FMT_TEXT) {
         refuse_existing_output(out, force);
         int r = durable_open(&fa, out);
@@ -948,6 +973,7 @@ static int cmd_convert(int argc, char **argv)
     tsrc s;
     if (tsrc_open(&s, dir, err, sizeof err) < 0) die("%s", err);
     if (tb >= s.n) die("convert: %s has %d table(s)", dir, s.n);
+    refuse_output_in_source(out, dir, &s);
     refuse_existing_output(out, force);
     durable_file df;
     int r = durable_open(&df, out);
