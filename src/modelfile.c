@@ -61,6 +61,13 @@ static json_t *meta_to_json(const model_meta *mm)
     if (mm->deltas_from) json_object_set_new(o, "deltas_from", json_integer((json_int_t)mm->deltas_from));
     if (mm->is_delta) json_object_set_new(o, "delta_since", json_integer((json_int_t)mm->delta_since));
     if (mm->follow) json_object_set(o, "follow", (json_t *)mm->follow);
+    if (!mm->table_dir && mm->table_id) {
+        /* a bundle of a tiered model: the folder its rows came from, so that a delta of another
+         * model (of the same architecture and passes) is not applied to this one's base */
+        char id[24];
+        snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
+        json_object_set_new(o, "source_table_id", json_string(id));
+    }
     if (mm->table_dir) {
         char id[24];
         snprintf(id, sizeof id, "%016llx", (unsigned long long)mm->table_id);
@@ -164,7 +171,16 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     mm->is_delta = ds != NULL;
     mm->delta_since = ds ? (uint32_t)json_integer_value(ds) : 0;
     mm->follow = fw ? json_incref(fw) : NULL;
-    const char *td = json_string_value(json_object_get(o, "table_dir"));
+    const char *td = json_string_value(json_object_get(o, "table_dir")),
+               *sid = json_string_value(json_object_get(o, "source_table_id"));
+    if (!td && sid) {
+        char *end = NULL;
+        mm->table_id = strtoull(sid, &end, 16);
+        if (*end || !*sid) {
+            snprintf(err, errlen, "model description: \"source_table_id\" is not a table folder's id");
+            return -EBADMSG;
+        }
+    }
     if (td) {
         const char *id = json_string_value(json_object_get(o, "table_id"));
         json_t *commits = json_object_get(o, "table_commits");
@@ -847,6 +863,9 @@ int modelfile_bundle_apply(const char *path, model *m, model_meta *meta, char *e
         snprintf(err, errlen, "%s: a delta of another model: %s", path, diff);
     else if (dm.schema.n_fields != meta->schema.n_fields || dm.schema.n_dense != meta->schema.n_dense)
         snprintf(err, errlen, "%s: a delta of another model: its data has other fields", path);
+    else if (dm.table_id && meta->table_id && dm.table_id != meta->table_id)   /* (bundles before them name none) */
+        snprintf(err, errlen, "%s: a delta of another model: its rows come from table folder %016llx, the model's from %016llx",
+                 path, (unsigned long long)dm.table_id, (unsigned long long)meta->table_id);
     else if (dm.delta_since > meta->passes || dm.passes < meta->passes)   /* equal: the same again, or an offline shrink's */
         snprintf(err, errlen, "%s: holds the changes after pass %u up to pass %u, the model is at pass %u: %s", path,
                  dm.delta_since, dm.passes, meta->passes,

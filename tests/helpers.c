@@ -142,6 +142,40 @@ void th_same_file(const char *a, const char *b)
     free(y);
 }
 
+/* The bundle at path, its checksum left out and its JSON without "source_table_id": *len bytes. */
+static char *bundle_without_source(const char *path, size_t *len)
+{
+    size_t n;
+    char *x = th_read(th_path(path), &n);
+    uint64_t jl;
+    cr_assert(n > 32 && !memcmp(x, "CTRBXBDL", 8), "%s: not a bundle", path);
+    memcpy(&jl, x + 16, 8);
+    cr_assert(24 + jl + 8 <= n, "%s: truncated", path);
+    char *out = malloc(n), *json = x + 24, *at = memmem(json, jl, ",\"source_table_id\":\"", 20);
+    size_t cut = at ? 20 + 16 + 1 : 0, w = 0;
+    memcpy(out, x, 16);
+    w = 16;
+    size_t before = at ? (size_t)(at - json) : jl;
+    memcpy(out + w, json, before);
+    w += before;
+    memcpy(out + w, json + before + cut, jl - before - cut);
+    w += jl - before - cut;
+    memcpy(out + w, x + 24 + jl, n - 8 - 24 - jl);
+    w += n - 8 - 24 - jl;
+    free(x);
+    *len = w;
+    return out;
+}
+
+void th_same_bundle(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = bundle_without_source(a, &la), *y = bundle_without_source(b, &lb);
+    cr_assert(la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
 void th_same_rows(const char *a, const char *b)
 {
     char *o;

@@ -626,6 +626,27 @@ Test(robust, a_folder_of_data_is_not_written_in)
     free(o);
 }
 
+/* A delta of another tiered model, of the same architecture and passes, was applied to a base:
+ * the scores came from a mix of two models, exit 0. Bundles name the table folder their rows came
+ * from, and a delta from another folder is refused; the model's own delta still applies. */
+Test(robust, a_delta_of_another_model_is_refused)
+{
+    make_data();
+    const char *A = "--model fm --format criteo --epochs 1 --pass-rows 2000 --dim 4 --threads 1 --quiet";
+    char *o;
+    int rc = th_run(&o, "head -n 6000 tr.tsv > a.tsv && sed -n 6001,12000p tr.tsv > b.tsv && "
+                        "$B/ctrbox train %s --train a.tsv --out m --table-dir mt && $B/ctrbox export-serving --model m --out base.b && "
+                        "$B/ctrbox train %s --init m --train b.tsv --out m && $B/ctrbox export-serving --model m --since 3 --out d.b && "
+                        "$B/ctrbox train %s --seed 9 --train b.tsv --out n --table-dir nt && "
+                        "$B/ctrbox train %s --init n --train a.tsv --out n && $B/ctrbox export-serving --model n --since 3 --out nd.b && "
+                        "$B/ctrbox predict --model m --data va.tsv --out pm.txt && "
+                        "$B/ctrbox predict --bundle base.b --delta d.b --data va.tsv --out pb.txt && cmp pm.txt pb.txt && echo same; "
+                        "$B/ctrbox predict --bundle base.b --delta nd.b --data va.tsv --out px.txt; echo rc=$?", A, A, A, A);
+    cr_assert(rc == 0 && strstr(o, "same\n") && strstr(o, "nd.b: a delta of another model: its rows come from table folder") &&
+                  strstr(o, "rc=1"), "%s", o);
+    free(o);
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
