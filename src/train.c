@@ -1263,11 +1263,20 @@ int train_run(const train_opts *o0)
             fprintf(stderr, "ctrbox: %s\n", err);
             return 1;
         }
-        int same = vs.n_fields == t.meta.schema.n_fields && vs.n_dense == t.meta.schema.n_dense;
+        /* names and kinds, not only their counts: a csv whose header named other columns (label,a,c
+         * against label,a,b) was validated on as if it held the training fields, and the model kept
+         * was chosen by that AUC */
+        int same = schema_equal(&vs, &t.meta.schema);
+        char diff[300] = "";
+        for (uint32_t f = 0; !same && f < vs.n_fields && f < t.meta.schema.n_fields && !diff[0]; f++)
+            if (strcmp(vs.names[f], t.meta.schema.names[f]) || vs.kind[f] != t.meta.schema.kind[f])
+                snprintf(diff, sizeof diff, " (field %u is %s there, %s in the training data)", f + 1, vs.names[f],
+                         t.meta.schema.names[f]);
         schema_free(&vs);
         if (!same || !t.valid.rows) {
-            fprintf(stderr, "ctrbox: %s%s: %s\n", o->valid[0], o->n_valid > 1 ? " ..." : "",
-                    !same ? "the validation data's fields differ from the training data's" : "no rows to validate on");
+            fprintf(stderr, "ctrbox: %s%s: %s%s\n", o->valid[0], o->n_valid > 1 ? " ..." : "",
+                    !same ? "the validation data's fields differ from the training data's" : "no rows to validate on", diff);
+            block_free(&t.valid);
             return 1;
         }
         t.have_valid = 1;

@@ -647,6 +647,20 @@ Test(robust, a_delta_of_another_model_is_refused)
     free(o);
 }
 
+/* A validation csv naming other columns than the training data, as many of them: it was validated
+ * on as if it held the training fields (only the counts were compared), and the model kept was
+ * chosen by that AUC. Refused, naming the first field that differs; the same header validates. */
+Test(robust, validation_data_with_other_fields_is_refused)
+{
+    th_write_str(th_path("a.csv"), "label,a,b\n1,x,y\n0,x,z\n1,w,y\n0,w,z\n");
+    th_write_str(th_path("o.csv"), "label,a,c\n1,x,y\n0,x,z\n");
+    expect(1, "o.csv: the validation data's fields differ from the training data's (field 2 is c there, b in the training data)",
+           T "$B/ctrbox train --model lr --format csv --train a.csv --valid o.csv --epochs 1 --batch 2 --quiet --out m%s", "");
+    cr_assert(!th_file_exists(th_path("m/model.ctrbox")));
+    expect(0, "best validation AUC", T "$B/ctrbox train --model lr --format csv --train a.csv --valid a.csv --epochs 1 --batch 2 "
+                                     "--quiet --out m%s", "");
+}
+
 Test(robust, memory_limits_end_in_one_line)
 {
 #ifdef __SANITIZE_ADDRESS__
