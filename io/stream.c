@@ -437,12 +437,12 @@ const char *io_input_path(const char *arg) { return strcmp(arg, "-") ? arg : "/d
 
 int io_output_is_input(const char *out, char *const *inputs, int n, char *which, size_t len)
 {
-    struct stat os, is;
+    struct stat os;
     if (stat(out, &os) < 0 || !S_ISREG(os.st_mode)) return 0;   /* new, or a stream */
     char **files, err[512];
     int k = io_expand_paths(inputs, n, &files, err, sizeof err), hit = 0;
     for (int i = 0; i < k && !hit; i++)
-        if (stat(files[i], &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino) {
+        if (util_same_file(files[i], &os)) {
             snprintf(which, len, "%s", files[i]);
             hit = 1;
         }

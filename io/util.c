@@ -287,6 +287,12 @@ static void remove_stale_tmp(const char *path)
     free(copy2);
 }
 
+int util_same_file(const char *path, const struct stat *st)
+{
+    struct stat b;
+    return path && stat(path, &b) == 0 && b.st_dev == st->st_dev && b.st_ino == st->st_ino;
+}
+
 int util_own_fd(const char *path, int input)
 {
     if (!strcmp(path, "-")) return input ? 0 : 1;

@@ -47,6 +47,9 @@ int util_std_closed(int fd);
 /* The process's own descriptor a path names, or -1: "-" (0 as an input, 1 as an output),
  * /dev/stdin 0, /dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N N. */
 int util_own_fd(const char *path, int input);
+/* Whether path names the file st describes (the same device and inode; 0 when path cannot be stat'ed). */
+struct stat;
+int util_same_file(const char *path, const struct stat *st);
 
 /* The program's name in its messages ("ctrbox", "ctrbox-data", "ctrbox-table"); each main sets it. */
 void util_set_prog(const char *name);

@@ -873,32 +873,27 @@ static int cmd_train(int argc, char **argv, int plan)
                 "file is scored before it trains: progressive validation; a killed run goes on when run again)");
         if (!o.out) die("train: --follow needs --out DIR");
         if (!epochs_set) o.epochs = 1;
-        /* the files written there (model.ctrbox, COMMIT.ctrbox, a bundle) came into the watched folder
-         * and were read as logs: "too many bad lines", the run stopped */
-        const char *written[] = { o.out, o.table_dir, o.export_dir }, *names[] = { "--out", "--table-dir", "--export-dir" };
-        struct stat fs, ws;
-        for (int i = 0; i < 3; i++)
-            if (written[i] && stat(o.follow, &fs) == 0 && stat(written[i], &ws) == 0 && fs.st_dev == ws.st_dev &&
-                fs.st_ino == ws.st_ino)
-                die("train: %s %s is the --follow folder: the files written there would be read as logs; give a folder "
-                    "of its own", names[i], written[i]);
     } else if (o.follow_idle >= 0 || o.follow_done || o.export_dir || o.export_every) {
         die("train: --follow-idle, --follow-done, --export-dir and --export-every go with --follow DIR");
     }
     if (o.export_every && !o.export_dir) die("train: --export-every N needs --export-dir DIR");
     if (o.export_dir && !o.export_every) o.export_every = 1;
     if (!o.follow && (!o.n_train || !o.out)) cli_fail(&cc, "--train FILE and --out DIR are required");
-    /* a training or validation folder written in: its files (log.jsonl, model.ctrbox, the table's)
-     * were read as data from the next epoch on, "too many bad lines" with a model left among them */
-    for (int i = 0; i < o.n_train + o.n_valid; i++) {
-        const char *in_dir = i < o.n_train ? o.train[i] : o.valid[i - o.n_train];
-        const char *written[] = { o.out, o.table_dir }, *names[] = { "--out", "--table-dir" };
-        struct stat is, ws;
-        for (int k = 0; k < 2; k++)
-            if (written[k] && stat(in_dir, &is) == 0 && S_ISDIR(is.st_mode) && stat(written[k], &ws) == 0 &&
-                is.st_dev == ws.st_dev && is.st_ino == ws.st_ino)
-                die("train: %s %s is a folder of %s files: the files written there would be read as data; give a folder "
-                    "of its own", names[k], written[k], i < o.n_train ? "--train" : "--valid");
+    /* A folder read written in: the files written there (model.ctrbox, log.jsonl, COMMIT.ctrbox, a
+     * bundle) were read as logs or data ("too many bad lines") and the run stopped with them left there */
+    const char *written[] = { o.out, o.table_dir, o.export_dir }, *names[] = { "--out", "--table-dir", "--export-dir" };
+    for (int i = -1; i < o.n_train + o.n_valid; i++) {
+        const char *in_dir = i < 0 ? o.follow : i < o.n_train ? o.train[i] : o.valid[i - o.n_train];
+        struct stat is;
+        if (!in_dir || stat(in_dir, &is) < 0 || !S_ISDIR(is.st_mode)) continue;
+        for (int k = 0; k < 3; k++) {
+            if (!util_same_file(written[k], &is)) continue;
+            if (i < 0)
+                die("train: %s %s is the --follow folder: the files written there would be read as logs; give a folder "
+                    "of its own", names[k], written[k]);
+            die("train: %s %s is a folder of %s files: the files written there would be read as data; give a folder "
+                "of its own", names[k], written[k], i < o.n_train ? "--train" : "--valid");
+        }
     }
     const char *folders[] = { o.out, o.table_dir, o.export_dir };   /* where files are written */
     for (size_t i = 0; i < sizeof folders / sizeof *folders; i++) {

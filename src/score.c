@@ -331,12 +331,6 @@ void score_predict_shared(model *m, const sample_block *b, const uint64_t *row, 
     free(where), free(idp), free(got), free(got_n);
 }
 
-static int same_inode(const struct stat *a, const char *path)
-{
-    struct stat b;
-    return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
-}
-
 int score_output_check(const char *out, const score_src *src, char **data, int n_data, const model_meta *meta, char *msg,
                        size_t len)
 {
@@ -348,17 +342,17 @@ int score_output_check(const char *out, const score_src *src, char **data, int n
         ret = snprintf(msg, len, "--out %s is the data file %s: it would be replaced", out, which);
     const char *read[] = { src->bundle, src->dir };
     for (int i = 0; i < 2 && !ret; i++)
-        if (read[i] && same_inode(&os, read[i])) ret = snprintf(msg, len, "--out %s is the model it reads (%s)", out, read[i]);
+        if (read[i] && util_same_file(read[i], &os)) ret = snprintf(msg, len, "--out %s is the model it reads (%s)", out, read[i]);
     for (int i = 0; i < src->n_deltas && !ret; i++)
-        if (same_inode(&os, src->deltas[i])) ret = snprintf(msg, len, "--out %s is the delta it reads (%s)", out, src->deltas[i]);
+        if (util_same_file(src->deltas[i], &os)) ret = snprintf(msg, len, "--out %s is the delta it reads (%s)", out, src->deltas[i]);
     char *ocopy = xstrdup(out), *bcopy = xstrdup(out), *mf = src->dir ? modelfile_path(src->dir) : NULL;
     const char *base = basename(bcopy);
     if (!ret && stat(dirname(ocopy), &ds) == 0) {
         static const char *const own[] = { "model.ctrbox", "log.jsonl", "curve.jsonl", "LOCK.model" };
         for (int i = 0; mf && i < 4 && !ret; i++)
-            if (!strcmp(base, own[i]) && same_inode(&ds, dirname(mf)))
+            if (!strcmp(base, own[i]) && util_same_file(dirname(mf), &ds))
                 ret = snprintf(msg, len, "--out %s is a file of the model folder it reads: it would be replaced", out);
-        if (!ret && meta->table_dir && same_inode(&ds, meta->table_dir))
+        if (!ret && meta->table_dir && util_same_file(meta->table_dir, &ds))
             ret = snprintf(msg, len, "--out %s is in the model's table folder %s: write it elsewhere", out, meta->table_dir);
     }
     free(ocopy), free(bcopy), free(mf);

@@ -468,12 +468,6 @@ static int int_arg(const char *name, const char *s, long lo, long hi)
     return (int)v;
 }
 
-static int same_folder(const char *a, const struct stat *b)
-{
-    struct stat st;
-    return a && stat(a, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
-}
-
 /* An output (a file, or export's folder of npy or HugeCTR files) that would land among the files
  * the command reads: with --force, `convert t --dtype fp16 t/COMMIT.ctrbox` replaced the folder's
  * commit record and the folder no longer opened. Refused whatever --force says. */
@@ -485,9 +479,9 @@ static void refuse_output_in_source(const char *out, const char *dir, const tsrc
     const char *folder = S_ISDIR(os.st_mode) ? out : dirname(copy);
     struct stat ds;
     const char *dir_folder = stat(dir, &ds) == 0 && !S_ISDIR(ds.st_mode) ? dirname(dcopy) : dir;   /* a model file's folder */
-    if (stat(folder, &fs) == 0 && (same_folder(dir_folder, &fs) || same_folder(s->meta.table_dir, &fs)))
+    if (stat(folder, &fs) == 0 && (util_same_file(dir_folder, &fs) || util_same_file(s->meta.table_dir, &fs)))
         die("%s is in %s, which this command reads: it would be replaced; write it elsewhere", out,
-            same_folder(dir_folder, &fs) ? dir_folder : s->meta.table_dir);
+            util_same_file(dir_folder, &fs) ? dir_folder : s->meta.table_dir);
     free(copy), free(dcopy);
 }
 
