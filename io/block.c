@@ -72,6 +72,13 @@ int schema_equal(const data_schema *a, const data_schema *b)
     return 1;
 }
 
+uint32_t schema_first_diff(const data_schema *a, const data_schema *b)
+{
+    uint32_t f = 0;
+    while (f < a->n_fields && f < b->n_fields && a->kind[f] == b->kind[f] && !strcmp(a->names[f], b->names[f])) f++;
+    return f;
+}
+
 void block_init(sample_block *b, uint32_t n_dense)
 {
     memset(b, 0, sizeof *b);

@@ -34,6 +34,8 @@ void schema_init(data_schema *s, uint32_t n_fields);      /* all categorical, na
 void schema_free(data_schema *s);
 void schema_copy(data_schema *dst, const data_schema *src);
 int schema_equal(const data_schema *a, const data_schema *b);
+/* The first field whose name or kind differs between a and b; the smaller field count when none does. */
+uint32_t schema_first_diff(const data_schema *a, const data_schema *b);
 /* Grow to n_fields (new fields categorical, named f<i>). */
 void schema_grow(data_schema *s, uint32_t n_fields);
 void schema_set_name(data_schema *s, uint32_t field, const char *name);

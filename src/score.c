@@ -40,10 +40,7 @@ static void __attribute__((noreturn)) refuse_data(const char *path, const char *
     char want[600], diff[300] = "";
     score_describe_input(mm, want, sizeof want);
     if (got) {
-        uint32_t f = 0;
-        while (f < got->n_fields && f < mm->schema.n_fields && got->kind[f] == mm->schema.kind[f] &&
-               !strcmp(got->names[f], mm->schema.names[f]))
-            f++;
+        uint32_t f = schema_first_diff(got, &mm->schema);
         if (got->num_mode != mm->schema.num_mode)
             snprintf(diff, sizeof diff, "its integers read as %s, the model's as %s", got->num_mode == NUM_BUCKET ? "buckets" : "log values",
                      mm->schema.num_mode == NUM_BUCKET ? "buckets (--num bucket)" : "log values (--num log)");

@@ -1268,10 +1268,10 @@ int train_run(const train_opts *o0)
          * was chosen by that AUC */
         int same = schema_equal(&vs, &t.meta.schema);
         char diff[300] = "";
-        for (uint32_t f = 0; !same && f < vs.n_fields && f < t.meta.schema.n_fields && !diff[0]; f++)
-            if (strcmp(vs.names[f], t.meta.schema.names[f]) || vs.kind[f] != t.meta.schema.kind[f])
-                snprintf(diff, sizeof diff, " (field %u is %s there, %s in the training data)", f + 1, vs.names[f],
-                         t.meta.schema.names[f]);
+        uint32_t f = schema_first_diff(&vs, &t.meta.schema);
+        if (!same && f < vs.n_fields && f < t.meta.schema.n_fields)
+            snprintf(diff, sizeof diff, " (field %u is %s there, %s in the training data)", f + 1, vs.names[f],
+                     t.meta.schema.names[f]);
         schema_free(&vs);
         if (!same || !t.valid.rows) {
             fprintf(stderr, "ctrbox: %s%s: %s%s\n", o->valid[0], o->n_valid > 1 ? " ..." : "",
