@@ -329,6 +329,18 @@ static int next_cbx(data_source *s, sample_block *b, char *err, size_t errlen)
 static void whole_done(data_source *s);
 static int split_done(const data_source *s);
 
+int source_read_all(data_source *s, sample_block *all, char *err, size_t errlen)
+{
+    sample_block b;
+    block_init(&b, source_schema(s)->n_dense);
+    block_init(all, source_schema(s)->n_dense);
+    int ret;
+    while ((ret = source_next(s, &b, err, errlen)) > 0) block_append(all, &b, 0, b.rows);
+    block_free(&b);
+    if (ret < 0) block_free(all);
+    return ret;
+}
+
 int source_next(data_source *s, sample_block *b, char *err, size_t errlen)
 {
     if (s->sp && !s->sp->whole) return 0;   /* by pieces: a whole file's window only */

@@ -43,6 +43,8 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
 void source_close(data_source *s);
 /* Fill b with the next rows: 1, 0 at the end, <0 on error (message in err). */
 int source_next(data_source *s, sample_block *b, char *err, size_t errlen);
+/* Every row left into all (initialized here; freed again on an error): 0, or <0 with err. */
+int source_read_all(data_source *s, sample_block *all, char *err, size_t errlen);
 /* The schema; for libffm it grows while reading and is final at the end. */
 const data_schema *source_schema(const data_source *s);
 /* Lines seen and bad lines by reason (text: counted here; cbx: from the files' trailers). */

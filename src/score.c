@@ -121,13 +121,7 @@ void score_read(const score_src *src, model *m, model_meta *meta, char **data, i
     so.note_bad = gaps != NULL;
     data_source *s;
     if (source_open(&s, data, n_data, &so, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
-    sample_block got;
-    block_init(&got, source_schema(s)->n_dense);
-    block_init(b, source_schema(s)->n_dense);
-    int ret;
-    while ((ret = source_next(s, &got, err, sizeof err)) > 0) block_append(b, &got, 0, got.rows);
-    block_free(&got);
-    if (ret < 0) read_failed(data, guess, looks, &so, meta, err);
+    if (source_read_all(s, b, err, sizeof err) < 0) read_failed(data, guess, looks, &so, meta, err);
     if (!schema_equal(source_schema(s), &meta->schema)) refuse_data(data[0], looks, meta, NULL, source_schema(s));
     if (gaps) {
         const uint64_t *bad = source_bad_records(s, &gaps->n_bad);

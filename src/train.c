@@ -74,14 +74,9 @@ int train_read_rows(char *const *paths, int n, const source_opts *in, sample_blo
     data_source *s;
     int ret = source_open(&s, paths, n, in, err, errlen);
     if (ret < 0) return ret;
-    sample_block b;
-    block_init(&b, source_schema(s)->n_dense);
-    block_init(all, source_schema(s)->n_dense);
-    while ((ret = source_next(s, &b, err, errlen)) > 0) block_append(all, &b, 0, b.rows);
+    ret = source_read_all(s, all, err, errlen);
     if (ret == 0 && schema) schema_copy(schema, source_schema(s));
-    block_free(&b);
     source_close(s);
-    if (ret < 0) block_free(all);
     return ret;
 }
 
