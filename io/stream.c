@@ -457,10 +457,11 @@ int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t er
     for (int i = 0; i < n; i++) {
         struct stat st;
         const char *path = io_input_path(paths[i]);
-        if (util_std_closed(util_own_fd(paths[i], 1))) {
+        int fd = util_own_fd(paths[i], 1);
+        if (util_std_closed(fd)) {
             /* it reads as /dev/null now: an empty input, not the data meant */
             snprintf(err, errlen, "%s: %s was closed when the program started", paths[i],
-                     util_own_fd(paths[i], 1) == 0 ? "standard input" : "that descriptor");
+                     fd == 0 ? "standard input" : "that descriptor");
             io_free_paths(v, cnt);
             return -EBADF;
         }

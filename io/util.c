@@ -445,31 +445,39 @@ bad:
     return -1;
 }
 
+/* The instruction sets OpenBLAS's x86 cores are built for, and whether this CPU runs them. */
+enum { ISA_AVX512, ISA_AVX2, ISA_AVX, ISA_FMA4 };
+static const char *const isa_name[] = { "AVX-512", "AVX2 and FMA", "AVX", "FMA4 and XOP (AMD's Bulldozer family)" };
+
+static int cpu_runs(int isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ISA_AVX: return __builtin_cpu_supports("avx");
+    default: return __builtin_cpu_supports("fma4") && __builtin_cpu_supports("xop");
+    }
+}
+
 /* The instructions a core's kernels need that the CPU lacks ("AVX-512"), or NULL: OpenBLAS takes
  * OPENBLAS_CORETYPE as it is, and a core this CPU cannot run (SkylakeX on an AVX2 EPYC, a job
  * script moved between machines) ended the first product in SIGILL, no line said why. */
 static const char *blas_core_lacks(const char *core)
 {
     static const struct {
-        const char *name, *needs;
+        const char *name;
+        int isa;
     } cores[] = {
-        { "skylakex", "avx512" }, { "cooperlake", "avx512" }, { "sapphirerapids", "avx512" },
-        { "haswell", "avx2" }, { "zen", "avx2" }, { "sandybridge", "avx" },
-        { "bulldozer", "fma4" }, { "piledriver", "fma4" }, { "steamroller", "fma4" }, { "excavator", "fma4" },
+        { "skylakex", ISA_AVX512 }, { "cooperlake", ISA_AVX512 }, { "sapphirerapids", ISA_AVX512 },
+        { "haswell", ISA_AVX2 },    { "zen", ISA_AVX2 },          { "sandybridge", ISA_AVX },
+        { "bulldozer", ISA_FMA4 },  { "piledriver", ISA_FMA4 },   { "steamroller", ISA_FMA4 },
+        { "excavator", ISA_FMA4 },
     };
-    __builtin_cpu_init();
-    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++) {
-        if (strcasecmp(core, cores[i].name)) continue;
-        const char *n = cores[i].needs;
-        if (!strcmp(n, "avx512"))
-            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-                       ? NULL
-                       : "AVX-512";
-        if (!strcmp(n, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? NULL : "AVX2 and FMA";
-        if (!strcmp(n, "avx")) return __builtin_cpu_supports("avx") ? NULL : "AVX";
-        return __builtin_cpu_supports("fma4") && __builtin_cpu_supports("xop") ? NULL : "FMA4 and XOP (AMD's Bulldozer family)";
-    }
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++)
+        if (!strcasecmp(core, cores[i].name)) return cpu_runs(cores[i].isa) ? NULL : isa_name[cores[i].isa];
     return NULL;
 }
 
@@ -481,13 +489,7 @@ void blas_select_core(char **argv)
         die("OPENBLAS_CORETYPE=%s: that core's kernels need %s, which this CPU lacks; unset it (%s picks the kernels "
             "for this CPU) or name a core this CPU runs", user_core, lacks, prog);
     if (!user_core) {
-        const char *core = NULL;
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-            core = "SkylakeX";
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            core = "Haswell";
+        const char *core = cpu_runs(ISA_AVX512) ? "SkylakeX" : cpu_runs(ISA_AVX2) ? "Haswell" : NULL;
         if (core) set += setenv("OPENBLAS_CORETYPE", core, 1) == 0;
     }
     /* idle workers sleep after about 2^16 cycles (OpenBLAS) or 20000 spins (libgomp) instead of
