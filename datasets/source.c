@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -268,6 +269,27 @@ static int check_ratio(data_source *s, int at_end, char *err, size_t errlen)
     return -EINVAL;
 }
 
+/* The bad lines this process has printed (file and line): a later epoch reads the same files
+ * again, and its first five bad lines were the first epoch's, printed once more each epoch. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t seen[256];   /* XXH64 of the path, xor the line number's mix */
+    int n;
+} printed = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* Whether this process printed that line before; remembered from now on when not. */
+static int printed_before(const char *path, uint64_t lineno)
+{
+    uint64_t h = XXH64(path, strlen(path), 0) ^ XXH64(&lineno, sizeof lineno, 1);
+    pthread_mutex_lock(&printed.mu);
+    int i = 0;
+    while (i < printed.n && printed.seen[i] != h) i++;
+    int before = i < printed.n;
+    if (!before && printed.n < (int)(sizeof printed.seen / sizeof printed.seen[0])) printed.seen[printed.n++] = h;
+    pthread_mutex_unlock(&printed.mu);
+    return before;
+}
+
 static void count_bad(data_source *s, int reason, uint64_t lineno, uint64_t rec, const char *detail)
 {
     s->stats.bad[reason]++;
@@ -277,7 +299,8 @@ static void count_bad(data_source *s, int reason, uint64_t lineno, uint64_t rec,
         s->bad_recs[s->n_bad_recs++] = rec;
     }
     if (s->o.report_bad >= 0 && s->reported < (uint64_t)s->o.report_bad) {
-        fprintf(stderr, "%s:%llu: %s\n", s->paths[s->cur], (unsigned long long)lineno, detail);
+        if (!printed_before(s->paths[s->cur], lineno))
+            fprintf(stderr, "%s:%llu: %s\n", s->paths[s->cur], (unsigned long long)lineno, detail);
         s->reported++;
     }
 }

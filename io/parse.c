@@ -299,7 +299,8 @@ static int parse_columns(line_parser *p, const char *s, size_t n, sample_block *
             for (;;) {
                 if (q >= e) {
                     b->nnz = nnz0;
-                    return bad(p, BAD_COLUMNS, "unterminated quote in column %d", col + 1);
+                    return bad(p, BAD_COLUMNS, "unterminated quote in column %d (a row is one line: a line break inside "
+                                                     "quotes is not read)", col + 1);
                 }
                 if (*q == '"') {
                     if (q + 1 < e && q[1] == '"') {

@@ -219,6 +219,8 @@ Test(parse, csv_schema_roles_and_quotes)
     cr_assert_eq(parse(p, "17,1,2,3,x", &b), BAD_COLUMNS);
     cr_assert_eq(parse(p, "17,1,2,3,x,y,z", &b), BAD_COLUMNS);
     cr_assert_eq(parse(p, "17,1,2,3,\"x,y", &b), BAD_COLUMNS);
+    /* a quoted field that went on past a line break (RFC 4180 allows it; rows here are lines) */
+    cr_assert(strstr(parser_detail(p), "unterminated quote in column 5 (a row is one line"), "%s", parser_detail(p));
     cr_assert_eq(parse(p, "17,1,abc,3,x,y", &b), BAD_NUMBER);
     cr_assert_eq(parse(p, "17,3,1,3,x,y", &b), BAD_LABEL);
     cr_assert_eq(b.rows, 1);

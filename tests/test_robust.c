@@ -960,3 +960,21 @@ Test(robust, outputs_through_links_and_the_process_s_own_descriptors)
     free(o);
 #undef PRED
 }
+
+/* Each epoch reads the training files again, and its first five bad lines, the first epoch's,
+ * were printed once more each epoch (ten epochs: fifty lines for five). A line is printed once a
+ * process, whichever way the run reads (in memory, by passes with a table folder, by lanes). */
+Test(robust, bad_lines_are_printed_once_not_each_epoch)
+{
+    make_data();
+    const char *ways[] = { "", "--pass-rows 1000 --table-dir t", "--lanes 2" };
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        char *o;
+        int rc = th_run(&o, "rm -rf m t; head -n 4000 tr.tsv | awk 'NR %% 500 == 0 { print \"bad\"; next } { print }' > "
+                            "b.tsv && " T "$B/ctrbox train --model lr --format criteo --train b.tsv --epochs 3 %s " SMALL
+                            " --max-bad-ratio 0.01 --out m 2>&1 | grep -c '^b.tsv:'",
+                            ways[i]);
+        cr_assert(rc == 0 && !strcmp(o, "5\n"), "%s: %s", ways[i], o);
+        free(o);
+    }
+}
