@@ -1275,6 +1275,13 @@ int train_run(const train_opts *o0)
             return 1;
         }
         t.have_valid = 1;
+        size_t pos = 0;
+        for (size_t i = 0; i < t.valid.rows; i++) pos += t.valid.label[i] > 0.5f;
+        /* its AUC is nan every epoch: each counts as the best, no early stop, the last is kept */
+        if ((pos == 0 || pos == t.valid.rows) && dist_rank() == 0)
+            fprintf(stderr, "ctrbox: warning: %s%s holds only %s: its AUC is undefined (nan), so each epoch's model "
+                    "counts as the best and the last is kept; give validation data with both labels\n", o->valid[0],
+                    o->n_valid > 1 ? " ..." : "", pos ? "positives" : "negatives");
     }
     resolve_admit(&oc, in_lanes);
     if (in_lanes && o->mc.min_show > 1 && o->mc.admit_mb > 0) {   /* the warm start's sketch (lanes_check) */

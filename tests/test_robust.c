@@ -978,3 +978,17 @@ Test(robust, bad_lines_are_printed_once_not_each_epoch)
         free(o);
     }
 }
+
+/* Validation data of one label: its AUC is nan each epoch, so each epoch counted as the best and
+ * the last was kept, with no early stop and no word on why ("best validation AUC nan"). */
+Test(robust, validation_data_of_one_label_is_named)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "awk -F'\\t' 'BEGIN { OFS = \"\\t\" } { $1 = 0; print }' va.tsv > neg.tsv && " T "$B/ctrbox train "
+                        "--model lr --format criteo --train tr.tsv --valid neg.tsv --epochs 2 " SMALL " --out m && " T
+                        "$B/ctrbox train --model lr --format criteo --train tr.tsv --valid va.tsv --epochs 1 " SMALL " --out n");
+    cr_assert(rc == 0 && strstr(o, "warning: neg.tsv holds only negatives: its AUC is undefined") &&
+                  !strstr(o, "va.tsv holds"), "%s", o);
+    free(o);
+}
