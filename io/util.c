@@ -556,6 +556,32 @@ int folder_path_check(const char *dir, char *err, size_t errlen)
     return -ENAMETOOLONG;
 }
 
+FILE *util_log_open(const char *path, int append)
+{
+    if (!append) return fopen(path, "w");
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return NULL;
+    off_t end = lseek(fd, 0, SEEK_END), keep = -1;   /* just past the last newline */
+    char buf[4096];
+    for (off_t hi = end; end > 0 && keep < 0;) {
+        off_t lo = hi > (off_t)sizeof buf ? hi - (off_t)sizeof buf : 0;
+        if (pread(fd, buf, (size_t)(hi - lo), lo) != hi - lo) break;   /* unread: left as it is */
+        off_t i = hi - lo;
+        while (i > 0 && buf[i - 1] != '\n') i--;
+        if (i > 0 || lo == 0) keep = lo + i;
+        hi = lo;
+    }
+    if (keep >= 0 && keep < end && ftruncate(fd, keep) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "a");
+    if (!f) close(fd);
+    return f;
+}
+
 int folder_lock(const char *dir, const char *name, int shared)
 {
     char path[4096];

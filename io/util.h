@@ -108,6 +108,10 @@ int lock_file(int fd, int shared);
  * closed (or the process ends), or -EBUSY when another process holds it, or -errno (-ENAMETOOLONG
  * where DIR/NAME passes 4096 bytes). */
 int folder_lock(const char *dir, const char *name, int shared);
+/* A log of JSON lines opened to write: new (append 0), or to go on (append 1), a last line cut short
+ * (a kill or a full disk mid-write) dropped first: the lines written next ran on from it and the
+ * history read back ended there. NULL with errno. */
+FILE *util_log_open(const char *path, int append);
 
 /* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3
  * (Prescott) kernels, 5x slower than its AVX-512 ones. If OPENBLAS_CORETYPE is unset, pick the

@@ -970,14 +970,14 @@ static int open_outputs(trainer *t, int *lock)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o->out);
-    t->log = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* a warm start run again after a kill goes on */
+    t->log = util_log_open(logpath, o->resume || o->init || o->follow);   /* a warm start run again after a kill goes on */
     if (!t->log) {
         fprintf(stderr, "ctrbox: %s: %s\n", logpath, strerror(errno));
         close(*lock);
         return -1;
     }
     snprintf(logpath, sizeof logpath, "%s/curve.jsonl", o->out);
-    t->curve = fopen(logpath, o->resume || o->init || o->follow ? "a" : "w");   /* informational: a run goes on without it */
+    t->curve = util_log_open(logpath, o->resume || o->init || o->follow);   /* informational: a run goes on without it */
     return 0;
 }
 

@@ -992,3 +992,22 @@ Test(robust, validation_data_of_one_label_is_named)
                   !strstr(o, "va.tsv holds"), "%s", o);
     free(o);
 }
+
+/* A run going on in a model folder (--init, --resume, --follow) appends to log.jsonl and
+ * curve.jsonl. A last line cut short (a kill or a full disk mid-write) had the next run's first line
+ * run on from it, and `ctrbox info` read the history only up to there ("not a JSON line"). The cut
+ * line is dropped now: a long one, one in a file of no whole line, and a whole file left alone. */
+Test(robust, a_log_line_cut_short_is_dropped_before_appending)
+{
+    make_data();
+    const char *run = T "$B/ctrbox train --model lr --format criteo --train va.tsv --epochs 1 " SMALL;
+    char *o;
+    int rc = th_run(&o, "%s --out m 2>/dev/null && cp m/log.jsonl whole && printf '%%6000s' | tr ' ' x >> m/log.jsonl && printf '{\"kind\": \"ep' >> m/curve.jsonl && "
+                        "%s --init m --out m 2>/dev/null && grep -vc '^{[^{]*}$' m/log.jsonl m/curve.jsonl; "
+                        "$B/ctrbox info m | grep -c 'no more history'; printf 'junk' > m/log.jsonl && %s --init m --out m "
+                        "2>/dev/null && grep -vc '^{.*}$' m/log.jsonl; grep -c . m/log.jsonl; cp whole m/log.jsonl && %s "
+                        "--init m --out m 2>/dev/null && head -c $(wc -c < whole) m/log.jsonl | cmp - whole && echo kept",
+                        run, run, run, run);
+    cr_assert(rc == 0 && !strcmp(o, "m/log.jsonl:0\nm/curve.jsonl:0\n0\n0\n1\nkept\n"), "%s", o);
+    free(o);
+}
