@@ -9,6 +9,7 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -445,6 +446,10 @@ static int parse_sparse(line_parser *p, const char *s, size_t n, sample_block *b
         if (parse_number(c1 + 1, (size_t)(c - c1 - 1), &val) < 0) {
             b->nnz = nnz0;
             return bad(p, BAD_NUMBER, "value in '%s'", shown(t, len, buf));
+        }
+        if (fabs(val) > FLT_MAX) {   /* 1e39 became inf: the loss nan at the first step, "lower --lr" */
+            b->nnz = nnz0;
+            return bad(p, BAD_NUMBER, "value in '%s' is beyond a 32-bit float's range", shown(t, len, buf));
         }
         block_reserve(b, 1, 1);
         b->key[b->nnz] = parse_feature_key(idx, (size_t)(idx_end - idx), field);

@@ -1034,8 +1034,8 @@ static int train_chunk(lanes *L, sample_block *lb, size_t *cnt, lanes_state *st,
         double loss = step(L, &sb, grp, grp_lane, n, size, st->pass);
         x->keys += L->nk;
         if (!isfinite(loss)) {
-            snprintf(err, errlen, "training diverged at epoch %d, step %llu: the loss or a gradient is not finite; lower "
-                     "--lr or --sparse-lr (the model is not saved%s)", st->epoch, (unsigned long long)model_step(L->m) + 1,
+            snprintf(err, errlen, "training diverged at epoch %d, step %llu: the loss or a gradient is not finite; "
+                     DIVERGED_HINT " (the model is not saved%s)", st->epoch, (unsigned long long)model_step(L->m) + 1,
                      L->tier ? "; the table folder keeps its last commit" : "");
             ret = -1;
             break;

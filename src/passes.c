@@ -959,7 +959,7 @@ static int commit(passes *ps, int rows, uint64_t *shrunk, int pass_end, int sync
     bad += ps->window_bad + !model_dense_finite(ps->m);
     if (bad) {
         fprintf(stderr, "%sctrbox: training diverged in pass %u: the model holds NaN or inf values; pass %u is not "
-                "committed (the table folder keeps pass %u); lower --lr or --sparse-lr\n",
+                "committed (the table folder keeps pass %u); " DIVERGED_HINT "\n",
                 isatty(2) && !ps->o->quiet ? "\n" : "", pass, pass, ps->wr.last_ok);
         return -1;
     }

@@ -212,7 +212,7 @@ static int save_model(trainer *t)
     t->meta.passes = t->rs.pass;
     if (!model_all_finite(t->m)) {   /* the last step's update can diverge after its loss was finite */
         fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the model holds NaN or inf values and "
-                "is not saved; lower --lr or --sparse-lr\n", isatty(2) && !t->o->quiet ? "\n" : "", t->rs.epoch,
+                "is not saved; " DIVERGED_HINT "\n", isatty(2) && !t->o->quiet ? "\n" : "", t->rs.epoch,
                 (unsigned long long)model_step(t->m));
         return -1;
     }
@@ -360,8 +360,8 @@ static int train_rows(trainer *t, const sample_block *buf, const size_t *order, 
             loss = model_train_batch(t->m, buf, i, end, t->rs.pass);
         }
         if (!isfinite(loss)) {   /* diverged: nothing of it may be saved or committed */
-            fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the loss is %g; lower --lr or "
-                    "--sparse-lr (nothing trained since the last save is kept)\n", isatty(2) && !o->quiet ? "\n" : "",
+            fprintf(stderr, "%sctrbox: training diverged at epoch %d, step %llu: the loss is %g; " DIVERGED_HINT
+                    " (nothing trained since the last save is kept)\n", isatty(2) && !o->quiet ? "\n" : "",
                     t->rs.epoch, (unsigned long long)model_step(t->m), loss);
             ret = -1;
             break;

@@ -15,6 +15,9 @@
 /* --admit-mb's default: the admission sketch's MB over all tables (16: 4 rows of a million cells
  * for a model of one table) */
 #define ADMIT_MB_DEFAULT 16
+/* What a divergence message suggests: the learning rates, or a feature value far beyond the
+ * others (libsvm and libffm values are used as they are: a value of 1e30 overflows at once). */
+#define DIVERGED_HINT "lower --lr or --sparse-lr, or look for feature values of extreme size in the data"
 
 typedef struct {
     model_config mc;

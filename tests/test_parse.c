@@ -171,6 +171,11 @@ Test(parse, libsvm_offsets_and_labels)
     cr_assert_eq(b.field[4], 0);
     cr_assert_eq(b.field[5], 1);
     cr_assert_eq(b.row_ptr[3], 6);
+    /* a value beyond a float (it became inf: the loss nan at the first step, "lower --lr") */
+    cr_assert_eq(parse(p, "1 3:1e39", &b), BAD_NUMBER);
+    cr_assert(strstr(parser_detail(p), "beyond a 32-bit float's range"), "%s", parser_detail(p));
+    cr_assert_eq(parse(p, "1 3:-3.4e38", &b), BAD_OK);
+    cr_assert_eq(b.rows, 4);
     block_free(&b);
     parser_destroy(p);
 
