@@ -481,10 +481,15 @@ static const char *blas_core_lacks(const char *core)
     return NULL;
 }
 
+/* OpenBLAS's own (cblas.h is not included here); weak: the fuzz targets link this file without it */
+char *openblas_get_corename(void) __attribute__((weak));
+
 void blas_select_core(char **argv)
 {
     int set = 0;
-    const char *user_core = getenv("OPENBLAS_CORETYPE"), *lacks = user_core ? blas_core_lacks(user_core) : NULL;
+    const char *user_core = getenv("OPENBLAS_CORETYPE");
+    if (user_core && !*user_core) user_core = NULL;   /* set empty: as unset, for OpenBLAS too */
+    const char *lacks = user_core ? blas_core_lacks(user_core) : NULL;
     if (lacks)
         die("OPENBLAS_CORETYPE=%s: that core's kernels need %s, which this CPU lacks; unset it (%s picks the kernels "
             "for this CPU) or name a core this CPU runs", user_core, lacks, prog);
@@ -497,7 +502,16 @@ void blas_select_core(char **argv)
      * and compaction threads get the cores while the trainer commits */
     if (!getenv("OPENBLAS_THREAD_TIMEOUT")) set += setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) == 0;
     if (!getenv("GOMP_SPINCOUNT") && !getenv("OMP_WAIT_POLICY")) set += setenv("GOMP_SPINCOUNT", "20000", 1) == 0;
-    if (!set) return;
+    if (!set) {
+        /* a name OpenBLAS does not know ("skylake", "junk") it drops without a word and picks a core
+         * itself: on a CPU newer than the library, its SSE3 kernels, several times slower */
+        const char *used = openblas_get_corename ? openblas_get_corename() : NULL;
+        if (user_core && used && strcasecmp(used, user_core))
+            fprintf(stderr, "%s: warning: OPENBLAS_CORETYPE=%s: OpenBLAS runs its %s kernels instead (a name it does not "
+                    "know, or a core it maps to another); unset it to let %s pick the kernels for this CPU\n",
+                    prog, user_core, used, prog);
+        return;
+    }
     /* the program run again finds the descriptors closed at the start as they were (they hold
      * /dev/null here) */
     for (int fd = 0; fd <= 2; fd++)
