@@ -418,8 +418,16 @@ static int load(const char *dir, model *into, const data_schema *schema, model *
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-        free(path);
+        char *commit = join(dir, "COMMIT.ctrbox"), *log = join(dir, "log.jsonl");
+        if (e == ENOENT && is_file(commit))   /* the --table-dir given where the --out was meant */
+            snprintf(err, errlen, "%s is a table folder (--table-dir), not a model folder: give the run's --out folder "
+                     "(ctrbox-table inspect %s looks at the table)", dir, dir);
+        else if (e == ENOENT && is_file(log))
+            snprintf(err, errlen, "%s: no model.ctrbox yet: the run that writes this folder has not saved a model (it "
+                     "is still on its first epoch, or stopped before; its log.jsonl says how far it went)", dir);
+        else
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        free(commit), free(log), free(path);
         return -e;
     }
     char magic[8], msg[300];

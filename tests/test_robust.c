@@ -1021,3 +1021,18 @@ Test(robust, a_log_line_cut_short_is_dropped_before_appending)
     cr_assert(rc == 0 && !strcmp(o, "m/log.jsonl:0\nm/curve.jsonl:0\n0\n0\n1\nkept\n"), "%s", o);
     free(o);
 }
+
+/* A table folder given where the model folder was meant, and a model folder whose run has not
+ * saved yet: both said only "DIR/model.ctrbox: cannot open: No such file or directory". */
+Test(robust, a_table_folder_or_an_unsaved_run_given_as_the_model_is_named)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, T "$B/ctrbox train --model lr --format criteo --train va.tsv --epochs 1 " SMALL " --pass-rows 1000 "
+                          "--table-dir t --out m && mkdir u && cp m/log.jsonl u/ && " T "$B/ctrbox predict --model t --data "
+                          "va.tsv --out p.txt; echo rc=$?; " T "$B/ctrbox info u; echo rc=$?; " T "$B/ctrbox eval --model m "
+                          "--data va.tsv > /dev/null && echo ok");
+    cr_assert(rc == 0 && strstr(o, "t is a table folder (--table-dir), not a model folder") && strstr(o, "\nrc=1\n") &&
+                  strstr(o, "u: no model.ctrbox yet") && !strstr(o, "rc=0") && strstr(o, "ok\n"), "%s", o);
+    free(o);
+}
