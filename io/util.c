@@ -287,6 +287,8 @@ static void remove_stale_tmp(const char *path)
     free(copy2);
 }
 
+const char *util_tty_break(void) { return isatty(2) ? "\n" : ""; }
+
 int util_same_file(const char *path, const struct stat *st)
 {
     struct stat b;

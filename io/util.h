@@ -51,6 +51,11 @@ int util_own_fd(const char *path, int input);
 struct stat;
 int util_same_file(const char *path, const struct stat *st);
 
+/* What goes before an error line that may follow a progress line: "\n" when standard error is a
+ * terminal (where progress lines are drawn over with \r), "" in a log file or a pipe, where it was an
+ * empty line before each such error. */
+const char *util_tty_break(void);
+
 /* The program's name in its messages ("ctrbox", "ctrbox-data", "ctrbox-table"); each main sets it. */
 void util_set_prog(const char *name);
 const char *util_prog(void);

@@ -536,7 +536,7 @@ static int fetch_wait(passes *ps)
     int err = ps->fx.err;
     pthread_mutex_unlock(&ps->fx.mu);
     ps->wait_s += now_sec() - t0;
-    if (err) fprintf(stderr, "\nctrbox: %s\n", ps->fx.errmsg);
+    if (err) fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), ps->fx.errmsg);
     return err ? -1 : 0;
 }
 
@@ -546,7 +546,7 @@ int passes_pull(passes *ps, const sample_block *b)
     if (writer_wait(ps) < 0) return -1;
     char err[1024];
     int ret = emb_cache_pull(ps->cache, ps->tier, b, err, sizeof err);
-    if (ret < 0) fprintf(stderr, "\nctrbox: %s\n", err);
+    if (ret < 0) fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
     return ret;
 }
 
@@ -849,7 +849,7 @@ static int shrink(passes *ps, emb_tier_batch *batch, uint64_t *deleted)
         emb_shrink_result r = { 0 };
         char err[1024];
         if (emb_shrink_table(model_table(ps->m, tb), ps->tier, tb, &batch, &so, &r, err, sizeof err) < 0) {
-            fprintf(stderr, "\nctrbox: %s\n", err);
+            fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
             return -1;
         }
         *deleted += r.deleted;
@@ -905,7 +905,7 @@ static int writer_wait(passes *ps)
     while (w->busy) pthread_cond_wait(&w->cv, &w->mu);
     int err = w->err;
     if (err == 1) {
-        fprintf(stderr, "\nctrbox: %s\n", w->errmsg);
+        fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), w->errmsg);
         w->err = 2;   /* reported once */
     }
     pthread_mutex_unlock(&w->mu);
@@ -919,7 +919,7 @@ static int hand_over(passes *ps, emb_tier_batch *b, uint32_t pass)
 {
     char err[1024];
     if (emb_tier_finish(b, err, sizeof err) < 0) {
-        fprintf(stderr, "\nctrbox: %s (the table folder keeps pass %u and earlier)\n", err, ps->wr.last_ok);
+        fprintf(stderr, "%sctrbox: %s (the table folder keeps pass %u and earlier)\n", util_tty_break(), err, ps->wr.last_ok);
         emb_tier_abort(b);
         return -1;
     }
@@ -989,7 +989,7 @@ static int commit(passes *ps, int rows, uint64_t *shrunk, int pass_end, int sync
         if (more && emb_tier_repack(b, epoch ? REPACK_EPOCH_WASTE : REPACK_PASS_WASTE,
                                     epoch ? REPACK_EPOCH_TARGET : REPACK_PASS_TARGET, epoch, ps->repack_rows,
                                     emb_cache_moved, ps->cache, &n, &more, err, sizeof err) < 0) {
-            fprintf(stderr, "\nctrbox: %s\n", err);
+            fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
             emb_tier_abort(b);
             return -1;
         }
@@ -1144,8 +1144,9 @@ int passes_resumes_mid_pass(const passes *ps) { return ps->resume_rows != 0; }
  * space (ulimit -v); a reader never started was waited for forever. */
 static int thread_failed(const char *what, int e)
 {
-    fprintf(stderr, "\nctrbox: cannot start %s: %s (threads count against the processes a user may run, ulimit -u, "
-            "and each takes a stack, ulimit -s, of the address space, ulimit -v): raise those limits\n", what, strerror(e));
+    fprintf(stderr, "%sctrbox: cannot start %s: %s (threads count against the processes a user may run, ulimit -u, "
+            "and each takes a stack, ulimit -s, of the address space, ulimit -v): raise those limits\n", util_tty_break(), what,
+            strerror(e));
     return -1;
 }
 
@@ -1423,7 +1424,7 @@ const pass_item *passes_next(passes *ps)
         int sr = ps->wb ? emb_tier_seal(ps->wb, err, sizeof err) : 0;
         reader_hold(&ps->rd, 0);
         if (sr < 0) {   /* the rows written back, findable */
-            fprintf(stderr, "\nctrbox: %s\n", err);
+            fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
             ps->failed = 1;
             return NULL;
         }
@@ -1483,7 +1484,7 @@ int passes_end_epoch(passes *ps)
     pthread_join(r->th, NULL);
     pass_free(r->ready, ps->n_tables);
     if (ret == 0 && r->err) {
-        fprintf(stderr, "\nctrbox: %s\n", r->errmsg);
+        fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), r->errmsg);
         ret = -1;
     }
     pthread_mutex_destroy(&r->mu);

@@ -411,16 +411,16 @@ static int same_data(trainer *t)
     char err[1024];
     uint64_t d;
     if (io_files_digest(t->o->train, t->o->n_train, &d, err, sizeof err) < 0) {
-        fprintf(stderr, "\nctrbox: %s\n", err);
+        fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
         return -1;
     }
     if (!t->have_digest) {
         t->data_digest = d;
         t->have_digest = 1;
     } else if (d != t->data_digest) {
-        fprintf(stderr, "\nctrbox: the training files changed by the end of epoch %d (compared by size and sampled "
+        fprintf(stderr, "%sctrbox: the training files changed by the end of epoch %d (compared by size and sampled "
                 "bytes): every epoch must train the rows the first read; give files that are complete (copy a log "
-                "still being written first)\n", t->rs.epoch);
+                "still being written first)\n", util_tty_break(), t->rs.epoch);
         return -1;
     }
     return 0;
@@ -451,7 +451,7 @@ static int train_stream(trainer *t)
         }
     }
     if (ret == 0 && buf.rows) ret = train_buffer(t, &buf, chunk++) < 0 ? -2 : 0;
-    if (ret == -1 || (ret < 0 && ret != -2)) fprintf(stderr, "\nctrbox: %s\n", err);
+    if (ret == -1 || (ret < 0 && ret != -2)) fprintf(stderr, "%sctrbox: %s\n", util_tty_break(), err);
     block_free(&b);
     block_free(&buf);
     source_close(s);
