@@ -907,6 +907,9 @@ static int cmd_train(int argc, char **argv, int plan)
         die("train: --format is required for text input%s", o.follow ? " (and with --follow: cbx for cbx files)" : "");
     if (o.mc.kind == MODEL_FFM && o.mc.dim * 64 > 65536) die("--dim %d is too large for ffm", o.mc.dim);
     o.in = in.so;
+    o.schema_given = !!(in.given & 1u << (CLI_OPT_SCHEMA - CLI_OPT_BASE));
+    o.offsets_given = !!(in.given & 1u << (CLI_OPT_FIELD_OFFSETS - CLI_OPT_BASE));
+    o.num_given = !!(in.given & 1u << (CLI_OPT_NUM - CLI_OPT_BASE));
     o.schema_spec = in.so.schema_spec;
     o.offsets = in.offsets;
     if (o.in.fmt == FMT_NONE) o.in.fmt = FMT_CBX;

@@ -709,6 +709,20 @@ static int probe_input(const train_opts *o, int id_check, data_schema *schema, c
     in.report_bad = -1;   /* training reports them */
     if (source_open(&s, o->train, o->n_train, &in, err, errlen) < 0) return -1;
     const data_schema *sc = source_schema(s);
+    /* the rows of a cbx file were parsed when it was converted: these options, given for it, were
+     * dropped without a word, and the model trained on what the file held */
+    const char *text_opt = o->schema_given ? "--schema" : o->offsets_given ? "--field-offsets" : NULL;
+    if (source_format(s) == FMT_CBX && (text_opt || (o->num_given && o->in.num != sc->num_mode))) {
+        if (text_opt)
+            snprintf(err, errlen, "%s: a cbx file holds rows parsed when it was converted: %s applies to text (give it "
+                     "to ctrbox-data convert)", o->train[0], text_opt);
+        else
+            snprintf(err, errlen, "%s: its integers were read as %s when it was converted: --num %s applies to text "
+                     "(convert the text again with it)", o->train[0], sc->num_mode == NUM_BUCKET ? "buckets" : "log values",
+                     o->in.num == NUM_BUCKET ? "bucket" : "log");
+        source_close(s);
+        return -1;
+    }
     sample_block first;   /* an input without a single row trained "successfully" into a NaN loss */
     block_init(&first, sc->n_dense);
     int got = source_next(s, &first, err, errlen);

@@ -23,6 +23,7 @@ typedef struct {
     model_config mc;
     source_opts in;
     const char *schema_spec;      /* kept for the model file */
+    int schema_given, offsets_given, num_given;   /* by the user: a cbx file's rows were read with its own */
     const uint64_t *offsets;
     char **train;
     int n_train;

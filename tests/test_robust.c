@@ -1036,3 +1036,23 @@ Test(robust, a_table_folder_or_an_unsaved_run_given_as_the_model_is_named)
                   strstr(o, "u: no model.ctrbox yet") && !strstr(o, "rc=0") && strstr(o, "ok\n"), "%s", o);
     free(o);
 }
+
+/* A cbx file's rows were parsed when it was converted: --num, --schema and --field-offsets given
+ * for training on it were dropped without a word (--num bucket trained on log values). Refused
+ * now, --num only when it differs from the file's. And an error after the run has started came
+ * after an empty line in a log file or a pipe (meant to end a terminal's progress line). */
+Test(robust, text_options_given_for_a_cbx_file_are_refused)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "$B/ctrbox-data convert --format criteo --in va.tsv --out v.cbx > /dev/null 2>&1 && for a in "
+                        "'--num bucket' '--schema I1:skip' '--field-offsets 0,5'; do " T "$B/ctrbox train --model lr $a "
+                        "--train v.cbx --epochs 1 " SMALL " --out m; echo rc=$?; done; " T "$B/ctrbox train --model lr "
+                        "--num log --train v.cbx --epochs 1 " SMALL " --out m && echo same-num-ok; " T "$B/ctrbox train "
+                        "--model lr --format criteo --train v.cbx --train va.tsv --pass-rows 1000 --table-dir t --epochs 1 "
+                        SMALL " --out n 2>&1 | head -c 7");
+    cr_assert(rc == 0 && strstr(o, "v.cbx: its integers were read as log values when it was converted: --num bucket") &&
+                  strstr(o, "--schema applies to text") && strstr(o, "--field-offsets applies to text") &&
+                  !strstr(o, "rc=0") && strstr(o, "same-num-ok\nctrbox:"), "%s", o);
+    free(o);
+}
