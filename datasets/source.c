@@ -175,7 +175,7 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
     }
     if (s->o.fmt != FMT_CBX) {
         parser_opts po = { s->o.fmt, s->o.num, s->o.schema_spec, s->o.field_offsets, s->o.n_offsets, s->o.unlabeled,
-                           s->o.id_column };
+                           s->o.id_column, s->o.order };
         ret = parser_create(&s->parser, &po, err, errlen);
         if (ret < 0) {
             source_close(s);

@@ -31,6 +31,8 @@ typedef struct {
     int unlabeled;                /* rows may lack their label (scoring; parse.h); label NaN */
     const char *id_column;        /* csv: each row's id comes from this column (block ids) */
     int note_bad;                 /* keep the record numbers of bad lines (source_bad_records) */
+    const data_schema *order;     /* csv: a model's fields, read in its order from a header that names the
+                                   * same columns in another (parser_opts) */
 } source_opts;
 
 void source_opts_default(source_opts *o);

@@ -502,6 +502,28 @@ static void layout_fields(line_parser *p)
         nf++;
     }
     p->schema.n_dense = nd;
+    const data_schema *want = p->o.order;
+    if (!want || schema_equal(&p->schema, want) || p->schema.n_fields != want->n_fields ||
+        p->schema.n_dense != want->n_dense || p->schema.num_mode != want->num_mode)
+        return;
+    /* the same feature columns in another order (a daily export whose columns moved): each column
+     * takes the field of its name in the model, so its keys and dense slot are the model's */
+    uint32_t *to = xmalloc((size_t)p->n_cols * sizeof *to);
+    for (int i = 0; i < p->n_cols; i++) {
+        if (p->role[i] != ROLE_CAT && p->role[i] != ROLE_NUM) continue;
+        uint32_t f = p->field[i], j = 0;
+        while (j < want->n_fields && strcmp(want->names[j], p->schema.names[f])) j++;
+        if (j == want->n_fields || want->kind[j] != p->schema.kind[f]) {
+            free(to);   /* another set of fields: the caller's check says which */
+            return;
+        }
+        to[i] = j;
+    }
+    for (int i = 0; i < p->n_cols; i++)
+        if (p->role[i] == ROLE_CAT || p->role[i] == ROLE_NUM) p->field[i] = to[i];
+    free(to);
+    schema_free(&p->schema);
+    schema_copy(&p->schema, want);
 }
 
 static void set_columns(line_parser *p, int n)

@@ -49,6 +49,8 @@ typedef struct {
                                        * columns, libsvm/libffm lines that start with a feature, a csv
                                        * header without the label column; such rows get label NaN */
     const char *id_column;            /* csv: this column is each row's id (block ids), not a feature */
+    const data_schema *order;         /* csv: a model's fields; a header of the same feature columns in
+                                       * another order is read in this one (columns matched by name) */
 } parser_opts;
 
 typedef struct line_parser line_parser;

@@ -34,6 +34,17 @@ void score_describe_input(const model_meta *mm, char *out, size_t n)
 
 /* The data at path (which looks like `looks`) does not read as the model's input: one line naming
  * both sides. */
+/* The first field of a whose name b has not (kinds 0), or has as another kind (kinds 1), or -1. */
+static int name_not_in(const data_schema *a, const data_schema *b, int kinds)
+{
+    for (uint32_t i = 0; i < a->n_fields; i++) {
+        uint32_t j = 0;
+        while (j < b->n_fields && strcmp(a->names[i], b->names[j])) j++;
+        if (kinds ? j < b->n_fields && a->kind[i] != b->kind[j] : j == b->n_fields) return (int)i;
+    }
+    return -1;
+}
+
 static void __attribute__((noreturn)) refuse_data(const char *path, const char *looks, const model_meta *mm,
                                                   const char *read_err, const data_schema *got)
 {
@@ -41,9 +52,20 @@ static void __attribute__((noreturn)) refuse_data(const char *path, const char *
     score_describe_input(mm, want, sizeof want);
     if (got) {
         uint32_t f = schema_first_diff(got, &mm->schema);
+        /* csv columns are matched by name, in any order: say which name is not matched */
+        int csv = mm->input.fmt == FMT_CSV, extra = csv ? name_not_in(got, &mm->schema, 0) : -1;
+        int lacks = csv ? name_not_in(&mm->schema, got, 0) : -1, kind = csv ? name_not_in(got, &mm->schema, 1) : -1;
         if (got->num_mode != mm->schema.num_mode)
             snprintf(diff, sizeof diff, "its integers read as %s, the model's as %s", got->num_mode == NUM_BUCKET ? "buckets" : "log values",
                      mm->schema.num_mode == NUM_BUCKET ? "buckets (--num bucket)" : "log values (--num log)");
+        else if (extra >= 0)
+            snprintf(diff, sizeof diff, "its column %s is none of the model's fields", got->names[extra]);
+        else if (lacks >= 0)
+            snprintf(diff, sizeof diff, "it has no column %s, a field of the model's", mm->schema.names[lacks]);
+        else if (kind >= 0)
+            snprintf(diff, sizeof diff, "its column %s reads as %s, the model's as %s", got->names[kind],
+                     got->kind[kind] == FIELD_NUM ? "dense" : "categorical",
+                     got->kind[kind] == FIELD_NUM ? "categorical" : "dense");
         else if (f < got->n_fields && f < mm->schema.n_fields)
             snprintf(diff, sizeof diff, "field %u is %s (%s), the model's is %s (%s)", f + 1, got->names[f],
                      got->kind[f] == FIELD_NUM ? "dense" : "categorical", mm->schema.names[f],
@@ -95,6 +117,7 @@ static source_opts score_opts(const model_meta *meta, char **data, const cli_inp
     }
     so.unlabeled = unlabeled;
     so.id_column = id_column;
+    so.order = &meta->schema;   /* csv columns matched to the model's fields by name */
     /* another layout at a glance is refused before a line is read (csv: by its header, below) */
     if (!format_given && so.fmt != FMT_CBX && so.fmt != FMT_CSV && *guess && *guess != FMT_CBX && *guess != so.fmt &&
         !(*guess == FMT_LIBSVM && so.fmt == FMT_LIBFFM)) {

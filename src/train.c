@@ -1268,7 +1268,9 @@ int train_run(const train_opts *o0)
     }
     if (o->n_valid) {
         data_schema vs;
-        if (train_read_rows(o->valid, o->n_valid, &o->in, &t.valid, &vs, err, sizeof err) < 0) {
+        source_opts vin = o->in;
+        vin.order = &t.meta.schema;   /* csv columns matched to the training data's by name */
+        if (train_read_rows(o->valid, o->n_valid, &vin, &t.valid, &vs, err, sizeof err) < 0) {
             fprintf(stderr, "ctrbox: %s\n", err);
             return 1;
         }

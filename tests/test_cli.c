@@ -301,7 +301,7 @@ Test(cli, eval_and_predict_need_only_the_data)
               "rid:skip,n1:num") && strchr(o, '\n') == o + strlen(o) - 1, "%s", o);
     free(o);
     cr_assert_eq(run_err(&o, "$B/ctrbox eval --model mc --data va.csv --schema n1:num"), 1, "%s", o);
-    cr_assert(strstr(o, "field 1 is rid (categorical), the model's is n1 (categorical)") && strstr(o, "looks like csv, 5 columns "
+    cr_assert(strstr(o, "its column rid is none of the model's fields") && strstr(o, "looks like csv, 5 columns "
               "under a header (rid ...)"), "%s", o);
     free(o);
 

@@ -1056,3 +1056,27 @@ Test(robust, text_options_given_for_a_cbx_file_are_refused)
                   !strstr(o, "rc=0") && strstr(o, "same-num-ok\nctrbox:"), "%s", o);
     free(o);
 }
+
+/* A csv whose columns moved (a daily export of the same columns in another order) was refused by
+ * predict, eval and --valid ("field 1 is C2, the model's is I1"). Columns are matched to the
+ * model's fields by name now: the scores, the metrics and the model kept are those of the data in
+ * the model's order. A column the model lacks, or one it has not, is named. */
+Test(robust, csv_columns_in_another_order_are_matched_by_name)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "awk -F'\\t' 'BEGIN { print \"label,I1,C1,C2\" } { print $1 \",\" $2 \",\" $15 \",\" $16 }' tr.tsv > a.csv && "
+                        "awk -F'\\t' 'BEGIN { print \"label,I1,C1,C2\" } { print $1 \",\" $2 \",\" $15 \",\" $16 }' va.tsv > v.csv && "
+                        "awk -F'\\t' 'BEGIN { print \"C2,I1,label,C1\" } { print $16 \",\" $2 \",\" $1 \",\" $15 }' va.tsv > w.csv && "
+                        "awk -F'\\t' 'BEGIN { print \"C2,I1,label,C9\" } { print $16 \",\" $2 \",\" $1 \",\" $15 }' va.tsv > x.csv && "
+                        T "$B/ctrbox train --model fm --format csv --schema I1:num --train a.csv --valid v.csv --epochs 2 "
+                        SMALL " --out m && " T "$B/ctrbox train --model fm --format csv --schema I1:num --train a.csv --valid "
+                        "w.csv --epochs 2 " SMALL " --out n && cmp m/model.ctrbox n/model.ctrbox && echo same-model && "
+                        T "$B/ctrbox predict --model m --data v.csv --out p && " T "$B/ctrbox predict --model m --data w.csv "
+                        "--out q && cmp p q && echo same-scores && " T "$B/ctrbox eval --model m --data v.csv > e1 && "
+                        T "$B/ctrbox eval --model m --data w.csv > e2 && cmp e1 e2 && echo same-eval; " T "$B/ctrbox eval "
+                        "--model m --data x.csv; echo rc=$?");
+    cr_assert(rc == 0 && strstr(o, "same-model\n") && strstr(o, "same-scores\n") && strstr(o, "same-eval\n") &&
+                  strstr(o, "x.csv: its column C9 is none of the model's fields") && strstr(o, "rc=1\n"), "%s", o);
+    free(o);
+}
