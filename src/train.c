@@ -773,6 +773,7 @@ static int follow_next_entry(follow_run *fr, train_opts *oc, data_schema *schema
         }
         oc->train = &fr->path;
         oc->n_train = 1;
+        oc->in.order = schema->n_fields ? schema : NULL;   /* csv columns matched to the model's by name */
         data_schema us = { 0 };
         int got = probe_input(oc, 0, &us, err, sizeof err);
         if (got < 0) {

@@ -1058,7 +1058,7 @@ Test(robust, text_options_given_for_a_cbx_file_are_refused)
 }
 
 /* A csv whose columns moved (a daily export of the same columns in another order) was refused by
- * predict, eval and --valid ("field 1 is C2, the model's is I1"). Columns are matched to the
+ * predict, eval, --valid and --follow ("field 1 is C2, the model's is I1"). Columns are matched to the
  * model's fields by name now: the scores, the metrics and the model kept are those of the data in
  * the model's order. A column the model lacks, or one it has not, is named. */
 Test(robust, csv_columns_in_another_order_are_matched_by_name)
@@ -1075,8 +1075,13 @@ Test(robust, csv_columns_in_another_order_are_matched_by_name)
                         T "$B/ctrbox predict --model m --data v.csv --out p && " T "$B/ctrbox predict --model m --data w.csv "
                         "--out q && cmp p q && echo same-scores && " T "$B/ctrbox eval --model m --data v.csv > e1 && "
                         T "$B/ctrbox eval --model m --data w.csv > e2 && cmp e1 e2 && echo same-eval; " T "$B/ctrbox eval "
-                        "--model m --data x.csv; echo rc=$?");
+                        "--model m --data x.csv; echo rc=$?; mkdir fa fb && cp a.csv fa/1.csv && cp v.csv fa/2.csv && "
+                        "cp a.csv fb/1.csv && cp w.csv fb/2.csv && for f in fa fb; do " T "$B/ctrbox train --model fm --format "
+                        "csv --schema I1:num --follow $f --follow-idle 0 " SMALL " --out m$f || exit 1; done && " T "$B/ctrbox "
+                        "predict --model mfa --data v.csv --out pa && " T "$B/ctrbox predict --model mfb --data v.csv --out "
+                        "pb && cmp pa pb && echo same-follow");
     cr_assert(rc == 0 && strstr(o, "same-model\n") && strstr(o, "same-scores\n") && strstr(o, "same-eval\n") &&
+                  strstr(o, "same-follow\n") &&
                   strstr(o, "x.csv: its column C9 is none of the model's fields") && strstr(o, "rc=1\n"), "%s", o);
     free(o);
 }
