@@ -575,7 +575,7 @@ int folder_path_check(const char *dir, char *err, size_t errlen)
 FILE *util_log_open(const char *path, int append)
 {
     if (!append) return fopen(path, "w");
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);   /* as fopen(path, "a") */
     if (fd < 0) return NULL;
     off_t end = lseek(fd, 0, SEEK_END), keep = -1;   /* just past the last newline */
     char buf[4096];
