@@ -712,23 +712,63 @@ static int apply_schema(line_parser *p, const char *spec, uint8_t *named, char *
     return 0;
 }
 
+/* A csv header's names, as its rows' fields are read (RFC 4180: a quoted name may hold commas, and
+ * "" in it is a quote): their count with *out (each name and the array malloc'ed), or -(column) of
+ * a quote that does not end. Split at every comma, "pos,x" was two columns, and every row of the
+ * file one column short of them: all bad lines. */
+static int header_names(const char *line, size_t len, char ***out)
+{
+    int n = 0, cap = 16;
+    char **v = xmalloc((size_t)cap * sizeof *v), *name = xmalloc(len + 1);   /* one name unquoted */
+    const char *c = line, *e = line + len;
+    for (;;) {
+        size_t k = 0;
+        if (c < e && *c == '"') {
+            const char *q = c + 1;
+            for (;;) {
+                if (q >= e) {
+                    free(name);
+                    for (int i = 0; i < n; i++) free(v[i]);
+                    free(v);
+                    return -(n + 1);
+                }
+                if (*q == '"' && q + 1 < e && q[1] == '"') name[k++] = '"', q += 2;
+                else if (*q == '"') break;
+                else name[k++] = *q++;
+            }
+            c = q + 1;
+            while (c < e && *c != ',') name[k++] = *c++;   /* after the closing quote, up to the comma */
+        } else {
+            while (c < e && *c != ',') name[k++] = *c++;
+        }
+        name[k] = 0;
+        if (n == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+        v[n++] = xstrdup(name);
+        if (c >= e) break;
+        c++;   /* the comma */
+    }
+    free(name);
+    *out = v;
+    return n;
+}
+
 int parser_header(line_parser *p, const char *line, size_t len, char *err, size_t errlen)
 {
     if (parse_check_line_bytes(line, len) != BAD_OK) {
         snprintf(err, errlen, "header line has NUL bytes or invalid UTF-8");
         return -EINVAL;
     }
-    int n = 1;
-    for (size_t i = 0; i < len; i++) n += line[i] == ',';
+    char **names;
+    int n = header_names(line, len, &names);
+    if (n < 0) {
+        snprintf(err, errlen, "header has a quote that does not end (column %d)", -n);
+        return -EINVAL;
+    }
     if (p->have_header) {   /* a later file: same columns */
         int ok = n == p->n_cols;
-        const char *c = line;
-        for (int i = 0; ok && i < n; i++) {
-            const char *end = memchr(c, ',', (size_t)(line + len - c));
-            if (!end) end = line + len;
-            ok = strlen(p->col_names[i]) == (size_t)(end - c) && !memcmp(p->col_names[i], c, (size_t)(end - c));
-            c = end + 1;
-        }
+        for (int i = 0; ok && i < n; i++) ok = !strcmp(p->col_names[i], names[i]);
+        for (int i = 0; i < n; i++) free(names[i]);
+        free(names);
         if (!ok) {
             snprintf(err, errlen, "header differs from the first file's");
             return -EINVAL;
@@ -736,19 +776,11 @@ int parser_header(line_parser *p, const char *line, size_t len, char *err, size_
         return 0;
     }
     set_columns(p, n);
-    const char *c = line;
     for (int i = 0; i < n; i++) {
-        const char *end = memchr(c, ',', (size_t)(line + len - c));
-        if (!end) end = line + len;
-        size_t k = (size_t)(end - c);
-        if (k >= 2 && c[0] == '"' && c[k - 1] == '"') c++, k -= 2;
-        char *name = xmalloc(k + 1);
-        memcpy(name, c, k);
-        name[k] = 0;
-        p->col_names[i] = name;
+        p->col_names[i] = names[i];
         p->role[i] = ROLE_CAT;
-        c = end + 1;
     }
+    free(names);
     char **sorted = xmalloc((size_t)n * sizeof *sorted);   /* a name twice: sorted, neighbours */
     memcpy(sorted, p->col_names, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_name);

@@ -257,6 +257,24 @@ Test(parse, csv_header_errors)
     p = make(FMT_CSV, NUM_LOG, NULL, NULL, 0);
     cr_assert_eq(parser_header(p, "id,click,x", 10, err, sizeof err), 0, "click is a label name");
     parser_destroy(p);
+    /* quoted names as the rows' fields are read: a comma and "" inside quotes ("pos,x" was two
+     * columns, so every row was one column short: all bad lines) */
+    p = make(FMT_CSV, NUM_LOG, NULL, NULL, 0);
+    const char *quoted = "\"pos,x\",label,\"say \"\"hi\"\"\",plain";
+    cr_assert_eq(parser_header(p, quoted, strlen(quoted), err, sizeof err), 0, "%s", err);
+    const data_schema *sc = parser_schema(p);
+    cr_assert(sc->n_fields == 3 && !strcmp(sc->names[0], "pos,x") && !strcmp(sc->names[1], "say \"hi\"") &&
+              !strcmp(sc->names[2], "plain"));
+    sample_block b;
+    block_init(&b, 0);
+    cr_assert_eq(parse(p, "\"a,b\",1,q,r", &b), BAD_OK, "%s", parser_detail(p));
+    block_free(&b);
+    cr_assert_eq(parser_header(p, quoted, strlen(quoted), err, sizeof err), 0, "a later file, the same header: %s", err);
+    parser_destroy(p);
+    p = make(FMT_CSV, NUM_LOG, NULL, NULL, 0);
+    cr_assert_lt(parser_header(p, "label,\"open", 11, err, sizeof err), 0);
+    cr_assert(strstr(err, "quote that does not end (column 2)"), "%s", err);
+    parser_destroy(p);
 }
 
 Test(parse, numbers)
