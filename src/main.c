@@ -531,6 +531,10 @@ static int run_plan(const train_opts *o, const plan_opts *po)
     printf("devices:\n%s\n", device_describe());
     if (po->profile) {
         if (plan_profile_load(&p, po->profile, err, sizeof err) < 0) die("%s", err);
+        /* another model's layers: its plan was printed as if it were this one's */
+        if (strcmp(p.model, model_kind_name(o->mc.kind)))
+            die("%s: measured for --model %s, not %s: give that model, or measure this one (leave out --profile)",
+                po->profile, p.model, model_kind_name(o->mc.kind));
         printf("profile %s (measured on: %s%s%s)\n", po->profile, p.device[PLACE_CPU], *p.device[PLACE_GPU] ? "; " : "",
                p.device[PLACE_GPU]);
     } else {

@@ -398,6 +398,10 @@ Test(plan, cli_plans_a_gpu_machine_from_its_profile)
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert(strstr(out, "0.29 MB a step for 1331 new rows"), "%s", out);
     free(out);
+    /* another model's profile: its plan was printed as this one's, exit 0 */
+    rc = th_run(&out, "$B/ctrbox plan --model dcnv2 --dim 8 --hidden 64,64 --batch 512 --profile %s 2>&1", th_path("gpu.json"));
+    cr_assert(rc == 1 && strstr(out, "measured for --model deepfm, not dcnv2"), "%s", out);
+    free(out);
     /* a damaged profile names itself */
     th_write_str(th_path("junk.json"), "[1, 2");
     rc = th_run(&out, "$B/ctrbox plan --model deepfm --profile %s 2>&1", th_path("junk.json"));
