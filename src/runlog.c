@@ -40,6 +40,8 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
     char *line = NULL;
     size_t cap = 0;
     double lanes_rows = 0, lanes_seconds = 0;   /* summed over the lanes' epoch lines */
+    double rows = 0, seconds = 0;               /* the most of this file's lines since its last "run" line */
+    int is_log = strstr(path, "/log.jsonl") != NULL;
     for (int no = 1; getline(&line, &cap, f) >= 0; no++) {
         json_error_t je;
         json_t *o = json_loads(line, 0, &je);
@@ -87,14 +89,28 @@ static int read_file(run_log *l, const char *path, double *best, char *err, size
             l->early_stop = 1;
         } else if (!strcmp(kind, "file")) {
             l->files++;
+        } else if (!strcmp(kind, "run")) {
+            /* a warm start written into the folder of the model it started from: the summary is
+             * this run's, not the largest numbers of both (the series keep both: steps go on) */
+            lanes_rows = lanes_seconds = rows = seconds = 0;
+            if (is_log) {
+                l->epochs = l->best_epoch = 0;
+                l->files = 0;
+                l->best_auc = l->best_logloss = l->last_loss = NAN;
+                *best = -INFINITY;
+            } else {
+                l->early_stop = 0;
+            }
         }
-        if (p.rows < 0x1p63 && strcmp(kind, "pass") && strcmp(kind, "file") && p.rows > (double)l->rows)
-            l->rows = (uint64_t)p.rows;
-        if (!isnan(p.seconds) && p.seconds > l->seconds) l->seconds = p.seconds;
+        if (p.rows < 0x1p63 && strcmp(kind, "pass") && strcmp(kind, "file") && p.rows > rows) rows = p.rows;
+        if (!isnan(p.seconds) && p.seconds > seconds) seconds = p.seconds;
         json_decref(o);
     }
     free(line);
     fclose(f);
+    /* log.jsonl's, then curve.jsonl's: the most of both since their last "run" lines */
+    if (rows > (double)l->rows) l->rows = (uint64_t)rows;
+    if (seconds > l->seconds) l->seconds = seconds;
     return 0;
 }
 

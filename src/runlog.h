@@ -3,7 +3,9 @@
  * `ctrbox info` and `ctrbox report`: their series and summary.
  *
  * DIR/log.jsonl: "epoch" and "step" (validation: auc, logloss), "pass" (one per pass: the SSD
- * tier's hits, bytes, waits and memory), "progressive" and "file" (--follow), "stopped".
+ * tier's hits, bytes, waits and memory), "progressive" and "file" (--follow), "stopped", and "run"
+ * (a warm start appending to the logs of the folder it started from; in curve.jsonl too): the
+ * summary is of the lines after the last "run" line.
  * DIR/curve.jsonl: "train" (every step for the first 100, then every 10, 100, 1000: the loss since
  * the previous point, lr, speed), "lr" (a learning-rate drop), "early_stop". Unknown kinds are
  * skipped and curve.jsonl may be absent, so older runs read too.

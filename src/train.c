@@ -993,6 +993,16 @@ static int open_outputs(trainer *t, int *lock)
     }
     snprintf(logpath, sizeof logpath, "%s/curve.jsonl", o->out);
     t->curve = util_log_open(logpath, o->resume || o->init || o->follow);   /* informational: a run goes on without it */
+    if (o->init && !o->follow) {   /* a warm start: `ctrbox info`'s summary begins again here (runlog.h) */
+        json_t *j = json_pack("{s:s, s:s}", "kind", "run", "init", o->init);
+        char *line = j ? json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
+        if (line) {
+            fprintf(t->log, "%s\n", line);
+            if (t->curve) fprintf(t->curve, "%s\n", line);
+        }
+        free(line);
+        json_decref(j);
+    }
     return 0;
 }
 

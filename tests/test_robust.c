@@ -1006,7 +1006,8 @@ Test(robust, validation_data_of_one_label_is_named)
 /* A run going on in a model folder (--init, --resume, --follow) appends to log.jsonl and
  * curve.jsonl. A last line cut short (a kill or a full disk mid-write) had the next run's first line
  * run on from it, and `ctrbox info` read the history only up to there ("not a JSON line"). The cut
- * line is dropped now: a long one, one in a file of no whole line, and a whole file left alone. */
+ * line is dropped now: a long one, one in a file of no whole line (then the warm start's "run" line
+ * and its epoch line), and a whole file left alone. */
 Test(robust, a_log_line_cut_short_is_dropped_before_appending)
 {
     make_data();
@@ -1018,7 +1019,7 @@ Test(robust, a_log_line_cut_short_is_dropped_before_appending)
                         "2>/dev/null && grep -vc '^{.*}$' m/log.jsonl; grep -c . m/log.jsonl; cp whole m/log.jsonl && %s "
                         "--init m --out m 2>/dev/null && head -c $(wc -c < whole) m/log.jsonl | cmp - whole && echo kept",
                         run, run, run, run);
-    cr_assert(rc == 0 && !strcmp(o, "m/log.jsonl:0\nm/curve.jsonl:0\n0\n0\n1\nkept\n"), "%s", o);
+    cr_assert(rc == 0 && !strcmp(o, "m/log.jsonl:0\nm/curve.jsonl:0\n0\n0\n2\nkept\n"), "%s", o);
     free(o);
 }
 
@@ -1083,5 +1084,22 @@ Test(robust, csv_columns_in_another_order_are_matched_by_name)
     cr_assert(rc == 0 && strstr(o, "same-model\n") && strstr(o, "same-scores\n") && strstr(o, "same-eval\n") &&
                   strstr(o, "same-follow\n") &&
                   strstr(o, "x.csv: its column C9 is none of the model's fields") && strstr(o, "rc=1\n"), "%s", o);
+    free(o);
+}
+
+/* A warm start written into the folder of the model it starts from (--init m --out m) appends to
+ * m/log.jsonl, and `ctrbox info` summed up both runs as one: the largest epoch and row numbers of
+ * either ("the run: 3 epochs, 60000 rows" for a run of one epoch over 4,000). A "run" line now
+ * begins the warm start's part of the logs, and the summary is of the lines after it. */
+Test(robust, a_warm_start_into_its_own_folder_is_summed_up_alone)
+{
+    make_data();
+    const char *a = T "$B/ctrbox train --model lr --format criteo " SMALL;
+    char *o;
+    int rc = th_run(&o, "%s --train tr.tsv --valid va.tsv --epochs 3 --out m 2>/dev/null && %s --train va.tsv --valid va.tsv "
+                        "--epochs 1 --init m --out m 2>/dev/null && " T "$B/ctrbox info m | grep history && " T "$B/ctrbox "
+                        "report --model m --out r.html > /dev/null && grep -c '\"kind\": \"epoch\"' m/log.jsonl",
+                    a, a);
+    cr_assert(rc == 0 && strstr(o, "the run: 1 epoch, 4000 rows") && strstr(o, "at epoch 1") && strstr(o, "\n4\n"), "%s", o);
     free(o);
 }
