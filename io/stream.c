@@ -490,7 +490,21 @@ int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t er
             size_t len = strlen(path) + strlen(de->d_name) + 2;
             char *p = xmalloc(len);
             snprintf(p, len, "%s/%s", path, de->d_name);
-            if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
+            struct stat ls;
+            int sr = stat(p, &st), e = errno;
+            if (sr < 0 && lstat(p, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+                /* a link whose file is gone: its rows were left out without a word */
+                char to[512];
+                ssize_t k = readlink(p, to, sizeof to - 1);
+                to[k > 0 ? k : 0] = 0;
+                snprintf(err, errlen, "%s: a link to %s, which cannot be read (%s): its data would be left out; restore it "
+                         "or remove the link", p, to, strerror(e));
+                free(p);
+                closedir(d);
+                io_free_paths(v, cnt);
+                return -e;
+            }
+            if (sr < 0 || !S_ISREG(st.st_mode)) {   /* gone since the listing; a folder, a pipe */
                 free(p);
                 continue;
             }

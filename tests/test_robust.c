@@ -1103,3 +1103,19 @@ Test(robust, a_warm_start_into_its_own_folder_is_summed_up_alone)
     cr_assert(rc == 0 && strstr(o, "the run: 1 epoch, 4000 rows") && strstr(o, "at epoch 1") && strstr(o, "\n4\n"), "%s", o);
     free(o);
 }
+
+/* A folder of data holding a link whose file is gone (a day's log moved away): the link was
+ * skipped without a word, and the run trained on the rest. It is refused now, naming the link;
+ * hidden names, sub-folders and pipes are still passed over. */
+Test(robust, a_link_to_nothing_in_a_folder_of_data_is_refused)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "mkdir d && cp va.tsv d/a.tsv && mkdir d/sub && mkfifo d/pipe && ln -s gone.tsv d/.hidden && "
+                        T "$B/ctrbox train --model lr --format criteo --train d --epochs 1 " SMALL " --out m && echo ok; "
+                        "ln -s gone.tsv d/b.tsv && " T "$B/ctrbox train --model lr --format criteo --train d --epochs 1 " SMALL
+                        " --out n; echo rc=$?; " T "$B/ctrbox predict --model m --data d --out p.txt; echo rc=$?");
+    cr_assert(rc == 0 && strstr(o, "ok\n") && strstr(o, "d/b.tsv: a link to gone.tsv, which cannot be read") &&
+                  strstr(o, "rc=1\nctrbox: d/b.tsv") && !strstr(o, "rc=0"), "%s", o);
+    free(o);
+}
