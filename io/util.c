@@ -237,11 +237,15 @@ char *xstrdup(const char *s)
     return p;
 }
 
+static const char *die_where;
+void util_die_where(const char *where) { die_where = where; }
+
 void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);
+    if (die_where) fprintf(stderr, "%s: ", die_where);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);

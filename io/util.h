@@ -62,6 +62,9 @@ const char *util_prog(void);
 
 /* Print "prog: message" on stderr and exit(1). For the programs' main paths only. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Where the value being handled came from ("run.ini:3": a config file's line), put before die's
+ * message until set to NULL again: a bad value from a config file named the option, not the line. */
+void util_die_where(const char *where);
 
 /* Monotonic clock in seconds. */
 double now_sec(void);

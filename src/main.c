@@ -597,7 +597,31 @@ typedef struct {
     char err[300];
     int seen[256];   /* the options this file gave, by their values (T_MODEL on, and the input options') */
     int n_seen;
+    char **where;    /* (cap) "FILE:LINE" of each value in argv (NULL: not a value) */
+    const char *text, *at;   /* the file's text; where the next key is looked for (the keys come in order) */
+    int line;        /* at's line number */
 } ini_args;
+
+/* The line of key `name` in the config text, from a->at on (inih gives the handler no line numbers;
+ * it calls it in the file's order): its number, a->at moved past it; or, not found (an indented
+ * line continues the value above it, under that key's name), the line before a->at. */
+static int ini_line_of(ini_args *a, const char *name)
+{
+    size_t n = strlen(name);
+    int line = a->line;
+    for (const char *at = a->at; *at; line++) {
+        const char *p = at + strspn(at, " \t");
+        size_t len = strcspn(at, "\n");
+        int hit = !strncmp(p, name, n) && (p[n] == '=' || p[n] == ':' || p[n] == ' ' || p[n] == '\t');
+        at += len + (at[len] == '\n');
+        if (hit) {
+            a->at = at;
+            a->line = line + 1;
+            return line;
+        }
+    }
+    return a->line - 1;
+}
 
 /* A switch's value in a config file: "batchnorm = on" or "= True" read as false and trained
  * without it, silently. -1: neither. */
@@ -639,23 +663,31 @@ static int ini_option(void *user, const char *section, const char *name, const c
         snprintf(a->err, sizeof a->err, "%s = %s: want true or false (yes/no, on/off, 1/0)", name, value);
         return 0;
     }
-    if (a->argc + 3 > a->cap) a->argv = xrealloc(a->argv, (size_t)(a->cap = a->cap * 2 + 8) * sizeof *a->argv);
+    if (a->argc + 3 > a->cap) {
+        a->cap = a->cap * 2 + 8;
+        a->argv = xrealloc(a->argv, (size_t)a->cap * sizeof *a->argv);
+        a->where = xrealloc(a->where, (size_t)a->cap * sizeof *a->where);
+    }
+    int line = ini_line_of(a, name);
     size_t n = strlen(name) + 3;
     char *flag = xmalloc(n);
     snprintf(flag, n, "--%s", name);
     if (o->has_arg == no_argument) {
         if (on) {
+            a->where[a->argc] = NULL;
             a->argv[a->argc++] = flag;
-        } else {   /* off: an earlier file's "on" is undone */
+        } else {   /* off: an earlier file's "on" is undone (a switch has no value, nor a place in where) */
             int k = 1;
             for (int i = 1; i < a->argc; i++)
-                if (strcmp(a->argv[i], flag)) a->argv[k++] = a->argv[i];
+                if (strcmp(a->argv[i], flag)) a->where[k] = a->where[i], a->argv[k++] = a->argv[i];
                 else free(a->argv[i]);
             a->argc = k;
             free(flag);
         }
     } else {
+        a->where[a->argc] = NULL;
         a->argv[a->argc++] = flag;
+        if (asprintf(&a->where[a->argc], "%s:%d", a->path, line) < 0) a->where[a->argc] = NULL;
         a->argv[a->argc++] = xstrdup(value);
     }
     return 1;
@@ -697,12 +729,15 @@ static int cmd_train(int argc, char **argv, int plan)
     cli_help_check(&cc, argc, argv);
     /* a --config file's options go first, so the command line overrides them */
     ini_args ia = { 1, 8, xcalloc(8, sizeof(char *)), NULL, "" };
+    ia.where = xcalloc(8, sizeof(char *));
     ia.argv[0] = argv[0];
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--config")) {
             ia.path = argv[i + 1];
             ia.n_seen = 0;   /* a later file overrides an earlier one, as the command line does */
             char *text = config_read(ia.path);
+            ia.text = ia.at = text;
+            ia.line = 1;
             int r = ini_parse_string(text, ini_option, &ia);
             free(text);
             if (r < 0) die("%s: out of memory", ia.path);
@@ -747,6 +782,10 @@ static int cmd_train(int argc, char **argv, int plan)
     int sparse_lr_set = 0, bottom_set = 0, epochs_set = 0, train_cli = 0, valid_cli = 0, c;
     optind = 1;
     while ((c = cli_getopt(&cc, ac, av)) != -1) {
+        const char *where = NULL;   /* a value from a config file: its line, in the messages that refuse it */
+        for (int i = 1; optarg && i < ia.argc && !where; i++)
+            if (optarg == ia.argv[i]) where = ia.where[i];
+        util_die_where(where);
         if (cli_input_option(&in, c, optarg)) continue;
         switch (c) {
         case T_MODEL: case T_CONFIG: break;
@@ -858,6 +897,7 @@ static int cmd_train(int argc, char **argv, int plan)
         default: cli_usage_error(&cc, "unexpected option");
         }
     }
+    util_die_where(NULL);
     if (!sparse_lr_set) o.mc.sopt.lr = o.mc.dopt.lr;
     if (!bottom_set) o.mc.bottom[o.mc.n_bottom - 1] = o.mc.dim;
     if (plan) {
@@ -865,8 +905,8 @@ static int cmd_train(int argc, char **argv, int plan)
         int r = run_plan(&o, &po);
         free(o.train), free(o.valid), free(opts), free(av), free(plan_text);
         cli_input_free(&in);
-        for (int i = 1; i < ia.argc; i++) free(ia.argv[i]);
-        free(ia.argv);
+        for (int i = 1; i < ia.argc; i++) free(ia.argv[i]), free(ia.where[i]);
+        free(ia.argv), free(ia.where);
         return r;
     }
     if (o.table_dir && o.mc.emb_l2_all > 0)
@@ -922,8 +962,8 @@ static int cmd_train(int argc, char **argv, int plan)
     free(o.valid);
     free(opts);
     cli_input_free(&in);
-    for (int i = 1; i < ia.argc; i++) free(ia.argv[i]);
-    free(ia.argv);
+    for (int i = 1; i < ia.argc; i++) free(ia.argv[i]), free(ia.where[i]);
+    free(ia.argv), free(ia.where);
     free(av);
     return ret;
 }

@@ -487,6 +487,12 @@ Test(robust, config_switches_repeated_keys_and_the_command_line_s_files)
                     "--config /dev/stdin --train va.tsv --quiet --out m3 && grep -c '\"kind\": \"epoch\"' m3/log.jsonl");
     cr_assert(rc == 0 && strstr(o, "m3/model.ctrbox\n3\n"), "%s", o);
     free(o);
+    /* a value the option refuses names the file's line (it named only the option); a value
+     * continued on an indented line, and a blank line and a comment before it, are counted */
+    th_write_str(th_path("bad.ini"), "# daily\nmodel = lr\n\ntrain = tr.tsv\n  va.tsv\nformat = criteo\nlr = 0.1x\n");
+    expect(1, "ctrbox: bad.ini:7: --lr 0.1x: want a number", T "$B/ctrbox train --config bad.ini --out c%s", "");
+    expect(1, "ctrbox: --lr 2x: want a number", T "$B/ctrbox train --model lr --format criteo --train tr.tsv --lr 2x "
+                                                "--out c%s", "");
 }
 
 /* OPENBLAS_CORETYPE naming a core whose kernels this CPU cannot run (a job script moved from an
