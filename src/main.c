@@ -600,6 +600,8 @@ typedef struct {
     char **where;    /* (cap) "FILE:LINE" of each value in argv (NULL: not a value) */
     const char *text, *at;   /* the file's text; where the next key is looked for (the keys come in order) */
     int line;        /* at's line number */
+    char **all;      /* the files' options, then the command line's: what getopt reads (held here, in memory,
+                      * where LeakSanitizer finds it when an option's refusal exits) */
 } ini_args;
 
 /* The line of key `name` in the config text, from a->at on (inih gives the handler no line numbers;
@@ -744,7 +746,7 @@ static int cmd_train(int argc, char **argv, int plan)
             if (ia.err[0]) die("%s:%d: %s", ia.path, r, ia.err);
             if (r > 0) die("%s:%d: not key = value", ia.path, r);
         }
-    char **av = xcalloc((size_t)(ia.argc + argc + 1), sizeof *av);
+    char **av = ia.all = xcalloc((size_t)(ia.argc + argc + 1), sizeof *av);
     int ac = 0;
     for (int i = 0; i < ia.argc; i++) av[ac++] = ia.argv[i];
     for (int i = 1; i < argc; i++) av[ac++] = argv[i];
