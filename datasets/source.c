@@ -65,6 +65,11 @@ struct data_source {
     data_schema schema;         /* cbx: the files' schema */
     line_stats stats;
     uint64_t reported;
+    struct {                    /* the first bad line read, named when the bad-line limit stops the run */
+        int file;               /* index in paths; -1 before any */
+        uint64_t lineno;
+        char detail[120];
+    } first_bad;
     int direct;                 /* a cbx file was read with O_DIRECT */
     int (*keep)(void *ctx, uint64_t rec);   /* the filter (source_set_filter), or NULL */
     void *keep_ctx;
@@ -153,6 +158,7 @@ int source_open(data_source **out, char *const *paths, int n, const source_opts 
     *out = NULL;
     data_source *s = xcalloc(1, sizeof *s);
     s->o = *o;
+    s->first_bad.file = -1;
     block_init(&s->all, 0);
     if (s->o.block_rows == 0) s->o.block_rows = 16384;
     int ret = io_expand_paths(paths, n, &s->paths, err, errlen);
@@ -262,10 +268,21 @@ static int check_ratio(data_source *s, int at_end, char *err, size_t errlen)
     if (lines == 0 || (!at_end && lines < 10000)) return 0;
     if ((double)bad <= s->o.max_bad_ratio * (double)lines) return 0;
     int at = s->cur < s->n_paths ? s->cur : s->n_paths - 1;   /* the file being read when the limit tripped */
-    snprintf(err, errlen, "%s: too many bad lines: %llu of %llu (%.3g%%) %sexceed --max-bad-ratio %g; "
+    /* the first bad line goes with it: the run may stop before a single one was printed (training's
+     * first look at its input prints none, and --quiet none at all) */
+    char first[256] = "";
+    if (s->first_bad.file >= 0) {
+        if (s->first_bad.file == at)
+            snprintf(first, sizeof first, " (the first: line %llu: %s)", (unsigned long long)s->first_bad.lineno,
+                     s->first_bad.detail);
+        else
+            snprintf(first, sizeof first, " (the first: %s:%llu: %s)", s->paths[s->first_bad.file],
+                     (unsigned long long)s->first_bad.lineno, s->first_bad.detail);
+    }
+    snprintf(err, errlen, "%s: too many bad lines: %llu of %llu (%.3g%%) %sexceed --max-bad-ratio %g%s; "
              "fix the input or raise the limit", s->paths[at],
              (unsigned long long)bad, (unsigned long long)lines, 100.0 * (double)bad / (double)lines,
-             s->n_paths > 1 ? "of the inputs read so far " : "", s->o.max_bad_ratio);
+             s->n_paths > 1 ? "of the inputs read so far " : "", s->o.max_bad_ratio, first);
     return -EINVAL;
 }
 
@@ -293,6 +310,11 @@ static int printed_before(const char *path, uint64_t lineno)
 static void count_bad(data_source *s, int reason, uint64_t lineno, uint64_t rec, const char *detail)
 {
     s->stats.bad[reason]++;
+    if (s->first_bad.file < 0) {
+        s->first_bad.file = s->cur;
+        s->first_bad.lineno = lineno;
+        snprintf(s->first_bad.detail, sizeof s->first_bad.detail, "%s", detail);
+    }
     if (s->o.note_bad) {
         if (s->n_bad_recs == s->cap_bad_recs)
             s->bad_recs = xrealloc(s->bad_recs, (s->cap_bad_recs = s->cap_bad_recs * 2 + 64) * sizeof *s->bad_recs);

@@ -333,6 +333,20 @@ Test(robust, bad_input_stops_early)
     expect(1, "has no end", T "$B/ctrbox eval --model m --data /dev/zero --max-line 1024%s", "");
 }
 
+/* The bad-line limit named the file and the count but no line: training's first look at its input
+ * prints none, so a run over a file of a few lines stopped without saying what was wrong. */
+Test(robust, the_bad_line_limit_names_the_first_bad_line)
+{
+    th_write_str(th_path("c.svm"), "1 1:1 2:1\n1 3:x\n0 1:1\n");
+    expect(1, "(the first: line 2: not a number", T "$B/ctrbox train --model lr --format libsvm --train c.svm --out c "
+                                                   "--quiet%s", "");
+    /* in a later file: named with its file */
+    th_write_str(th_path("ok.svm"), "1 1:1 2:1\n0 2:1\n");
+    expect(1, "ok.svm: too many bad lines: 1 of 5 (20%) of the inputs read so far exceed --max-bad-ratio 0.001 (the "
+              "first: c.svm:2: not a number", T "$B/ctrbox train --model lr --format libsvm --train c.svm ok.svm --out c2 "
+                                               "--quiet%s", "");
+}
+
 Test(robust, conflicting_schema_entries_are_refused)
 {
     th_write_str(th_path("s.csv"), "label,I1,I2,C1\n1,3,4,a\n0,4,5,b\n");
