@@ -47,6 +47,7 @@ typedef struct {
     run_state rs;                 /* the pass clock, counters, best AUC: what a commit saves */
     uint64_t rows_epoch_prev;
     double t_start, t_epoch, t_last_print;
+    uint64_t rows_last_print;   /* rows_done at the last progress line */
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
     int stopped;                  /* SIGTERM or SIGINT: stopped after a commit, at a pass boundary */
     double unit_auc, unit_logloss;   /* the entry's progressive validation (NaN: none) */
@@ -260,7 +261,10 @@ static void progress(trainer *t, int force)
     double now = now_sec();
     int tty = isatty(2);
     if (t->o->quiet || (!force && now - t->t_last_print < (tty ? 0.5 : 10.0))) return;
+    /* in a log a line per print: the epoch's last, when no row came since the one before, said it */
+    if (!tty && force && t->t_last_print > 0 && t->rows_last_print == t->rs.rows_done) return;
     t->t_last_print = now;
+    t->rows_last_print = t->rs.rows_done;
     double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rs.rows_done - t->rows_epoch_prev) / dt : 0;
     char eta[96] = "";
     if (t->rs.epoch > 1 && !t->epoch_rows) t->epoch_rows = t->rows_epoch_prev / (uint64_t)(t->rs.epoch - 1);
@@ -539,6 +543,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
     for (t->rs.epoch = start_epoch; t->rs.epoch <= o->epochs; t->rs.epoch++) {
         t->t_epoch = now_sec();
         t->rows_epoch_prev = t->rs.rows_done;
+        t->rows_last_print = UINT64_MAX;
         if (skip == 0) {
             t->rs.loss_sum = 0;
             t->rs.loss_n = 0;
@@ -580,7 +585,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
                 t->rs.bad_epochs = 0;
             }
         } else {
-            if (!o->quiet) fprintf(stderr, "\n");
+            if (!o->quiet && isatty(2)) fprintf(stderr, "\n");   /* ends the progress line */
             log_eval(t, "epoch", NULL, now_sec() - t->t_start);
         }
         uint64_t shrunk;

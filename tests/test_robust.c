@@ -347,6 +347,23 @@ Test(robust, the_bad_line_limit_names_the_first_bad_line)
                                                "--quiet%s", "");
 }
 
+/* Piped to a log, an epoch of one batch printed its progress line twice, and an empty line after. */
+Test(robust, a_piped_epoch_line_is_printed_once)
+{
+    make_data();
+    char *o;
+    cr_assert_eq(th_run(&o, T "$B/ctrbox train --model lr --format criteo --train va.tsv --out m --epochs 2 "
+                              "--batch 8192 2>&1 | cat"), 0);
+    int ones = 0, empty = 0;
+    for (char *l = o; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        if (!strncmp(l, "epoch 1/2 ", 10)) ones++;
+        if (*l == '\n') empty++;
+    }
+    cr_assert_eq(ones, 1, "epoch 1's line %d times: %s", ones, o);
+    cr_assert_eq(empty, 0, "empty lines in: %s", o);
+    free(o);
+}
+
 Test(robust, conflicting_schema_entries_are_refused)
 {
     th_write_str(th_path("s.csv"), "label,I1,I2,C1\n1,3,4,a\n0,4,5,b\n");
