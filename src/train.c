@@ -1257,10 +1257,18 @@ int train_run(const train_opts *o0)
             return 1;
         }
     }
-    /* the schema: from the first training file (and the validation set must agree) */
+    /* the schema: from the first training file (and the validation set must agree). A warm start
+     * reads csv columns by the names its model was trained on (a file whose columns moved was
+     * refused as another layout); a model that cannot be read is said when it is loaded */
+    model_meta im = { 0 };
+    if (o->init && modelfile_read_meta(o->init, &im, err, sizeof err) == 0 && im.schema.n_fields) {
+        if (o->follow) schema_copy(&t.meta.schema, &im.schema);   /* each entry is read as the model's */
+        else oc.in.order = &im.schema;
+    }
     if (o->follow) {
         int r = follow_begin(&fr, &oc);
         if (r == 0) r = follow_next_entry(&fr, &oc, &t.meta.schema, 0);
+        model_meta_free(&im);
         if (r <= 0) {
             if (r == 0 && !o->quiet) fprintf(stderr, "nothing new in %s\n", fr.dir);
             free(fr.dir), free(fr.name), free(fr.path);
@@ -1271,6 +1279,8 @@ int train_run(const train_opts *o0)
         t.meta.follow = fr.ledger;
     } else {
         int got = probe_input(o, !o->resume, &t.meta.schema, err, sizeof err);
+        if (oc.in.order) oc.in.order = &t.meta.schema;   /* the same names, for every later read */
+        model_meta_free(&im);
         if (got <= 0) {
             if (got == 0) snprintf(err, sizeof err, "%s%s: no rows to train on", o->train[0], o->n_train > 1 ? " ..." : "");
             fprintf(stderr, "ctrbox: %s\n", err);

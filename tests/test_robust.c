@@ -1156,3 +1156,27 @@ Test(robust, a_link_to_nothing_in_a_folder_of_data_is_refused)
                   strstr(o, "rc=1\nctrbox: d/b.tsv") && !strstr(o, "rc=0"), "%s", o);
     free(o);
 }
+
+/* A warm start (--init) on a csv whose columns moved was refused ("trained on 3 fields ... (I1
+ * ...), the data has 3 and ... (C2 ...)"), where predict and --valid read it by name. Its columns
+ * are matched to the model's fields by name now, under --follow too: the same model as from the
+ * data in order. */
+Test(robust, a_warm_start_reads_moved_csv_columns_by_name)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "awk -F'\\t' 'BEGIN { print \"label,I1,C1,C2\" } { print $1 \",\" $2 \",\" $15 \",\" $16 }' tr.tsv > a.csv && "
+                        "mkdir -p in moved && awk -F'\\t' 'BEGIN { print \"label,I1,C1,C2\" } { print $1 \",\" $2 \",\" $15 \",\" $16 }' "
+                        "va.tsv > in/v.csv && awk -F'\\t' 'BEGIN { print \"C2,I1,label,C1\" } { print $16 \",\" $2 \",\" $1 \",\" $15 }' "
+                        "va.tsv > moved/v.csv && " T "$B/ctrbox train --model fm --format csv --schema I1:num --train a.csv "
+                        "--epochs 1 " SMALL " --out m && "
+                        T "$B/ctrbox train --model fm --format csv --schema I1:num --train in/v.csv --init m --epochs 1 " SMALL " --out i1 && "
+                        T "$B/ctrbox train --model fm --format csv --schema I1:num --train moved/v.csv --init m --epochs 1 " SMALL " --out i2 && "
+                        "cmp i1/model.ctrbox i2/model.ctrbox && echo same-model && "
+                        T "$B/ctrbox train --model fm --format csv --schema I1:num --follow in --follow-idle 0 --init m " SMALL " --out f1 && "
+                        T "$B/ctrbox train --model fm --format csv --schema I1:num --follow moved --follow-idle 0 --init m " SMALL " --out f2 && "
+                        T "$B/ctrbox predict --model f1 --data in/v.csv --out p1 && "
+                        T "$B/ctrbox predict --model f2 --data in/v.csv --out p2 && cmp p1 p2 && echo same-follow");
+    cr_assert(rc == 0 && strstr(o, "same-model\n") && strstr(o, "same-follow\n"), "%s", o);
+    free(o);
+}
