@@ -32,8 +32,6 @@ void score_describe_input(const model_meta *mm, char *out, size_t n)
     if (w < n) snprintf(out + w, n - w, "%s)", sc->num_mode == NUM_BUCKET ? "; --num bucket" : "");
 }
 
-/* The data at path (which looks like `looks`) does not read as the model's input: one line naming
- * both sides. */
 /* The first field of a whose name b has not (kinds 0), or has as another kind (kinds 1), or -1. */
 static int name_not_in(const data_schema *a, const data_schema *b, int kinds)
 {
@@ -45,35 +43,39 @@ static int name_not_in(const data_schema *a, const data_schema *b, int kinds)
     return -1;
 }
 
+void score_schema_diff(const data_schema *got, const model_meta *mm, char *diff, size_t n)
+{
+    uint32_t f = schema_first_diff(got, &mm->schema);
+    /* csv columns are matched by name, in any order: say which name is not matched */
+    int csv = mm->input.fmt == FMT_CSV, extra = csv ? name_not_in(got, &mm->schema, 0) : -1;
+    int lacks = csv ? name_not_in(&mm->schema, got, 0) : -1, kind = csv ? name_not_in(got, &mm->schema, 1) : -1;
+    if (got->num_mode != mm->schema.num_mode)
+        snprintf(diff, n, "its integers read as %s, the model's as %s", got->num_mode == NUM_BUCKET ? "buckets" : "log values",
+                 mm->schema.num_mode == NUM_BUCKET ? "buckets (--num bucket)" : "log values (--num log)");
+    else if (extra >= 0)
+        snprintf(diff, n, "its column %s is none of the model's fields", got->names[extra]);
+    else if (lacks >= 0)
+        snprintf(diff, n, "it has no column %s, a field of the model's", mm->schema.names[lacks]);
+    else if (kind >= 0)
+        snprintf(diff, n, "its column %s reads as %s, the model's as %s", got->names[kind],
+                 got->kind[kind] == FIELD_NUM ? "dense" : "categorical", got->kind[kind] == FIELD_NUM ? "categorical" : "dense");
+    else if (f < got->n_fields && f < mm->schema.n_fields)
+        snprintf(diff, n, "field %u is %s (%s), the model's is %s (%s)", f + 1, got->names[f],
+                 got->kind[f] == FIELD_NUM ? "dense" : "categorical", mm->schema.names[f],
+                 mm->schema.kind[f] == FIELD_NUM ? "dense" : "categorical");
+    else
+        snprintf(diff, n, "it reads as %u fields (%u dense), the model's are %u (%u dense)", got->n_fields, got->n_dense,
+                 mm->schema.n_fields, mm->schema.n_dense);
+}
+
+/* The data at path (which looks like `looks`) does not read as the model's input: one line naming
+ * both sides. */
 static void __attribute__((noreturn)) refuse_data(const char *path, const char *looks, const model_meta *mm,
                                                   const char *read_err, const data_schema *got)
 {
     char want[600], diff[300] = "";
     score_describe_input(mm, want, sizeof want);
-    if (got) {
-        uint32_t f = schema_first_diff(got, &mm->schema);
-        /* csv columns are matched by name, in any order: say which name is not matched */
-        int csv = mm->input.fmt == FMT_CSV, extra = csv ? name_not_in(got, &mm->schema, 0) : -1;
-        int lacks = csv ? name_not_in(&mm->schema, got, 0) : -1, kind = csv ? name_not_in(got, &mm->schema, 1) : -1;
-        if (got->num_mode != mm->schema.num_mode)
-            snprintf(diff, sizeof diff, "its integers read as %s, the model's as %s", got->num_mode == NUM_BUCKET ? "buckets" : "log values",
-                     mm->schema.num_mode == NUM_BUCKET ? "buckets (--num bucket)" : "log values (--num log)");
-        else if (extra >= 0)
-            snprintf(diff, sizeof diff, "its column %s is none of the model's fields", got->names[extra]);
-        else if (lacks >= 0)
-            snprintf(diff, sizeof diff, "it has no column %s, a field of the model's", mm->schema.names[lacks]);
-        else if (kind >= 0)
-            snprintf(diff, sizeof diff, "its column %s reads as %s, the model's as %s", got->names[kind],
-                     got->kind[kind] == FIELD_NUM ? "dense" : "categorical",
-                     got->kind[kind] == FIELD_NUM ? "categorical" : "dense");
-        else if (f < got->n_fields && f < mm->schema.n_fields)
-            snprintf(diff, sizeof diff, "field %u is %s (%s), the model's is %s (%s)", f + 1, got->names[f],
-                     got->kind[f] == FIELD_NUM ? "dense" : "categorical", mm->schema.names[f],
-                     mm->schema.kind[f] == FIELD_NUM ? "dense" : "categorical");
-        else
-            snprintf(diff, sizeof diff, "it reads as %u fields (%u dense), the model's are %u (%u dense)", got->n_fields,
-                     got->n_dense, mm->schema.n_fields, mm->schema.n_dense);
-    }
+    if (got) score_schema_diff(got, mm, diff, sizeof diff);
     die("%s%s%s; this file looks like %s; the model was trained on %s (its input settings are used unless given: "
         "give data in that layout)", got ? path : "", got ? ": " : "", got ? diff : read_err, looks, want);
 }

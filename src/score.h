@@ -64,5 +64,8 @@ int score_output_check(const char *out, const score_src *src, char **data, int n
 
 /* The model's input settings in words: "criteo (13 dense values, 26 categorical fields: I1 ...)". */
 void score_describe_input(const model_meta *mm, char *out, size_t n);
+/* How data whose fields are `got` differs from the model's input, as one clause ("its column C9 is
+ * none of the model's fields"). */
+void score_schema_diff(const data_schema *got, const model_meta *mm, char *diff, size_t n);
 
 #endif

@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "modelfile.h"
 #include "passes.h"
+#include "score.h"
 #include "../io/stream.h"
 #include "../io/util.h"
 
@@ -492,6 +493,18 @@ static int warm_start(trainer *t, char **table_dir, uint64_t *table_id, uint64_t
         *table_id = *table_commits = 0;
         return 0;
     }
+    /* data the model does not read: what differs, and the input it was trained on (a warm start
+     * needs the input options the model was trained with: --schema, --num, --field-offsets) */
+    if (modelfile_read_meta(o->init, &meta0, msg, sizeof msg) == 0 && !schema_equal(&meta0.schema, &t->meta.schema)) {
+        char diff[300], want[600];
+        score_schema_diff(&t->meta.schema, &meta0, diff, sizeof diff);
+        score_describe_input(&meta0, want, sizeof want);
+        snprintf(err, errlen, "%s: %s; the --init model %s was trained on %s: give the input options it was trained with",
+                 o->train[0], diff, o->init, want);
+        model_meta_free(&meta0);
+        return -1;
+    }
+    model_meta_free(&meta0);
     if (modelfile_load_into(o->init, t->m, &t->meta.schema, &meta0, msg, sizeof msg) < 0) {
         snprintf(err, errlen, "--init %s: %s", o->init, msg);
         return -1;
@@ -793,9 +806,11 @@ static int follow_next_entry(follow_run *fr, train_opts *oc, data_schema *schema
             continue;
         }
         if (schema->n_fields && !schema_equal(schema, &us)) {
-            fprintf(stderr, "ctrbox: %s: %u fields and %u dense values, the model trains on %u and %u (--follow: move it "
-                    "out of %s; the same command then goes on)\n", fr->path, us.n_fields, us.n_dense, schema->n_fields,
-                    schema->n_dense, fr->dir);
+            model_meta mm = { .schema = *schema, .input = oc->in };   /* a view: what the model trains on */
+            char diff[300];
+            score_schema_diff(&us, &mm, diff, sizeof diff);
+            fprintf(stderr, "ctrbox: %s: %s (--follow: move it out of %s; the same command then goes on)\n", fr->path, diff,
+                    fr->dir);
             schema_free(&us);
             return -1;
         }

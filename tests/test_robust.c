@@ -1180,3 +1180,23 @@ Test(robust, a_warm_start_reads_moved_csv_columns_by_name)
     cr_assert(rc == 0 && strstr(o, "same-model\n") && strstr(o, "same-follow\n"), "%s", o);
     free(o);
 }
+
+/* A warm start without the input options its model was trained with (--schema here) was refused
+ * with two field counts ("trained on 3 fields and 1 dense values (I1 ...), the data has 3 and 0
+ * (I1 ...)"), as was a --follow file lacking a column: the refusal names the column that differs,
+ * and for --init the options the model was trained on. */
+Test(robust, a_warm_start_on_other_input_names_the_options)
+{
+    make_data();
+    expect(0, NULL, "awk -F'\\t' 'BEGIN { print \"label,I1,C1,C2\" } { print $1 \",\" $2 \",\" $15 \",\" $16 }' va.tsv > a.csv && "
+                    T "$B/ctrbox train --model fm --format csv --schema I1:num --train a.csv --epochs 1 " SMALL " --out m%s", "");
+    expect(1, "a.csv: its column I1 reads as categorical, the model's as dense; the --init model m was trained on csv "
+              "--schema I1:num", T "$B/ctrbox train --model fm --format csv --train a.csv --init m " SMALL " --out n%s", "");
+    expect(1, "its integers read as buckets, the model's as log values (--num log)",
+           T "$B/ctrbox train --model fm --format csv --schema I1:num --num bucket --train a.csv --init m " SMALL " --out n%s", "");
+    cr_assert(!th_file_exists(th_path("n/model.ctrbox")));
+    /* under --follow a later file that lacks a column was refused with two field counts too */
+    expect(1, "f/2.csv: it has no column C2, a field of the model's (--follow: move it out of",
+           "mkdir f && cp a.csv f/1.csv && cut -d, -f1-3 a.csv > f/2.csv && " T "$B/ctrbox train --model fm --format csv "
+           "--schema I1:num --follow f --follow-idle 0 " SMALL " --out g%s", "");
+}
