@@ -242,8 +242,14 @@ static size_t read_scores(const char *path, float **label_out, double **prob_out
 
 static json_t *jnum(double x) { return isnan(x) ? json_null() : json_real(x); }
 
-static void print_result(const eval_result *r, int json, int with_model)
+/* The metrics of data (what names it in a warning) as a line, or as JSON */
+static void print_result(const eval_result *r, const char *data, int json, int with_model)
 {
+    /* an AUC of one label is nan (and calibration with no positive): said, where it was printed bare */
+    if (r->rows && (r->positives == 0 || r->positives == r->rows))
+        fprintf(stderr, "ctrbox: warning: %s holds only %s: its AUC is undefined (nan)%s; evaluate on data with both "
+                "labels\n", data, r->positives ? "positives" : "negatives",
+                with_model && !r->positives ? ", and so is calibration (no click to compare with)" : "");
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "auc", jnum(r->auc));
@@ -381,7 +387,11 @@ static int model_data_eval(const eval_job *j)
                     gaps.n_bad == 1 ? "" : "s", pred_out);
     }
     free(gaps.bad);
-    if (!predict_only) print_result(&r, json, 1);
+    if (!predict_only) {
+        char name[4200];
+        snprintf(name, sizeof name, "%s%s", data[0], n_data > 1 ? " ..." : "");
+        print_result(&r, name, json, 1);
+    }
     free(prob);
     block_free(&b);
     model_meta_free(&meta);
@@ -462,7 +472,7 @@ static int cmd_eval(int argc, char **argv, int predict)
     r.auc = metrics_auc(label, prob, n);
     r.logloss = metrics_logloss(label, prob, n);
     r.gauc = NAN;
-    print_result(&r, json, 0);
+    print_result(&r, scores, json, 0);
     free(label);
     free(prob);
     free(data);

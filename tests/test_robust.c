@@ -1200,3 +1200,19 @@ Test(robust, a_warm_start_on_other_input_names_the_options)
            "mkdir f && cp a.csv f/1.csv && cut -d, -f1-3 a.csv > f/2.csv && " T "$B/ctrbox train --model fm --format csv "
            "--schema I1:num --follow f --follow-idle 0 " SMALL " --out g%s", "");
 }
+
+/* eval of data of one label printed "auc nan ... calibration nan" with nothing saying why */
+Test(robust, eval_of_one_label_says_why_the_auc_is_nan)
+{
+    make_data();
+    expect(0, "neg.tsv holds only negatives: its AUC is undefined (nan), and so is calibration",
+           "awk -F'\\t' '$1 == 0' va.tsv > neg.tsv && " T "$B/ctrbox train --model lr --format criteo --train tr.tsv "
+           "--epochs 1 --out m " SMALL " && " T "$B/ctrbox eval --model m --data neg.tsv 2>&1%s", "");
+    expect(0, "pos.txt holds only positives: its AUC is undefined (nan); evaluate",
+           "printf '1\\t0.5\\n1\\t0.7\\n' > pos.txt && " T "$B/ctrbox eval --scores pos.txt 2>&1%s", "");
+    /* both labels: no warning */
+    char *o;
+    cr_assert_eq(th_run(&o, T "$B/ctrbox eval --model m --data va.tsv 2>&1"), 0);
+    cr_assert(!strstr(o, "warning"), "%s", o);
+    free(o);
+}
