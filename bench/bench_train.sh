@@ -72,13 +72,13 @@ r = {"rows": $ROWS, "test_rows": $TEST_ROWS, "oracle_test_auc": $oracle, "openbl
      "cpu": "$cpu", "ctrbox_kernels": "$c_kernels", "torch_kernels": "$t_kernels",
      "models": json.loads('$results'), "mlp": json.loads('$mlp')}
 json.dump(r, open(sys.argv[1], "w"), indent=2)
-targets = {"deepfm": 2.0, "fm": 3.0, "lr": 2.0}
+targets = {"deepfm": 2.5, "fm": 3.0, "lr": 2.0}   # DeepFM: issue 17, on every x86
 print(f"training benchmark, {r['rows']:,} rows, one epoch, batch 4096, dim 16, Adam 1e-3 (oracle test AUC {r['oracle_test_auc']:.4f})")
 print(f"  cpu: {r['cpu']}\n  ctrbox: {r['ctrbox_kernels']}\n  torch: {r['torch_kernels']}")
 for m in r["models"]:
     x = m["ctrbox_samples_per_s"] / m["torch_samples_per_s"]
     print(f"  {m['model']:7s} ctrbox {m['ctrbox_samples_per_s']:>10,.0f} samples/s  torch {m['torch_samples_per_s']:>10,.0f}"
-          f"  -> {x:.2f}x (target {targets.get(m['model'], 0):.0f}x)   test AUC ctrbox {m['ctrbox_test_auc']:.4f} torch {m['torch_test_auc']:.4f}"
+          f"  -> {x:.2f}x (target {targets.get(m['model'], 0):g}x)   test AUC ctrbox {m['ctrbox_test_auc']:.4f} torch {m['torch_test_auc']:.4f}"
           f" (diff {m['ctrbox_test_auc'] - m['torch_test_auc']:+.4f})")
     if len(m["ctrbox_runs"]) > 1:
         print(f"          median of {len(m['ctrbox_runs'])} runs each: ctrbox " + " ".join(f"{x:,.0f}" for x in m["ctrbox_runs"])
