@@ -45,9 +45,12 @@
 #include "../io/util.h"
 
 #define CATALOG_MAGIC "CTRBXCAT"
-#define CATALOG_VERSION 5u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
+#define CATALOG_VERSION 6u   /* 2: settings and data fingerprints apart; 3: a warm start's origin after the head;
                                 4: the positions of a pass its committed parts trained, after the origin;
-                                5: the tables' deletion records apart, in the tier's "d" record */
+                                5: the tables' deletion records apart, in the tier's "d" record;
+                                6: the rates and shrink rules the run was started with (rules_text), after the
+                                   positions */
+#define RULES_BYTES 320   /* rules_text's room: ten options and their values */
 
 /* Slot files are packed again (emb_tier_repack) when the free slots inside pages still in use pass a
  * share of the live rows: at the epoch's end from 5% down to 1% (disk use stays near the live
@@ -454,6 +457,7 @@ struct passes {
     uint64_t repack_rows;     /* rows one commit of a repack moves at most */
     int epoch_done;           /* the current epoch's end (evaluation, shrink) is committed */
     uint64_t settings, data;  /* what a resume must share with the commit (catalog_head) */
+    char rules[RULES_BYTES];  /* and the rates and shrink rules it was started with (rules_text) */
     uint64_t origin[2];       /* a warm start's: the table folder id and commit count it began from (0, 0: none) */
     key_vec digests;           /* block_digest of the first epoch's passes, in order (the catalog's) */
     /* the epoch under way */
@@ -650,6 +654,57 @@ static void evict(passes *ps, key_vec *keys, emb_fetch *keys_f, key_vec *next, e
 
 /* ---- the catalog: where the run stands, committed with each pass ---- */
 
+/* The rates and shrink rules a run is started with, as options ("--lr 0.001 --sparse-lr 0.001
+ * ..."): not in the settings' fingerprint, a resume with another --sparse-lr, --l2 or
+ * --shrink-threshold went on with those, silently another model than the run's. The dense rate
+ * after --lr-decay's drops is in the catalog's head; these are the options given. */
+static void rules_text(const train_opts *o, char *out, size_t n)
+{
+    const model_config *c = &o->mc;
+    const char *name[] = { "--lr", "--sparse-lr", "--dense-l2", "--l2", "--emb-l2", "--lr-decay", "--shrink-threshold",
+                           "--shrink-unseen", "--nonclk-coeff", "--clk-coeff" };
+    double v[] = { c->dopt.lr, c->sopt.lr, c->dopt.l2, c->sopt.l2, c->emb_l2_all, o->lr_decay, o->shrink_threshold,
+                   o->shrink_unseen, o->nonclk_coeff, o->clk_coeff };
+    int is_float[] = { 1, 1, 1, 1, 1, 1, 0, 0, 1, 1 };
+    memset(out, 0, n);
+    size_t w = 0;
+    for (size_t i = 0; i < sizeof v / sizeof *v && w < n; i++) {
+        char num[40];
+        if (v[i] < 0 || (i == 7 && v[i] == 0)) {   /* a shrink rule not set */
+            snprintf(num, sizeof num, "off");
+        } else {
+            int p = 6;   /* the fewest digits that read back as the same number: "0.001", not "0.00100000005" */
+            do snprintf(num, sizeof num, "%.*g", p, v[i]);
+            while ((is_float[i] ? (double)(float)strtod(num, NULL) != v[i] : strtod(num, NULL) != v[i]) && ++p < 17);
+        }
+        w += (size_t)snprintf(out + w, n - w, "%s%s %s", i ? " " : "", name[i], num);
+    }
+    CHECK(w < n);
+}
+
+/* The first option whose value differs between the rules a commit was made with (was) and this
+ * run's (now), as "--lr 0.001 ... --lr 0.002" in out; 0 when none does */
+static int rules_differ(const char *was, const char *now, char *out, size_t n)
+{
+    if (!strcmp(was, now)) return 0;
+    char a[RULES_BYTES], b[RULES_BYTES], *sa, *sb;
+    snprintf(a, sizeof a, "%s", was);
+    snprintf(b, sizeof b, "%s", now);
+    char *na = strtok_r(a, " ", &sa), *nb = strtok_r(b, " ", &sb);
+    while (na && nb) {
+        char *va = strtok_r(NULL, " ", &sa), *vb = strtok_r(NULL, " ", &sb);
+        if (strcmp(na, nb) || !va || !vb || strcmp(va, vb)) {
+            snprintf(out, n, "%s %s ... %s %s", na, va ? va : "?", nb, vb ? vb : "?");
+            return 1;
+        }
+        na = strtok_r(NULL, " ", &sa);
+        nb = strtok_r(NULL, " ", &sb);
+    }
+    snprintf(out, n, "%s ... %s", was, now);
+    return 1;
+}
+
+
 typedef struct {
     uint32_t pass, epoch;
     uint64_t pass_in_epoch, rows_done, loss_n;
@@ -700,6 +755,7 @@ static int catalog_write(passes *ps, FILE *f)
     int ok = fwrite(CATALOG_MAGIC, 1, 8, f) == 8 && fwrite(&v, 4, 1, f) == 1 && fwrite(&h, sizeof h, 1, f) == 1;
     ok = ok && fwrite(ps->origin, sizeof ps->origin, 1, f) == 1;
     ok = ok && fwrite(&ps->rows_in_pass, sizeof ps->rows_in_pass, 1, f) == 1;
+    ok = ok && fwrite(ps->rules, sizeof ps->rules, 1, f) == 1;
     ok = ok && fwrite(ps->digests.k, sizeof *ps->digests.k, ps->digests.n, f) == ps->digests.n;
     ok = ok && model_save_dense(ps->m, f) == 0;
     for (int i = 0; ok && i < ps->n_tables; i++) ok = emb_table_save_pending(model_table(ps->m, i), f) == 0;
@@ -782,6 +838,33 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
         body -= sizeof rows_in;
     }
     if (!warm) ps->rows_in_pass = rows_in;
+    if (v >= 6) {   /* version 6: the rates and shrink rules the run was started with */
+        char was[RULES_BYTES];
+        if (body < sizeof was) {
+            snprintf(err, errlen, "catalog: truncated");
+            return -1;
+        }
+        memcpy(was, blob + at, sizeof was);
+        at += sizeof was;
+        body -= sizeof was;
+        was[sizeof was - 1] = 0;
+        char d[2 * RULES_BYTES + 8];
+        if (!warm && rules_differ(was, ps->rules, d, sizeof d)) {
+            char *now = strstr(d, " ... ");
+            *now = 0;
+            now += 5;
+            /* --follow: the daily job started again with a new rate goes on with it (a chain of warm
+             * starts, whose rates may change); said, as the entry begun with the old one */
+            if (ps->o->follow) {
+                fprintf(stderr, "ctrbox: warning: --follow: the entry in progress was begun with %s; it goes on with "
+                        "%s\n", d, now);
+            } else {
+                snprintf(err, errlen, "the committed run trains with %s, this command gives %s: give the committed "
+                         "run's value to continue it (or start a new run from its model with --init)", d, now);
+                return -1;
+            }
+        }
+    }
     if (h->n_digests > body / 8) {
         snprintf(err, errlen, "catalog: truncated (%llu pass digests)", (unsigned long long)h->n_digests);
         return -1;
@@ -1189,6 +1272,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
     const char *rr = getenv("CTRBOX_REPACK_ROWS");   /* tests: repacks of many commits on small tables */
     if (rr && atoll(rr) > 0) ps->repack_rows = (uint64_t)atoll(rr);
     ps->settings = settings_fingerprint(o);
+    rules_text(o, ps->rules, sizeof ps->rules);
     *start_epoch = 1;
     *skip = 0;
     if (!table_dir) return 0;
@@ -1238,7 +1322,7 @@ int passes_open(passes **out, const train_opts *o, model *m, const data_schema *
                 warm = 0;
         }
         if (catalog_load(ps, blob, len, &h, warm, err, sizeof err) < 0) {
-            fprintf(stderr, "ctrbox: %s %s: %s\n", warm ? "--init" : "--resume", warm ? o->init : table_dir, err);
+            fprintf(stderr, "ctrbox: %s %s: %s\n", init ? "--init" : "--resume", init ? o->init : table_dir, err);
             free(blob);
             return -1;
         }

@@ -1216,3 +1216,41 @@ Test(robust, eval_of_one_label_says_why_the_auc_is_nan)
     cr_assert(!strstr(o, "warning"), "%s", o);
     free(o);
 }
+
+/* --resume with other rates or shrink rules (--sparse-lr, --l2, --lr, --lr-decay,
+ * --shrink-threshold) went on with them: the rest of the run trained otherwise, silently another
+ * model than the run's. Refused now, naming the option;
+ * with the same rates the run goes on (a second epoch here) to the uninterrupted run's model. */
+Test(robust, a_resume_with_other_rates_is_refused)
+{
+    make_data();
+#define RUN T "$B/ctrbox train --model fm --format criteo --train tr.tsv --pass-rows 5000 --cache-mb 0.05 " SMALL
+    expect(0, NULL, RUN " --epochs 2 --out whole --table-dir twhole%s", "");
+    expect(0, NULL, RUN " --epochs 1 --out r --resume tr%s", "");
+    const char *other[] = { "--sparse-lr 0.01", "--l2 0.1", "--lr 0.002", "--lr-decay 0.5", "--dense-l2 0.001",
+                            "--shrink-threshold 0.5", "--shrink-unseen 3", "--clk-coeff 2" };
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        char opt[64], want[96];
+        snprintf(opt, sizeof opt, " --epochs 2 --out r --resume tr %s", other[i]);
+        snprintf(want, sizeof want, "this command gives %s: give the committed run's value", other[i]);
+        expect(1, want, RUN "%s", opt);
+    }
+    expect(0, NULL, RUN " --epochs 2 --out r --resume tr --lr 0.001%s", "");
+#undef RUN
+    expect(0, NULL, "$B/ctrbox predict --model whole --data va.tsv --out p_whole.txt && $B/ctrbox predict --model r "
+                    "--data va.tsv --out p_r.txt%s", "");
+    th_same_file("p_whole.txt", "p_r.txt");
+    /* --follow is a chain of warm starts, whose rates may change: a daily job stopped inside an
+     * entry and started again with a new rate goes on with it, and says so */
+    char *o;
+    int rc = th_run(&o, "mkdir in && cat tr.tsv tr.tsv > in/d1.tsv && "
+                        T "$B/ctrbox train --model fm --format criteo --pass-rows 1000 --cache-mb 0.05 " SMALL " --follow in "
+                        "--out f --table-dir tf 2>/dev/null & pid=$!; "
+                        "n=0; while ! grep -qs '\"kind\": \"pass\"' f/log.jsonl && [ $n -lt 1200 ]; do sleep 0.05; n=$((n + 1)); done; "
+                        "kill -TERM $pid; wait $pid; grep -c '\"kind\": \"stopped\".*\"entry\": \"d1.tsv\"' f/log.jsonl; "
+                        T "$B/ctrbox train --model fm --format criteo --pass-rows 1000 --cache-mb 0.05 " SMALL " --follow in "
+                        "--follow-idle 0 --out f --table-dir tf --lr 0.002 2>&1");
+    cr_assert(rc == 0 && !strncmp(o, "1\n", 2) && strstr(o, "ctrbox: warning: --follow: the entry in progress was begun "
+                                                          "with --lr 0.001; it goes on with --lr 0.002"), "%s", o);
+    free(o);
+}
