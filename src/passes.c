@@ -664,13 +664,13 @@ static void rules_text(const train_opts *o, char *out, size_t n)
     const char *name[] = { "--lr", "--sparse-lr", "--dense-l2", "--l2", "--emb-l2", "--lr-decay", "--shrink-threshold",
                            "--shrink-unseen", "--nonclk-coeff", "--clk-coeff" };
     double v[] = { c->dopt.lr, c->sopt.lr, c->dopt.l2, c->sopt.l2, c->emb_l2_all, o->lr_decay, o->shrink_threshold,
-                   o->shrink_unseen, o->nonclk_coeff, o->clk_coeff };
+                   o->shrink_unseen ? (double)o->shrink_unseen : -1, o->nonclk_coeff, o->clk_coeff };   /* < 0: off */
     int is_float[] = { 1, 1, 1, 1, 1, 1, 0, 0, 1, 1 };
     memset(out, 0, n);
     size_t w = 0;
     for (size_t i = 0; i < sizeof v / sizeof *v && w < n; i++) {
         char num[40];
-        if (v[i] < 0 || (i == 7 && v[i] == 0)) {   /* a shrink rule not set */
+        if (v[i] < 0) {   /* a shrink rule not set */
             snprintf(num, sizeof num, "off");
         } else {
             int p = 6;   /* the fewest digits that read back as the same number: "0.001", not "0.00100000005" */
@@ -682,9 +682,9 @@ static void rules_text(const train_opts *o, char *out, size_t n)
     CHECK(w < n);
 }
 
-/* The first option whose value differs between the rules a commit was made with (was) and this
- * run's (now), as "--lr 0.001 ... --lr 0.002" in out; 0 when none does */
-static int rules_differ(const char *was, const char *now, char *out, size_t n)
+/* Whether the rules a commit was made with (was) differ from this run's (now): 1 with the first
+ * option that differs as "--lr 0.001" in was_opt and "--lr 0.002" in now_opt (n bytes each), or 0 */
+static int rules_differ(const char *was, const char *now, char *was_opt, char *now_opt, size_t n)
 {
     if (!strcmp(was, now)) return 0;
     char a[RULES_BYTES], b[RULES_BYTES], *sa, *sb;
@@ -694,13 +694,15 @@ static int rules_differ(const char *was, const char *now, char *out, size_t n)
     while (na && nb) {
         char *va = strtok_r(NULL, " ", &sa), *vb = strtok_r(NULL, " ", &sb);
         if (strcmp(na, nb) || !va || !vb || strcmp(va, vb)) {
-            snprintf(out, n, "%s %s ... %s %s", na, va ? va : "?", nb, vb ? vb : "?");
+            snprintf(was_opt, n, "%s %s", na, va ? va : "?");
+            snprintf(now_opt, n, "%s %s", nb, vb ? vb : "?");
             return 1;
         }
         na = strtok_r(NULL, " ", &sa);
         nb = strtok_r(NULL, " ", &sb);
     }
-    snprintf(out, n, "%s ... %s", was, now);
+    snprintf(was_opt, n, "%s", was);
+    snprintf(now_opt, n, "%s", now);
     return 1;
 }
 
@@ -848,11 +850,8 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
         at += sizeof was;
         body -= sizeof was;
         was[sizeof was - 1] = 0;
-        char d[2 * RULES_BYTES + 8];
-        if (!warm && rules_differ(was, ps->rules, d, sizeof d)) {
-            char *now = strstr(d, " ... ");
-            *now = 0;
-            now += 5;
+        char d[RULES_BYTES], now[RULES_BYTES];
+        if (!warm && rules_differ(was, ps->rules, d, now, sizeof d)) {
             /* --follow: the daily job started again with a new rate goes on with it (a chain of warm
              * starts, whose rates may change); said, as the entry begun with the old one */
             if (ps->o->follow) {

@@ -263,7 +263,7 @@ static void progress(trainer *t, int force)
     int tty = isatty(2);
     if (t->o->quiet || (!force && now - t->t_last_print < (tty ? 0.5 : 10.0))) return;
     /* in a log a line per print: the epoch's last, when no row came since the one before, said it */
-    if (!tty && force && t->t_last_print > 0 && t->rows_last_print == t->rs.rows_done) return;
+    if (!tty && force && t->rows_last_print == t->rs.rows_done) return;
     t->t_last_print = now;
     t->rows_last_print = t->rs.rows_done;
     double dt = now - t->t_epoch, rate = dt > 0 ? (double)(t->rs.rows_done - t->rows_epoch_prev) / dt : 0;
