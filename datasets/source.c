@@ -80,6 +80,10 @@ struct data_source {
     size_t n_bad_recs, cap_bad_recs;
     sample_block all;           /* cbx with a filter: a block as read, before the filter */
     struct split *sp;           /* reading by pieces (source_split), or NULL */
+    void (*sink)(void *ctx, const char *line, size_t len);   /* source_set_line_sink, or NULL */
+    void *sink_ctx;
+    char *header;               /* text with a header: the first file's header line, as read */
+    size_t header_len;
 };
 
 static void split_free(struct split *p);
@@ -149,6 +153,11 @@ static int open_file(data_source *s, int i, char *err, size_t errlen)
         snprintf(err, errlen, "%s:1: %s", path, msg);
         return ret;
     }
+    if (!s->header) {
+        s->header = xmalloc(line.len + 1);
+        memcpy(s->header, line.ptr, line.len);
+        s->header[s->header_len = line.len] = 0;
+    }
     return 0;
 }
 
@@ -206,6 +215,7 @@ void source_close(data_source *s)
     io_free_paths(s->paths, s->n_paths);
     free(s->recs);
     free(s->bad_recs);
+    free(s->header);
     block_free(&s->all);
     split_free(s->sp);
     free(s);
@@ -215,6 +225,18 @@ void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), voi
 {
     s->keep = keep;
     s->keep_ctx = ctx;
+}
+
+void source_set_line_sink(data_source *s, void (*sink)(void *ctx, const char *line, size_t len), void *ctx)
+{
+    s->sink = sink;
+    s->sink_ctx = ctx;
+}
+
+const char *source_header_line(const data_source *s, size_t *len)
+{
+    *len = s->header_len;
+    return s->header;
 }
 
 const uint64_t *source_block_records(const data_source *s) { return s->recs; }
@@ -342,7 +364,10 @@ static int take_line(data_source *s, const io_line *line, uint64_t lineno, uint6
     size_t rows = b->rows;
     int r = parser_parse(s->parser, line->ptr, line->len, b);
     if ((s->keep || s->sp) && b->rows > rows) note_record(s, rows, rec);
-    if (r == BAD_OK) return 0;
+    if (r == BAD_OK) {
+        if (s->sink) s->sink(s->sink_ctx, line->ptr, line->len);
+        return 0;
+    }
     count_bad(s, r, lineno, rec, parser_detail(s->parser));
     /* judged as it goes: input that is all bad stops at 10,000 lines, not at its end */
     return check_ratio(s, 0, err, errlen);

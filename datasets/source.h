@@ -65,6 +65,12 @@ int source_is_direct(const data_source *s);
  * bad-line counts and ratio are over the kept lines); cbx rows not kept are dropped after their
  * block is read. Several processes reading one input each take their share this way. */
 void source_set_filter(data_source *s, int (*keep)(void *ctx, uint64_t rec), void *ctx);
+/* Text: sink(ctx, line, len) gets each line source_next reads into a row, as it was read (bad lines
+ * are counted and reported as ever, and never reach it), before source_next returns its block. A tool
+ * that copies lines (ctrbox-data split) writes only the lines the parser takes. */
+void source_set_line_sink(data_source *s, void (*sink)(void *ctx, const char *line, size_t len), void *ctx);
+/* Text with a header line (csv): the first file's, as read (NUL-terminated, *len bytes); else NULL. */
+const char *source_header_line(const data_source *s, size_t *len);
 /* With a filter: the record number of each row of the block the last source_next filled. */
 const uint64_t *source_block_records(const data_source *s);
 /* Records seen so far (kept or not). */

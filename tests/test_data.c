@@ -160,9 +160,9 @@ Test(data, split_is_seeded_and_complete)
 {
     cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 10000 --seed 2 --out g.tsv"), 0);
     char *out;
-    cr_assert_eq(th_run(&out, "$B/ctrbox-data split --ratios 8,1,1 --seed 5 --in g.tsv --out p && "
-                              "$B/ctrbox-data split --ratios 8,1,1 --seed 5 --in g.tsv --out q && "
-                              "$B/ctrbox-data split --ratios 8,1,1 --seed 6 --in g.tsv --out r && "
+    cr_assert_eq(th_run(&out, "$B/ctrbox-data split --format criteo --ratios 8,1,1 --seed 5 --in g.tsv --out p && "
+                              "$B/ctrbox-data split --format criteo --ratios 8,1,1 --seed 5 --in g.tsv --out q && "
+                              "$B/ctrbox-data split --format criteo --ratios 8,1,1 --seed 6 --in g.tsv --out r && "
                               "cmp p.train q.train && cmp p.test q.test && ! cmp -s p.train r.train && "
                               "sort g.tsv > s1 && cat p.train p.valid p.test | sort > s2 && cmp s1 s2"),
                  0, "%s", out);
@@ -181,6 +181,42 @@ Test(data, split_is_seeded_and_complete)
     cr_assert_eq(th_run(&out, "$B/ctrbox-data split --format csv --ratios 1,1 --seed 1 --in h.csv --out h && "
                               "head -1 h.train && head -1 h.test"), 0, "%s", out);
     cr_assert(strstr(out, "label,a\nlabel,a\n"), "%s", out);
+    free(out);
+}
+
+/* Text split judged its lines by nothing: a bad line went to a part and counted as one of its rows,
+ * and a csv split without --format sent its header to one part as a row. The parts now hold exactly
+ * the lines training would take, and the bad ones are named. */
+Test(data, split_leaves_bad_lines_out)
+{
+    /* b.tsv: g.tsv with three bad lines, at 1001 (two columns), 1002 (empty) and 2003 (g's row 2001
+     * behind an extra column) */
+    cr_assert_eq(th_run(NULL, "$B/ctrbox-data gen --rows 3000 --seed 3 --out g.tsv && "
+                              "(head -1000 g.tsv; printf '1\\tx\\n\\n'; sed -n 1001,2000p g.tsv; printf '2\\t'; "
+                              "sed -n 2001,3000p g.tsv) > b.tsv"), 0);
+    char *out;
+    cr_assert_eq(th_run(&out, "$B/ctrbox-data split --format criteo --max-bad-ratio 0.01 --ratios 1,1 --in b.tsv "
+                              "--out p | awk '{n += $2} END {print n \" rows in the parts\"}' && "
+                              "cat p.train p.test | sort > s1 && sed 2001d g.tsv | sort | cmp - s1 && echo good-lines"),
+                 0, "%s", out);
+    cr_assert(strstr(out, "b.tsv:1001: ") && strstr(out, "b.tsv:1002: ") && strstr(out, "b.tsv:2003: "), "%s", out);
+    cr_assert(strstr(out, "bad lines: 3 of 3002") && strstr(out, "in none of the parts"), "%s", out);
+    cr_assert(strstr(out, "\n2999 rows in the parts\n") && strstr(out, "good-lines"), "%s", out);
+    free(out);
+    /* over the limit: refused with the first bad line, and no part is written */
+    cr_assert_neq(th_run(&out, "$B/ctrbox-data split --format criteo --max-bad-ratio 0.0005 --ratios 1,1 --in b.tsv --out q"), 0);
+    cr_assert(strstr(out, "too many bad lines") && strstr(out, "the first: line 1001"), "%s", out);
+    free(out);
+    cr_assert_neq(th_run(NULL, "test -e q.train || test -e q.test"), 0, "a refused split leaves no part");
+    /* csv: the header to every part, never as a row; without --format, refused */
+    th_write_str(th_path("h.csv"), "label,a,b\n1,x,2\n0,y,3\n1,z,abc\n0,w,4\n");
+    cr_assert_neq(th_run(&out, "$B/ctrbox-data split --ratios 1,1 --in h.csv --out h"), 0);
+    cr_assert(strstr(out, "--format"), "%s", out);
+    free(out);
+    cr_assert_eq(th_run(&out, "$B/ctrbox-data split --format csv --schema label:label,a:cat,b:num --max-bad-ratio 0.5 "
+                              "--ratios 1,1 --in h.csv --out h && head -qn1 h.train h.test && "
+                              "! grep -q abc h.train h.test && cat h.train h.test | wc -l"), 0, "%s", out);
+    cr_assert(strstr(out, "label,a,b\nlabel,a,b\n5\n") && strstr(out, "h.csv:4: "), "%s", out);
     free(out);
 }
 

@@ -643,8 +643,8 @@ Test(robust, scores_are_not_written_over_what_is_read)
         { "ctrbox report m --data v.tsv --out v.tsv", "is the data file v.tsv" },
         { "ctrbox export-serving --model m --out m/model.ctrbox --force", "is a file of the model folder it reads" },
         { "ctrbox-data convert --format criteo --in d --out d/a.tsv", "--out d/a.tsv is the input d/a.tsv" },
-        { "ctrbox-data split --in d/a.tsv --ratios 1,1 --out d/a && cp v.tsv d/a.train && "
-          "$B/ctrbox-data split --in d/a.train --ratios 1,1 --out d/a", "d/a.train, a part written, is the input" },
+        { "ctrbox-data split --format criteo --in d/a.tsv --ratios 1,1 --out d/a && cp v.tsv d/a.train && "
+          "$B/ctrbox-data split --format criteo --in d/a.train --ratios 1,1 --out d/a", "d/a.train, a part written, is the input" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
@@ -983,7 +983,7 @@ Test(robust, outputs_through_links_and_the_process_s_own_descriptors)
     th_run(&o, PRED "- | wc -l; test -e ./- && echo a-file-named-dash; " PRED "/dev/fd/5 5> p5.txt && wc -l < p5.txt; "
                "cat va.tsv | " T "$B/ctrbox predict --model m --data - --out - | wc -l; cat tr.tsv | " T "$B/ctrbox train "
                "--model lr --format criteo --train - --epochs 1 " SMALL " --out m2; echo rc=$?; cat va.tsv | " T "$B/ctrbox-data "
-               "split --ratios 1,1 --in - --out sp >/dev/null && cat sp.train sp.test | wc -l");
+               "split --format criteo --ratios 1,1 --in - --out sp >/dev/null && cat sp.train sp.test | wc -l");
     cr_assert(strstr(o, "4000\n4000\n4000\n") && !strstr(o, "a-file-named-dash") && strstr(o, "not a regular file") &&
                   strstr(o, "rc=1\n4000\n"), "%s", o);
     free(o);

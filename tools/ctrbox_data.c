@@ -74,7 +74,9 @@ static const char key_help[] =
 static const char split_help[] =
     "usage: ctrbox-data split --ratios 8,1,1 --in FILE --out PREFIX [options]\n"
     "each row to one of the parts at random (seeded): PREFIX.train, PREFIX.valid, PREFIX.test for three\n"
-    "parts (PREFIX.train, PREFIX.test for two; else PREFIX.part0, ...; .cbx added for cbx input)\n"
+    "parts (PREFIX.train, PREFIX.test for two; else PREFIX.part0, ...; .cbx added for cbx input).\n"
+    "Text input needs --format: the lines its parser takes go to the parts as they were (a csv header to\n"
+    "each); bad lines go to none, are reported, and count against --max-bad-ratio\n"
     "  --ratios L             the parts' shares, e.g. 8,1,1 (required)\n"
     "  --in FILE              (required)\n"
     "  --out PREFIX           (required)\n"
@@ -359,6 +361,31 @@ static char *part_name(const char *prefix, int i, int k, int cbx)
     return s;
 }
 
+/* Text split: each line the parser took goes, as it was, to the part its row index picks. */
+typedef struct {
+    uint64_t seed, row;
+    const double *cum;
+    int k;
+    uint64_t *counts;
+    durable_file out[64];
+} text_parts;
+
+static void text_part_line(void *ctx, const char *line, size_t len)
+{
+    text_parts *tp = ctx;
+    int p = pick_part(tp->seed, tp->row++, tp->cum, tp->k);
+    fwrite(line, 1, len, tp->out[p].f);
+    fputc('\n', tp->out[p].f);
+    tp->counts[p]++;
+}
+
+static uint64_t counts_total(const uint64_t *counts, int k)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < k; i++) n += counts[i];
+    return n;
+}
+
 static int cmd_split(int argc, char **argv)
 {
     static const struct option extra[] = {
@@ -450,55 +477,47 @@ static int cmd_split(int argc, char **argv)
         block_free(&b);
         source_close(src);
         if (ret < 0) die("%s", err);
-    } else {   /* text: lines to parts, a csv header to each */
-        io_stream *s;
-        if (io_stream_open(&s, input, 0, err, sizeof err) < 0) die("%s", err);
-        io_stream_set_max_line(s, in.so.max_line);
-        durable_file out[64];
+    } else {   /* text: the lines the parser takes, as they were, to parts; a csv header to each */
+        data_source *src;
+        if (source_open(&src, (char *const *)&input, 1, &in.so, err, sizeof err) < 0) die("%s", err);
+        text_parts tp = { .seed = seed, .cum = cum, .k = k, .counts = counts };
         for (int i = 0; i < k; i++) {
-            int r = durable_open(&out[i], names[i]);
+            int r = durable_open(&tp.out[i], names[i]);
             if (r < 0) {
-                for (int j = 0; j < i; j++) durable_abort(&out[j]);
+                for (int j = 0; j < i; j++) durable_abort(&tp.out[j]);
                 die("%s: cannot create: %s", names[i], strerror(-r));
             }
         }
-        io_line line;
-        int ret, header = in.so.fmt == FMT_CSV;
-        uint64_t row = 0;
-        while ((ret = io_stream_next_line(s, &line)) > 0) {
-            if (line.overlong) {
-                snprintf(err, sizeof err, "%s:%llu: line too long (over %zu bytes)", input,
-                         (unsigned long long)line.lineno, in.so.max_line);
-                ret = -1;
-                break;
-            }
-            if (header) {
-                for (int i = 0; i < k; i++) {
-                    fwrite(line.ptr, 1, line.len, out[i].f);
-                    fputc('\n', out[i].f);
-                }
-                header = 0;
-                continue;
-            }
-            int p = pick_part(seed, row++, cum, k);
-            fwrite(line.ptr, 1, line.len, out[p].f);
-            fputc('\n', out[p].f);
-            counts[p]++;
+        size_t hlen;
+        const char *header = source_header_line(src, &hlen);
+        for (int i = 0; header && i < k; i++) {
+            fwrite(header, 1, hlen, tp.out[i].f);
+            fputc('\n', tp.out[i].f);
         }
-        if (ret < 0 && !err[0]) snprintf(err, sizeof err, "%s", io_stream_error(s));
+        source_set_line_sink(src, text_part_line, &tp);
+        sample_block b;
+        block_init(&b, 0);
+        int ret;
+        while ((ret = source_next(src, &b, err, sizeof err)) > 0) {}
+        block_free(&b);
         for (int i = 0; i < k; i++) {
             if (ret == 0) {
-                int r = durable_commit(&out[i]);
+                int r = durable_commit(&tp.out[i]);
                 if (r < 0) {
                     snprintf(err, sizeof err, "%s: cannot write: %s", names[i], strerror(-r));
                     ret = -1;
                 }
             } else {
-                durable_abort(&out[i]);
+                durable_abort(&tp.out[i]);
             }
         }
-        io_stream_close(s);
         if (ret < 0) die("%s", err);
+        const line_stats *st = source_stats(src);
+        if (st->lines > counts_total(counts, k)) {   /* the bad lines were printed as they were read */
+            print_bad_lines(stderr, st);
+            fprintf(stderr, "ctrbox-data split: the bad lines are in none of the parts\n");
+        }
+        source_close(src);
     }
     for (int i = 0; i < k; i++) {
         printf("%s: %llu rows\n", names[i], (unsigned long long)counts[i]);
