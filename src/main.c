@@ -656,8 +656,12 @@ static int ini_option(void *user, const char *section, const char *name, const c
         if (!strcmp(p->name, name)) o = p;
     for (const struct option *p = cli_input_options; p->name; p++)
         if (!strcmp(p->name, name)) o = p;
-    if (!o || o->val == T_CONFIG) {
+    if (!o) {
         snprintf(a->err, sizeof a->err, "unknown key '%s'", name);
+        return 0;
+    }
+    if (o->val == T_CONFIG) {   /* a key train knows, which was called unknown */
+        snprintf(a->err, sizeof a->err, "config = %s: a config cannot name another; give each with --config", value);
         return 0;
     }
     /* the files of train and valid add up, as on the command line; any other key given twice is

@@ -475,6 +475,10 @@ Test(robust, messages_say_what_is_wrong)
     expect(1, "long.ini:3: line of 308 characters", T "$B/ctrbox train --config long.ini --out c%s", "");
     th_write_str(th_path("key.ini"), "model = lr\nformat = criteo\n\nbogus = 1\n");
     expect(1, "key.ini:4: unknown key 'bogus'", T "$B/ctrbox train --config key.ini --train tr.tsv --out c%s", "");
+    /* a config naming another was "unknown key 'config'", though train takes the key */
+    th_write_str(th_path("inc.ini"), "model = lr\nformat = criteo\nconfig = key.ini\n");
+    expect(1, "inc.ini:3: config = key.ini: a config cannot name another; give each with --config",
+           T "$B/ctrbox train --config inc.ini --train tr.tsv --out c%s", "");
     /* damage to RocksDB's log read "not a ctrbox table folder": the folder's records live in SST
      * files now, and the log holds nothing it needs */
     expect(0, NULL, "$B/ctrbox predict --model m --data va.tsv --out p_ref.txt && "
