@@ -630,6 +630,13 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 
 /* ---- eviction ---- */
 
+/* bytes for a message: MB, or KB below a tenth of one ("0.0 MB over the 0.0 MB" said nothing) */
+static void size_text(char *out, size_t n, uint64_t bytes)
+{
+    if (bytes >= 104858) snprintf(out, n, "%.1f MB", (double)bytes / 1048576.0);
+    else snprintf(out, n, "%.0f KB", (double)bytes / 1024.0);
+}
+
 /* Drop rows down to the budget, the part's own and the next part's pinned (next may be NULL; each
  * with its fetch, made from those keys, or NULL); say once when they alone exceed it. */
 static void evict(passes *ps, key_vec *keys, emb_fetch *keys_f, key_vec *next, emb_fetch *next_f, uint64_t coming)
@@ -643,11 +650,14 @@ static void evict(passes *ps, key_vec *keys, emb_fetch *keys_f, key_vec *next, e
         uint64_t budget, window;
         size_t index;
         emb_cache_split_budget(ps->o->cache_mb, &budget, &index, &window);
-        fprintf(stderr, "%sctrbox: warning: pass %u keeps %.1f MB in memory (the rows of its part's keys and of the "
-                "next part's, and their key index), over the %.1f MB --cache-mb leaves for them: one batch's keys take "
-                "more than half of it; memory exceeds the budget by the difference (a smaller --batch or a larger "
-                "--cache-mb stays within it)\n", ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass,
-                (double)(budget + over) / 1048576.0, (double)budget / 1048576.0);
+        char keep[32], room[32];
+        size_text(keep, sizeof keep, budget + over);
+        size_text(room, sizeof room, budget);
+        fprintf(stderr, "%sctrbox: warning: pass %u keeps %s in memory (the rows of its part's keys and of the "
+                "next part's, and their key index), over the %s --cache-mb leaves for them: %s; memory exceeds the "
+                "budget by the difference (a smaller --batch or a larger --cache-mb stays within it)\n",
+                ps->o->quiet || !isatty(2) ? "" : "\n", ps->rs->pass, keep, room,
+                budget ? "one batch's keys take more than half of it" : "the tier's index takes all of it (1 MB at least)");
         ps->warned_over = 1;
     }
 }

@@ -47,6 +47,7 @@ typedef struct {
     passes *ps;
     run_state rs;                 /* the pass clock, counters, best AUC: what a commit saves */
     uint64_t rows_epoch_prev;
+    uint64_t steps_epoch_prev;      /* the optimizers' steps when the epoch began */
     double t_start, t_epoch, t_last_print;
     uint64_t rows_last_print;   /* rows_done at the last progress line */
     uint64_t epoch_rows;          /* rows of one epoch, known after the first */
@@ -324,7 +325,8 @@ static void small_data_hints(trainer *t)
     const train_opts *o = t->o;
     if (o->quiet || o->follow) return;
     uint64_t rows = t->rs.rows_done - t->rows_epoch_prev, B = (uint64_t)o->mc.batch;
-    uint64_t steps = (rows + B - 1) / B;
+    uint64_t steps = model_step(t->m) - t->steps_epoch_prev;   /* a pass ends its last batch: passes of fewer rows
+                                                               * than --batch take more steps than rows / B */
     if (!(t->hinted & 1) && steps < 50 && rows > 0) {
         t->hinted |= 1;
         uint64_t nb = rows / 200 < 64 ? 64 : rows / 200;   /* about 200 steps an epoch, batches of 64 at least */
@@ -556,6 +558,7 @@ static int train_epochs(trainer *t, int start_epoch, uint64_t skip)
     for (t->rs.epoch = start_epoch; t->rs.epoch <= o->epochs; t->rs.epoch++) {
         t->t_epoch = now_sec();
         t->rows_epoch_prev = t->rs.rows_done;
+        t->steps_epoch_prev = model_step(t->m);
         t->rows_last_print = UINT64_MAX;
         if (skip == 0) {
             t->rs.loss_sum = 0;

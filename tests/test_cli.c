@@ -425,6 +425,15 @@ Test(cli, the_console_says_what_happens)
     cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format criteo --train tr.tsv --out q --epochs 2 --quiet"), 0);
     cr_assert(!strncmp(o, "done in ", 8) && strchr(o, '\n') == o + strlen(o) - 1, "%s", o);
     free(o);
+    /* passes of fewer rows than --batch end a step each: the hint counted rows / batch ("2 steps");
+     * a budget its index takes whole was "0.0 MB over the 0.0 MB": one batch's keys blamed */
+    cr_assert_eq(th_run(&o, "$B/ctrbox train --model lr --format criteo --train tr.tsv --out p --epochs 1 --pass-rows 1000 "
+                            "--threads 1 && $B/ctrbox train --model fm --format criteo --train tr.tsv --out pt --epochs 1 "
+                            "--pass-rows 1000 --threads 1 --table-dir ptd --cache-mb 1"), 0, "%s", o);
+    cr_assert(strstr(o, "hint: epoch 1 had 6000 rows in 6 steps of --batch 4096") &&
+                  strstr(o, "MB in memory (the rows") &&
+                  strstr(o, "over the 0 KB --cache-mb leaves for them: the tier's index takes all of it"), "%s", o);
+    free(o);
 }
 
 /* ---- one printed form of a key; ctrbox-data key; csv id columns ---- */
