@@ -161,9 +161,12 @@ static int manifest_write(const char *export_dir, json_t *man, char *err, size_t
     return ret;
 }
 
-/* E/manifest.json, or a new one ({"base": null, "deltas": []}); the pass of the last export in *last. */
-static json_t *manifest_read(const char *export_dir, uint32_t *last, int *have_base, char *err, size_t errlen)
+/* E/manifest.json, or a new one ({"base": null, "deltas": []}); the pass of the last export in *last,
+ * the state of its model in *last_state (0: not recorded, a manifest of an earlier build). */
+static json_t *manifest_read(const char *export_dir, uint32_t *last, uint64_t *last_state, int *have_base, char *err,
+                             size_t errlen)
 {
+    *last_state = 0;
     char p[8192];
     snprintf(p, sizeof p, "%s/manifest.json", export_dir);
     *have_base = 0;
@@ -185,6 +188,10 @@ static json_t *manifest_read(const char *export_dir, uint32_t *last, int *have_b
     *have_base = json_is_object(base);
     json_t *lastj = json_array_size(deltas) ? json_array_get(deltas, json_array_size(deltas) - 1) : base;
     if (*have_base) *last = (uint32_t)json_integer_value(json_object_get(lastj, "pass"));
+    const char *st = *have_base ? json_string_value(json_object_get(lastj, "state")) : NULL;
+    char *end = NULL;
+    if (st) *last_state = strtoull(st, &end, 16);
+    if (st && (strlen(st) != 16 || *end)) *last_state = 0;   /* not checked, as before states were recorded */
     return m;
 }
 
@@ -198,8 +205,9 @@ int follow_export(passes *ps, const model_meta *meta, const char *export_dir, ui
         return -e;
     }
     uint32_t last;
+    uint64_t last_state, state;
     int have_base;
-    json_t *man = manifest_read(export_dir, &last, &have_base, err, errlen);
+    json_t *man = manifest_read(export_dir, &last, &last_state, &have_base, err, errlen);
     if (!man) return -EBADMSG;
     if (have_base && (pass <= last || pass - last < every)) {
         json_decref(man);
@@ -209,12 +217,15 @@ int follow_export(passes *ps, const model_meta *meta, const char *export_dir, ui
     if (have_base) snprintf(name, sizeof name, "delta-%010u-%010u.bundle", last, pass);
     else snprintf(name, sizeof name, "base-%010u.bundle", pass);
     snprintf(path, sizeof path, "%s/%s", export_dir, name);
-    int ret = passes_export(ps, meta, path, have_base ? (int64_t)last : -1, err, errlen);
+    int ret = passes_export(ps, meta, path, have_base ? (int64_t)last : -1, last_state, &state, err, errlen);
     if (ret == 0) {
         json_t *e = json_object();
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)state);
         json_object_set_new(e, "file", json_string(name));
         if (have_base) json_object_set_new(e, "since", json_integer(last));
         json_object_set_new(e, "pass", json_integer(pass));
+        json_object_set_new(e, "state", json_string(hex));   /* the next delta goes on from it */
         if (have_base) json_array_append_new(json_object_get(man, "deltas"), e);
         else json_object_set_new(man, "base", e);
         ret = manifest_write(export_dir, man, err, errlen);

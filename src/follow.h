@@ -45,7 +45,9 @@ int follow_wait(const char *dir, int need_done, const void *ledger, double idle,
 /* --export-every N --export-dir E: if E holds no base yet, or the model (at pass `pass`) is N or
  * more passes past E's last export, write the next bundle (a base, then deltas since the last
  * export) and then E/manifest.json, both durably:
- * {"base": {"file": ..., "pass": P}, "deltas": [{"file": ..., "since": S, "pass": P}, ...]}.
+ * {"base": {"file": ..., "pass": P, "state": X}, "deltas": [{"file": ..., "since": S, "pass": P, "state": X}, ...]}
+ * (X: the state of the model exported, modelfile_state_of; the next delta names it as the state it
+ * goes on from).
  * A serving process polls the manifest, loads the base and applies the deltas in order.
  * The bundle is the trainer's model (its rows in memory, or in the open table folder of ps, as
  * of its last commit: passes_export). *wrote: the file written (NULL if none was due; caller

@@ -197,7 +197,10 @@ static const char export_help[] =
     "  --out BUNDLE           the bundle written (an existing one only with --force)\n"
     "  --dtype T              fp32|fp16|bf16|int8 row values (fp32; int8: a scale per row)\n"
     "  --since PASS|MODEL_DIR a delta: the rows trained after that pass (a model folder: its pass) and the\n"
-    "                         keys deleted since; predict --bundle BASE --delta D1 --delta D2 applies them\n"
+    "                         keys deleted since; predict --bundle BASE --delta D1 --delta D2 applies them.\n"
+    "                         A model folder is named in the delta by its state, so that the delta goes\n"
+    "                         only on a base (or delta) exported from that model; with a pass number\n"
+    "                         that is not checked\n"
     "  --table-dir DIR        a tiered model's table folder, where it is not where the model says\n"
     "  --force                replace an existing --out\n";
 
@@ -997,6 +1000,7 @@ static int cmd_export_serving(int argc, char **argv)
     const char *dir = NULL, *out = NULL, *table_dir = NULL;
     int dtype = QUANT_FP32, force = 0, c;
     int64_t since = -1;
+    uint64_t since_state = 0;   /* --since a model folder: the model the delta goes on from */
     while ((c = cli_getopt(&cc, argc, argv)) != -1) {
         if (c == 'm') dir = optarg;
         else if (c == 'o') out = optarg;
@@ -1012,6 +1016,7 @@ static int cmd_export_serving(int argc, char **argv)
                     die("--since %s: want a pass number or a model folder: %s", optarg, err);
                 since = sm.passes;
                 model_meta_free(&sm);
+                if (modelfile_state(optarg, &since_state, err, sizeof err) < 0) die("--since %s: %s", optarg, err);
             }
         }
         else if (c == 'd') {
@@ -1034,8 +1039,11 @@ static int cmd_export_serving(int argc, char **argv)
     }
     uint64_t rows;
     int tables;
-    if (model_export_bundle(dir, table_dir, out, dtype, since, &rows, &tables, err, sizeof err) < 0) die("%s", err);
+    if (model_export_bundle(dir, table_dir, out, dtype, since, since_state, &rows, &tables, err, sizeof err) < 0) die("%s", err);
     if (since >= 0) printf("wrote %s: a delta, the rows trained after pass %lld and the keys deleted since\n", out, (long long)since);
+    if (since >= 0 && !since_state)
+        fprintf(stderr, "note: a delta --since a pass number does not name the model it goes on from, so predict "
+                "cannot check that its base is that model; --since the base's model folder names it\n");
     else printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows, tables);
     return 0;
 }

@@ -60,6 +60,14 @@ static json_t *meta_to_json(const model_meta *mm)
     json_object_set_new(o, "passes", json_integer((json_int_t)mm->passes));
     if (mm->deltas_from) json_object_set_new(o, "deltas_from", json_integer((json_int_t)mm->deltas_from));
     if (mm->is_delta) json_object_set_new(o, "delta_since", json_integer((json_int_t)mm->delta_since));
+    const uint64_t states[2] = { mm->state, mm->is_delta ? mm->since_state : 0 };   /* bundles only */
+    const char *const state_keys[2] = { "state", "since_state" };
+    for (int i = 0; i < 2; i++)
+        if (states[i]) {
+            char id[24];
+            snprintf(id, sizeof id, "%016llx", (unsigned long long)states[i]);
+            json_object_set_new(o, state_keys[i], json_string(id));
+        }
     if (mm->follow) json_object_set(o, "follow", (json_t *)mm->follow);
     if (!mm->table_dir && mm->table_id) {
         /* a bundle of a tiered model: the folder its rows came from, so that a delta of another
@@ -171,6 +179,19 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     mm->is_delta = ds != NULL;
     mm->delta_since = ds ? (uint32_t)json_integer_value(ds) : 0;
     mm->follow = fw ? json_incref(fw) : NULL;
+    const char *const state_keys[2] = { "state", "since_state" };
+    uint64_t *const states[2] = { &mm->state, &mm->since_state };
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(o, state_keys[i]);
+        if (!v) continue;
+        const char *h = json_string_value(v);
+        char *end = NULL;
+        *states[i] = h ? strtoull(h, &end, 16) : 0;
+        if (!h || strlen(h) != 16 || *end || !*states[i]) {
+            snprintf(err, errlen, "model description: \"%s\" is not a model state (16 hex digits)", state_keys[i]);
+            return -EBADMSG;
+        }
+    }
     const char *td = json_string_value(json_object_get(o, "table_dir")),
                *sid = json_string_value(json_object_get(o, "source_table_id"));
     if (!td && sid) {
@@ -381,7 +402,9 @@ int modelfile_save(const char *dir, const model *m, const model_meta *meta, char
         free(path);
         return ret;
     }
-    json_t *j = meta_to_json(meta);
+    model_meta plain = *meta;   /* a state names a bundle's model; the file's is its own bytes */
+    plain.state = plain.since_state = 0;
+    json_t *j = meta_to_json(&plain);
     if (rel) json_object_set_new(j, "table_dir_relative", json_string(rel));
     free(rel);
     char *js = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
@@ -651,6 +674,63 @@ static int bundle_deleted(FILE *f, const emb_table *e, int64_t since)
     return ok ? 0 : -1;
 }
 
+/* ---- a model's state: which trained model a serving bundle holds ----
+ * XXH64 of the model file's bytes after its description (the dense section, the tables, the end
+ * magic), then, for a model whose rows are in a table folder, with the folder's id: a model trained
+ * any further (its dense section holds the optimizer's step), or another model, has another state.
+ * Not the folder's commit count: commits that train nothing (a repack) would make the same model
+ * two states. In memory it is the hash of the bytes its file would have, written to a stream that
+ * only hashes. */
+static uint64_t state_finish(uint64_t bytes, uint64_t table_id)
+{
+    uint64_t v[2] = { bytes, table_id };
+    uint64_t s = table_id ? XXH64(v, sizeof v, 0) : bytes;
+    return s ? s : 1;   /* 0: unknown */
+}
+
+static ssize_t hash_write(void *h, const char *buf, size_t n)
+{
+    XXH64_update(h, buf, n);
+    return (ssize_t)n;
+}
+
+uint64_t modelfile_state_of(const model *m, uint64_t table_id)
+{
+    XXH64_state_t h;
+    XXH64_reset(&h, 0);
+    FILE *f = fopencookie(&h, "w", (cookie_io_functions_t){ .write = hash_write });
+    CHECK(f);
+    model_save_dense(m, f);
+    for (int t = 0; !table_id && t < model_n_tables(m); t++) emb_table_save(model_table((model *)m, t), f);
+    fwrite(MF_END, 1, 8, f);
+    fclose(f);
+    return state_finish(XXH64_digest(&h), table_id);
+}
+
+int modelfile_state(const char *dir, uint64_t *state, char *err, size_t errlen)
+{
+    model_meta meta;
+    int ret = modelfile_read_meta(dir, &meta, err, errlen);
+    if (ret < 0) return ret;
+    char *path = modelfile_path(dir);
+    FILE *f = fopen(path, "rb");
+    uint64_t jl = 0;
+    ret = f && fseek(f, 16, SEEK_SET) == 0 && fread(&jl, 8, 1, f) == 1 && fseek(f, (long)(jl + 8), SEEK_CUR) == 0 ? 0 : -EIO;
+    XXH64_state_t h;
+    XXH64_reset(&h, 0);
+    char *buf = xmalloc(1 << 20);
+    size_t n;
+    while (ret == 0 && (n = fread(buf, 1, 1 << 20, f)) > 0) XXH64_update(&h, buf, n);
+    if (ret == 0 && ferror(f)) ret = -EIO;
+    free(buf);
+    if (f) fclose(f);
+    if (ret < 0) snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+    else *state = state_finish(XXH64_digest(&h), meta.table_dir ? meta.table_id : 0);
+    free(path);
+    model_meta_free(&meta);
+    return ret;
+}
+
 int modelfile_bundle_save(const char *path, model *m, const model_meta *meta, emb_tier *tier, int dtype, int64_t since,
                           char *err, size_t errlen)
 {
@@ -879,6 +959,21 @@ int modelfile_bundle_apply(const char *path, model *m, model_meta *meta, char *e
                  dm.delta_since, dm.passes, meta->passes,
                  dm.passes < meta->passes ? "it is older (give the deltas in the order they were written)"
                                           : "the deltas between are missing");
+    /* by state (bundles that carry one): the model the delta goes on from is this one. The pass
+     * counts alone took a delta of another run of the same architecture, or of another warm start
+     * from the same model, and changed the serving model into neither, without a word. */
+    else if (meta->state && dm.since_state && meta->passes == dm.delta_since && meta->state != dm.since_state)
+        snprintf(err, errlen, "%s: goes on from another model than this one (state %016llx at pass %u, this one %016llx): "
+                 "a delta of another run, or exported --since another model folder than this base's", path,
+                 (unsigned long long)dm.since_state, dm.delta_since, (unsigned long long)meta->state);
+    else if (meta->state && dm.since_state && meta->passes != dm.delta_since && meta->passes == dm.passes &&
+             meta->state != dm.state)   /* the same delta again changes nothing; another one would */
+        snprintf(err, errlen, "%s: a delta of another model at the same pass %u (state %016llx, this one %016llx)", path,
+                 dm.passes, (unsigned long long)dm.state, (unsigned long long)meta->state);
+    else if (meta->state && dm.since_state && meta->passes != dm.delta_since && meta->passes != dm.passes)
+        snprintf(err, errlen, "%s: holds the changes after pass %u up to pass %u, the model is at pass %u, between: "
+                 "which model the delta goes on from cannot be checked; export it --since the model folder this base "
+                 "(or its last delta) was exported from", path, dm.delta_since, dm.passes, meta->passes);
     else
         ret = 1;
     if (ret == 1) {   /* deletions, then the rows (a key deleted and created again comes back), then the dense layers */
@@ -911,7 +1006,10 @@ int modelfile_bundle_apply(const char *path, model *m, model_meta *meta, char *e
             snprintf(err, errlen, "%s: out of memory", path);
         }
         free(buf);
-        if (ret == 0) meta->passes = dm.passes;
+        if (ret == 0) {
+            meta->passes = dm.passes;
+            meta->state = dm.state;   /* 0 when the delta names none: what follows is not checked */
+        }
     } else {
         ret = -EINVAL;
     }

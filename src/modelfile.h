@@ -32,6 +32,9 @@ typedef struct {
                                    * folder deleted keys the tables' deletion record does not know) */
     int is_delta;                 /* a delta bundle: the rows changed after pass delta_since, and deletions */
     uint32_t delta_since;
+    uint64_t state, since_state;  /* bundles: the state of the model it holds (modelfile_state), and for a
+                                   * delta the state of the model it goes on from; 0: not known (bundles
+                                   * of earlier builds, a delta --since a pass number) */
     void *follow;                 /* --follow's ledger (a jansson object: "dir", "files": [...]), or NULL */
 } model_meta;
 
@@ -73,6 +76,15 @@ struct json_t *modelfile_meta_json(const model_meta *meta);
  * else -1 with a message naming the model (dir) and what changed. */
 struct emb_tier;
 int modelfile_check_tier(const char *dir, const model_meta *meta, const struct emb_tier *tier, char *err, size_t errlen);
+
+/* Which trained model this is, as 64 bits (never 0): the hash of the model file's bytes after its
+ * description, with the table folder's id for a model whose rows are there. Two models differ in
+ * state when they differ in any dense parameter, optimizer state or step, in memory in any row too
+ * (a tiered model's rows go with its dense section's step), or their folders differ.
+ * modelfile_state reads DIR's file; modelfile_state_of hashes the bytes m's file would have
+ * (table_id 0: m's tables are in memory; else m's rows are in that folder). */
+int modelfile_state(const char *dir, uint64_t *state, char *err, size_t errlen);
+uint64_t modelfile_state_of(const model *m, uint64_t table_id);
 
 /* The serving bundle: one read-only file, written durably: magic "CTRBXBDL", u32 version, u32
  * value type, u64 JSON length, the JSON (as in model files), the dense section, per table u64

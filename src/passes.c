@@ -896,12 +896,17 @@ static int catalog_load(passes *ps, const char *blob, size_t len, catalog_head *
 }
 
 int model_export_bundle(const char *model_dir, const char *table_dir, const char *out, int dtype, int64_t since,
-                        uint64_t *rows, int *tables, char *err, size_t errlen)
+                        uint64_t since_state, uint64_t *rows, int *tables, char *err, size_t errlen)
 {
     model *m;
     model_meta meta;
-    int ret = modelfile_load(model_dir, &m, &meta, err, errlen);
+    uint64_t state;
+    int ret = modelfile_state(model_dir, &state, err, errlen);
     if (ret < 0) return ret;
+    ret = modelfile_load(model_dir, &m, &meta, err, errlen);
+    if (ret < 0) return ret;
+    meta.state = state;
+    meta.since_state = since_state;
     if (table_dir && meta.table_dir) modelfile_find_table_dir(model_dir, &meta, table_dir, 1);
     emb_tier *tier = NULL;
     if (meta.table_dir && (ret = model_tier_open(m, model_dir, &meta, &tier, err, errlen)) == 0 && since >= 0) {
@@ -1587,13 +1592,17 @@ int passes_end_epoch(passes *ps)
     return ret;
 }
 
-int passes_export(passes *ps, const model_meta *meta, const char *path, int64_t since, char *err, size_t errlen)
+int passes_export(passes *ps, const model_meta *meta, const char *path, int64_t since, uint64_t since_state,
+                  uint64_t *state, char *err, size_t errlen)
 {
     if (ps->tier && writer_wait(ps) < 0) {
         snprintf(err, errlen, "the last commit failed");
         return -1;
     }
-    return modelfile_bundle_save(path, ps->m, meta, ps->tier, QUANT_FP32, since, err, errlen);
+    model_meta mm = *meta;
+    mm.state = *state = modelfile_state_of(ps->m, ps->tier ? emb_tier_id(ps->tier) : 0);
+    mm.since_state = since_state;
+    return modelfile_bundle_save(path, ps->m, &mm, ps->tier, QUANT_FP32, since, err, errlen);
 }
 
 int passes_restart(passes *ps)

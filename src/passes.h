@@ -116,19 +116,21 @@ int model_pull_from_tier(model *m, const char *model_dir, const model_meta *meta
 
 /* The serving bundle of the run's model as of its last commit, made durable first (meta: the
  * model's description, its pass clock set) to path: since < 0 a base, else a delta since that pass
- * (modelfile_bundle_save), in fp32. 0, or <0 with err. */
-int passes_export(passes *p, const model_meta *meta, const char *path, int64_t since, char *err, size_t errlen);
+ * (modelfile_bundle_save), in fp32; since_state: the state of the model the delta goes on from (0:
+ * not known). *state: the state of the model exported (modelfile_state_of). 0, or <0 with err. */
+int passes_export(passes *p, const model_meta *meta, const char *path, int64_t since, uint64_t since_state,
+                  uint64_t *state, char *err, size_t errlen);
 
 /* Write the serving bundle of the model in model_dir to out (modelfile_bundle_save: since < 0 a
  * base, else a delta since that pass), its rows read from memory or streamed from its table folder
  * (whose last commit, the model's, gives the tables' deletion record). *rows, *tables: what it
- * holds. 0, or <0 with err. */
+ * holds; the bundle names the model's state (modelfile_state), and a delta since_state, the state of
+ * the model it goes on from (0: not known). 0, or <0 with err. */
 /* A tiered model's table folder (meta->table_dir), opened read-only and checked to hold the
  * model's commit; a folder that is not there is named with the --table-dir hint. 0 or <0 with err. */
 int model_tier_open(model *m, const char *model_dir, const model_meta *meta, struct emb_tier **tier, char *err,
                     size_t errlen);
 int model_export_bundle(const char *model_dir, const char *table_dir, const char *out, int dtype, int64_t since,
-                        uint64_t *rows, int *tables,
-                        char *err, size_t errlen);
+                        uint64_t since_state, uint64_t *rows, int *tables, char *err, size_t errlen);
 
 #endif

@@ -142,7 +142,9 @@ void th_same_file(const char *a, const char *b)
     free(y);
 }
 
-/* The bundle at path, its checksum left out and its JSON without "source_table_id": *len bytes. */
+/* The bundle at path, its checksum left out and its JSON without the keys that name where its model
+ * came from ("source_table_id", and "state" and "since_state", which for a tiered model hash its
+ * folder's id): *len bytes. */
 static char *bundle_without_source(const char *path, size_t *len)
 {
     size_t n;
@@ -151,15 +153,19 @@ static char *bundle_without_source(const char *path, size_t *len)
     cr_assert(n > 32 && !memcmp(x, "CTRBXBDL", 8), "%s: not a bundle", path);
     memcpy(&jl, x + 16, 8);
     cr_assert(24 + jl + 8 <= n, "%s: truncated", path);
-    char *out = malloc(n), *json = x + 24, *at = memmem(json, jl, ",\"source_table_id\":\"", 20);
-    size_t cut = at ? 20 + 16 + 1 : 0, w = 0;
+    char *out = malloc(n), *json = x + 24;
     memcpy(out, x, 16);
-    w = 16;
-    size_t before = at ? (size_t)(at - json) : jl;
-    memcpy(out + w, json, before);
-    w += before;
-    memcpy(out + w, json + before + cut, jl - before - cut);
-    w += jl - before - cut;
+    size_t w = 16;
+    static const char *const keys[] = { ",\"source_table_id\":\"", ",\"state\":\"", ",\"since_state\":\"" };
+    for (size_t i = 0; i < jl;) {   /* each key's 16 hex digits and closing quote go with it */
+        size_t k = 0;
+        while (k < 3 && (jl - i < strlen(keys[k]) + 17 || memcmp(json + i, keys[k], strlen(keys[k])))) k++;
+        if (k < 3) {
+            i += strlen(keys[k]) + 17;
+            continue;
+        }
+        out[w++] = json[i++];
+    }
     memcpy(out + w, x + 24 + jl, n - 8 - 24 - jl);
     w += n - 8 - 24 - jl;
     free(x);

@@ -27,7 +27,8 @@ int th_file_exists(const char *path);
 /* Assert that files a and b of the temporary folder are non-empty and equal, byte for byte. */
 void th_same_file(const char *a, const char *b);
 /* Two serving bundles hold the same model byte for byte, but for the "source_table_id" a tiered
- * model's bundle names (and so the JSON's length and the checksum). */
+ * model's bundle names and the model states, which for a tiered model hash its folder's id (and so
+ * the JSON's length and the checksum). */
 void th_same_bundle(const char *a, const char *b);
 /* Assert that table folders (or model folders) a and b hold the same rows, optimizer state
  * included, whatever their order. */

@@ -698,6 +698,50 @@ Test(robust, a_delta_of_another_model_is_refused)
     free(o);
 }
 
+/* A delta of another run of the same architecture, at the same passes, applied to a base: of a model
+ * in memory (bundles named no table folder), of another warm start from the same model, or one whose
+ * passes straddle the base's. Each was applied by its pass counts, exit 0, and the serving model was
+ * none of the trained ones. Bundles name the state of their model and a delta the state it goes on
+ * from (export-serving --since a model folder, and the export folder's manifest). */
+Test(robust, a_delta_of_another_run_is_refused_by_state)
+{
+    make_data();
+    char *o;
+    int rc = th_run(&o, "head -n 5000 tr.tsv > a.tsv && sed -n 5001,10000p tr.tsv > b.tsv && sed -n 10001,15000p tr.tsv > c.tsv && "
+                        "tail -n 5000 tr.tsv > d.tsv && R=\"" T "$B/ctrbox train --model fm --format criteo --epochs 1 " SMALL "\" && "
+                        "$R --train a.tsv --out n1 && $R --train b.tsv --init n1 --out n2 && $R --train c.tsv --init n2 --out n3 && "
+                        "$R --train b.tsv --out x1 && $R --train c.tsv --init x1 --out x2 && "
+                        "$R --train c.tsv --init n1 --out s2 && $R --train d.tsv --init s2 --out s3 && "
+                        "E=\"$B/ctrbox export-serving\" && $E --model n1 --out n1.b && $E --model n2 --out n2.b && "
+                        "$E --model n2 --since n1 --out d12.b && $E --model n3 --since n2 --out d23.b && "
+                        "$E --model x2 --since x1 --out dx.b && $E --model s3 --since s2 --out ds.b && "
+                        "$E --model n3 --since n1 --out d13.b && P=\"$B/ctrbox predict --data va.tsv\" && "
+                        "$B/ctrbox predict --model n3 --data va.tsv --out p3 && $P --bundle n1.b --delta d12.b --delta d23.b "
+                        "--out q3 && cmp p3 q3 && $P --bundle n2.b --delta d12.b --delta d23.b --out r3 && cmp p3 r3 && "
+                        "echo chain-ok; for x in 'n1.b --delta dx.b' 'n2.b --delta ds.b' 'n2.b --delta d13.b'; do "
+                        "$P --bundle $x --out z; echo rc=$?; done > refused.txt 2>&1; cat refused.txt");
+    cr_assert(rc == 0 && strstr(o, "chain-ok"), "%s", o);
+    cr_assert(strstr(o, "dx.b: goes on from another model than this one (state ") &&
+                  strstr(o, "ds.b: goes on from another model than this one") &&
+                  strstr(o, "d13.b: holds the changes after pass 1 up to pass 3, the model is at pass 2, between: which model "
+                            "the delta goes on from cannot be checked"),
+              "%s", o);
+    cr_assert(!strstr(o, "rc=0"), "a delta of another run was applied: %s", o);
+    free(o);
+    /* the export folder: its deltas go on from its own base, not from another run's */
+    rc = th_run(&o, "mkdir f1 f2 && cp a.tsv f1/1.tsv && cp b.tsv f1/2.tsv && cp c.tsv f1/3.tsv && cp b.tsv f2/1.tsv && "
+                    "cp a.tsv f2/2.tsv && cp c.tsv f2/3.tsv && R=\"" T "$B/ctrbox train --model fm --format criteo " SMALL "\" && "
+                    "$R --follow f1 --follow-idle 0 --export-dir e1 --out m1 && $R --follow f2 --follow-idle 0 --export-dir e2 "
+                    "--out m2 && grep -c '\"state\": \"[0-9a-f]\\{16\\}\"' e1/manifest.json && "
+                    "B1=$(ls e1/base-*) && D1=$(ls e1/delta-* | head -1) && D2=$(ls e2/delta-* | head -1) && "
+                    "$B/ctrbox predict --model m1 --data va.tsv --out pm && $B/ctrbox predict --bundle $B1 $(for d in e1/delta-*; "
+                    "do printf -- '--delta %%s ' $d; done) --data va.tsv --out pe && cmp pm pe && echo export-ok; "
+                    "$B/ctrbox predict --bundle $B1 --delta $D2 --data va.tsv --out px; echo rc=$?");
+    cr_assert(rc == 0 && strstr(o, "3\nexport-ok") && strstr(o, "goes on from another model than this one") &&
+                  strstr(o, "rc=1"), "%s", o);
+    free(o);
+}
+
 /* A validation csv naming other columns than the training data, as many of them: it was validated
  * on as if it held the training fields (only the counts were compared), and the model kept was
  * chosen by that AUC. Refused, naming the first field that differs; the same header validates. */
