@@ -469,6 +469,7 @@ static int cmd_eval(int argc, char **argv, int predict)
     float *label;
     double *prob;
     size_t n = read_scores(scores, &label, &prob);
+    if (!n) die("%s: no rows to evaluate", scores);   /* as eval of a model on empty data */
     eval_result r = { 0 };
     r.rows = n;
     for (size_t i = 0; i < n; i++) r.positives += label[i] > 0.5f;

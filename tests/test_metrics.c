@@ -104,6 +104,11 @@ Test(metrics, eval_scores_cli)
     cr_assert_neq(th_run(&out, "$B/ctrbox eval --scores bad.tsv"), 0);
     cr_assert(strstr(out, "bad.tsv:2:"), "error names file and line: %s", out);
     free(out);
+    /* no rows: "auc nan  logloss nan  rows 0", exit 0, where eval of a model on empty data stops */
+    th_write_str(th_path("none.tsv"), "");
+    cr_assert_eq(th_run(&out, "$B/ctrbox eval --scores none.tsv"), 1, "%s", out);
+    cr_assert(strstr(out, "none.tsv: no rows to evaluate"), "%s", out);
+    free(out);
 }
 
 /* The curves against a direct count at every threshold: with room for every point, the trapezoids
