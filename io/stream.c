@@ -450,6 +450,23 @@ int io_output_is_input(const char *out, char *const *inputs, int n, char *which,
     return hit;
 }
 
+int io_output_in_input_folder(const char *out, char *const *inputs, int n, char *which, size_t len)
+{
+    const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out;
+    if (base[0] == '.' || base[0] == '_' || !base[0]) return 0;   /* a listing passes over these */
+    char *dir = slash ? strndup(out, (size_t)(slash - out) + (slash == out)) : strdup(".");
+    struct stat ds;
+    int hit = 0;
+    if (dir && stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode))
+        for (int i = 0; i < n && !hit; i++)
+            if (util_same_file(io_input_path(inputs[i]), &ds)) {
+                snprintf(which, len, "%s", inputs[i]);
+                hit = 1;
+            }
+    free(dir);
+    return hit;
+}
+
 int io_expand_paths(char *const *paths, int n, char ***out, char *err, size_t errlen)
 {
     int cnt = 0, cap = 16;

@@ -62,6 +62,10 @@ const char *io_input_path(const char *arg);
  * io_expand_paths reads them): 1 with that input's name in which, else 0. An output written over
  * its input (convert --out the log it reads, predict --out its data) replaced the data. */
 int io_output_is_input(const char *out, char *const *inputs, int n, char *which, size_t len);
+/* Whether out, a file to write (new or not), lies in a folder given among the inputs, under a name
+ * that folder's listing takes (io_expand_paths): 1 with that folder in which, else 0. The next read
+ * of the folder would take the output as data: split's parts doubled the rows, without a word. */
+int io_output_in_input_folder(const char *out, char *const *inputs, int n, char *which, size_t len);
 
 /* Expand paths ("-": io_input_path): a folder becomes its regular files (not starting with '.' or '_', as Hadoop and Spark
  * mark what is not data: _SUCCESS, _logs), sorted by name.

@@ -629,7 +629,8 @@ Test(robust, run_log_numbers_out_of_range_are_left_out)
 /* Outputs over what the command reads: predict's `--out m/model.ctrbox` replaced the model by the
  * scores, `--out va.tsv` the data, report's page and export-serving's bundle (with --force) the
  * model, convert's cbx the log it read, split's part its input, each with exit 0. Refused, nothing
- * changed; a file of scores written before is replaced as it was (a daily job's). */
+ * changed; a file of scores written before is replaced as it was (a daily job's). Split's parts and
+ * convert's cbx written into the folder they read are refused too. */
 Test(robust, scores_are_not_written_over_what_is_read)
 {
     make_data();
@@ -649,6 +650,9 @@ Test(robust, scores_are_not_written_over_what_is_read)
         { "ctrbox-data convert --format criteo --in d --out d/a.tsv", "--out d/a.tsv is the input d/a.tsv" },
         { "ctrbox-data split --format criteo --in d/a.tsv --ratios 1,1 --out d/a && cp v.tsv d/a.train && "
           "$B/ctrbox-data split --format criteo --in d/a.train --ratios 1,1 --out d/a", "d/a.train, a part written, is the input" },
+        /* into the folder read: the next read of d took the parts as data again (twice the rows) */
+        { "ctrbox-data split --format criteo --in d --ratios 1,1 --out d/p", "d/p.train, a part written, is in d, the folder split reads" },
+        { "ctrbox-data convert --format criteo --in d --out d/c.cbx", "--out d/c.cbx is in d, a folder convert reads" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
@@ -656,7 +660,8 @@ Test(robust, scores_are_not_written_over_what_is_read)
         cr_assert(rc == 1 && strstr(o, cases[i][1]), "%s: %s", cases[i][0], o);
         free(o);
     }
-    expect(0, NULL, "md5sum -c --quiet before.md5 && " T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && "
+    expect(0, NULL, "md5sum -c --quiet before.md5 && test ! -e d/p.train && test ! -e d/c.cbx && "
+                    T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && "
                     T "$B/ctrbox predict --model m --data v.tsv --out m/p.txt && test $(wc -l < m/p.txt) = 4000%s", "");
 }
 

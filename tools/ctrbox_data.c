@@ -78,8 +78,8 @@ static const char split_help[] =
     "Text input needs --format: the lines its parser takes go to the parts as they were (a csv header to\n"
     "each); bad lines go to none, are reported, and count against --max-bad-ratio\n"
     "  --ratios L             the parts' shares, e.g. 8,1,1 (required)\n"
-    "  --in FILE              (required)\n"
-    "  --out PREFIX           (required)\n"
+    "  --in FILE              (required; a folder stands for its files, in name order)\n"
+    "  --out PREFIX           (required; not in a folder --in names)\n"
     "  --seed S               (1)\n";
 
 static uint64_t parse_u64_arg(const char *name, const char *arg)
@@ -182,6 +182,9 @@ static int cmd_convert(int argc, char **argv)
     char which[4200];
     if (io_output_is_input(out, inputs, n_in, which, sizeof which))   /* the log was replaced by its cbx, exit 0 */
         die("--out %s is the input %s: it would be replaced", out, which);
+    if (io_output_in_input_folder(out, inputs, n_in, which, sizeof which))
+        die("--out %s is in %s, a folder convert reads: the next read of the folder would take it among the logs; "
+            "write it elsewhere", out, which);
     if (in.so.fmt == FMT_NONE) cli_fail(&cc, "--format F is required (criteo, libsvm, libffm, csv)");
 
     char err[1024];
@@ -431,6 +434,9 @@ static int cmd_split(int argc, char **argv)
         char which[4200];
         if (io_output_is_input(names[i], (char *const *)&input, 1, which, sizeof which))
             die("%s, a part written, is the input %s: it would be replaced", names[i], which);
+        if (io_output_in_input_folder(names[i], (char *const *)&input, 1, which, sizeof which))
+            die("%s, a part written, is in %s, the folder split reads: the next read of the folder would take the "
+                "part as data again; write the parts elsewhere", names[i], which);
     }
     if (cbx) {   /* block by block, rows to parts */
         data_source *src;
