@@ -188,10 +188,8 @@ static json_t *manifest_read(const char *export_dir, uint32_t *last, uint64_t *l
     *have_base = json_is_object(base);
     json_t *lastj = json_array_size(deltas) ? json_array_get(deltas, json_array_size(deltas) - 1) : base;
     if (*have_base) *last = (uint32_t)json_integer_value(json_object_get(lastj, "pass"));
-    const char *st = *have_base ? json_string_value(json_object_get(lastj, "state")) : NULL;
-    char *end = NULL;
-    if (st) *last_state = strtoull(st, &end, 16);
-    if (st && (strlen(st) != 16 || *end)) *last_state = 0;   /* not checked, as before states were recorded */
+    /* none, or not a state: the next delta is not checked, as before states were recorded */
+    if (*have_base) modelfile_state_parse(json_string_value(json_object_get(lastj, "state")), last_state);
     return m;
 }
 
@@ -220,8 +218,8 @@ int follow_export(passes *ps, const model_meta *meta, const char *export_dir, ui
     int ret = passes_export(ps, meta, path, have_base ? (int64_t)last : -1, last_state, &state, err, errlen);
     if (ret == 0) {
         json_t *e = json_object();
-        char hex[24];
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)state);
+        char hex[17];
+        modelfile_state_text(state, hex);
         json_object_set_new(e, "file", json_string(name));
         if (have_base) json_object_set_new(e, "since", json_integer(last));
         json_object_set_new(e, "pass", json_integer(pass));

@@ -1041,11 +1041,13 @@ static int cmd_export_serving(int argc, char **argv)
     uint64_t rows;
     int tables;
     if (model_export_bundle(dir, table_dir, out, dtype, since, since_state, &rows, &tables, err, sizeof err) < 0) die("%s", err);
-    if (since >= 0) printf("wrote %s: a delta, the rows trained after pass %lld and the keys deleted since\n", out, (long long)since);
+    if (since < 0)
+        printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows, tables);
+    else
+        printf("wrote %s: a delta, the rows trained after pass %lld and the keys deleted since\n", out, (long long)since);
     if (since >= 0 && !since_state)
         fprintf(stderr, "note: a delta --since a pass number does not name the model it goes on from, so predict "
                 "cannot check that its base is that model; --since the base's model folder names it\n");
-    else printf("wrote %s: %llu rows in %d table(s), dense layers and the model description\n", out, (unsigned long long)rows, tables);
     return 0;
 }
 

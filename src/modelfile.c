@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "modelfile.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -64,8 +65,8 @@ static json_t *meta_to_json(const model_meta *mm)
     const char *const state_keys[2] = { "state", "since_state" };
     for (int i = 0; i < 2; i++)
         if (states[i]) {
-            char id[24];
-            snprintf(id, sizeof id, "%016llx", (unsigned long long)states[i]);
+            char id[17];
+            modelfile_state_text(states[i], id);
             json_object_set_new(o, state_keys[i], json_string(id));
         }
     if (mm->follow) json_object_set(o, "follow", (json_t *)mm->follow);
@@ -183,11 +184,7 @@ static int meta_from_json(json_t *o, model_meta *mm, char *err, size_t errlen)
     uint64_t *const states[2] = { &mm->state, &mm->since_state };
     for (int i = 0; i < 2; i++) {
         json_t *v = json_object_get(o, state_keys[i]);
-        if (!v) continue;
-        const char *h = json_string_value(v);
-        char *end = NULL;
-        *states[i] = h ? strtoull(h, &end, 16) : 0;
-        if (!h || strlen(h) != 16 || *end || !*states[i]) {
+        if (v && modelfile_state_parse(json_string_value(v), states[i]) < 0) {
             snprintf(err, errlen, "model description: \"%s\" is not a model state (16 hex digits)", state_keys[i]);
             return -EBADMSG;
         }
@@ -686,6 +683,18 @@ static uint64_t state_finish(uint64_t bytes, uint64_t table_id)
     uint64_t v[2] = { bytes, table_id };
     uint64_t s = table_id ? XXH64(v, sizeof v, 0) : bytes;
     return s ? s : 1;   /* 0: unknown */
+}
+
+void modelfile_state_text(uint64_t state, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)state); }
+
+int modelfile_state_parse(const char *text, uint64_t *state)
+{
+    char *end = NULL;
+    if (!text || strlen(text) != 16 || !isxdigit((unsigned char)text[0])) return -1;
+    uint64_t v = strtoull(text, &end, 16);
+    if (*end || !v) return -1;
+    *state = v;
+    return 0;
 }
 
 static ssize_t hash_write(void *h, const char *buf, size_t n)

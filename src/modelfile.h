@@ -85,6 +85,10 @@ int modelfile_check_tier(const char *dir, const model_meta *meta, const struct e
  * (table_id 0: m's tables are in memory; else m's rows are in that folder). */
 int modelfile_state(const char *dir, uint64_t *state, char *err, size_t errlen);
 uint64_t modelfile_state_of(const model *m, uint64_t table_id);
+/* A state as bundles and export manifests write it: 16 hex digits (out: 17 bytes). Parsing gives 0
+ * with *state, or -1 for anything else (0 itself is no state). */
+void modelfile_state_text(uint64_t state, char out[17]);
+int modelfile_state_parse(const char *text, uint64_t *state);
 
 /* The serving bundle: one read-only file, written durably: magic "CTRBXBDL", u32 version, u32
  * value type, u64 JSON length, the JSON (as in model files), the dense section, per table u64

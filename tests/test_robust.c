@@ -733,6 +733,10 @@ Test(robust, a_delta_of_another_run_is_refused_by_state)
               "%s", o);
     cr_assert(!strstr(o, "rc=0"), "a delta of another run was applied: %s", o);
     free(o);
+    /* a delta --since a folder is said once, as a delta (it was said a base of N rows as well) */
+    rc = th_run(&o, "$B/ctrbox export-serving --model n3 --since n2 --out d23b.b");
+    cr_assert(rc == 0 && strstr(o, "wrote d23b.b: a delta") && !strstr(o, "rows in"), "%s", o);
+    free(o);
     /* the export folder: its deltas go on from its own base, not from another run's */
     rc = th_run(&o, "mkdir f1 f2 && cp a.tsv f1/1.tsv && cp b.tsv f1/2.tsv && cp c.tsv f1/3.tsv && cp b.tsv f2/1.tsv && "
                     "cp a.tsv f2/2.tsv && cp c.tsv f2/3.tsv && R=\"" T "$B/ctrbox train --model fm --format criteo " SMALL "\" && "
