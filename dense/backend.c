@@ -77,8 +77,8 @@ const dense_backend *dense_backend_find(const char *name)
 }
 
 /* What to do where OpenBLAS's buffers do not fit (both of the preflight's lines say it). */
-#define BLAS_ROOM_HINT "raise the limit, start with OPENBLAS_NUM_THREADS=1 (one buffer), or bound memory with a " \
-                       "cgroup instead (systemd-run -p MemoryMax=...)"
+#define BLAS_ROOM_HINT "raise the limit, start with OPENBLAS_NUM_THREADS=1 and fewer --threads (a buffer each), or " \
+                       "bound memory with a cgroup instead (systemd-run -p MemoryMax=...)"
 
 /* The warm-up's watchdog: a worker that first runs during the warm-up maps its buffer then, and
  * if the room is gone by then (the arena its thread's first allocation reserves counts too),
@@ -145,40 +145,63 @@ static void omp_pool(int n, uint64_t limit)
     }
 }
 
+/* One product on each of n threads at once (OpenBLAS single-threaded), a few times: each thread's
+ * call takes a buffer of its own while the others hold theirs. */
+static void warm_each_thread(int n)
+{
+    enum { N = 256, ROUNDS = 4 };
+    #pragma omp parallel num_threads(n)
+    {
+        float *a = xcalloc((size_t)N * N * 3, sizeof *a);
+        for (int r = 0; r < ROUNDS; r++) {
+            #pragma omp barrier
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+        }
+        free(a);
+    }
+}
+
 void dense_cpu_preflight(int threads)
 {
     /* OpenBLAS's workers start with the library, each mapping its own 128 MB buffer as it first
      * runs, and a worker the scheduler starts late takes whichever buffer is free then: the one
      * this thread's first call mapped and released. The trainer's next multiplication then maps
      * another, after the tables have used the room up, and retries forever (seen as a rare hang
-     * of robust::memory_limits_end_in_one_line). So the warm-up runs on every thread of the pool,
-     * more threads first if `threads` asks for them; only then is the number set. */
-    int pool = openblas_get_num_threads();
-    if (threads > pool) {
-        openblas_set_num_threads(threads);
-        pool = openblas_get_num_threads();
-    }
-    uint64_t limit, left = address_space_left(&limit);
+     * of robust::memory_limits_end_in_one_line). So, once OpenMP's threads are made, the warm-up
+     * runs on every thread of OpenBLAS's pool. The products then run single-threaded on each of
+     * OpenMP's threads at once (layers.c), each with a buffer of its own: a second warm-up maps
+     * those. */
+    int pool = openblas_get_num_threads(), n = threads > 0 ? threads : omp_get_max_threads();
+    uint64_t limit;
+    omp_pool(n, address_space_left(&limit) != UINT64_MAX ? limit : 0);   /* their stacks first */
+    uint64_t left = address_space_left(&limit);
+    pthread_attr_t at;
+    pthread_t watch;
+    int attr = 0, watched = 0;
     if (left != UINT64_MAX) {
         mallopt(M_ARENA_MAX, 2);   /* each arena reserves 64 MB of address space */
-        uint64_t need = (uint64_t)pool * (129u << 20) + (64u << 20);
+        /* the pool's workers hold one each; the threads calling at once one each, the caller's
+         * taken from the pool's warm-up */
+        uint64_t need = (uint64_t)(pool - 1 + n) * (129u << 20) + (64u << 20);
         if (need > left)
             die("the address-space limit (ulimit -v) of %llu MB leaves %llu MB, and OpenBLAS alone needs %llu MB "
-                "for its %d thread(s): " BLAS_ROOM_HINT, (unsigned long long)(limit >> 20),
-                (unsigned long long)(left >> 20), (unsigned long long)(need >> 20), pool);
+                "for its %d thread(s) and --threads %d: " BLAS_ROOM_HINT, (unsigned long long)(limit >> 20),
+                (unsigned long long)(left >> 20), (unsigned long long)(need >> 20), pool, n);
         /* a worker not started yet maps its buffer during the warm-up: if that fails, the watchdog
          * ends the process with one line (without room for its small stack, the warm-up goes on
          * unwatched) */
-        pthread_attr_t at;
-        pthread_t watch;
-        int attr = pthread_attr_init(&at) == 0;
-        int watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
-                      pthread_create(&watch, &at, warm_watch, (void *)(uintptr_t)(limit >> 20)) == 0;
+        attr = pthread_attr_init(&at) == 0;
+        watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
+                  pthread_create(&watch, &at, warm_watch, (void *)(uintptr_t)(limit >> 20)) == 0;
         enum { N = 512 };   /* large enough that every thread takes part, and holds its buffer */
         float *a = xcalloc((size_t)N * N * 3, sizeof *a);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
                     a + 2 * N * N, N);
         free(a);
+    }
+    openblas_set_num_threads(1);
+    if (left != UINT64_MAX) {
+        warm_each_thread(n);
         if (watched) {
             pthread_mutex_lock(&warm.mu);
             warm.done = 1;
@@ -189,6 +212,4 @@ void dense_cpu_preflight(int threads)
         }
         if (attr) pthread_attr_destroy(&at);
     }
-    omp_pool(threads > 0 ? threads : omp_get_max_threads(), left != UINT64_MAX ? limit : 0);
-    if (threads > 0) openblas_set_num_threads(threads);
 }

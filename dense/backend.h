@@ -91,15 +91,16 @@ extern const dense_backend dense_backend_cpu;
 /* The backend called name ("cpu"), or NULL. */
 const dense_backend *dense_backend_find(const char *name);
 
-/* Set the CPU backend's OpenBLAS to `threads` threads (0: its own number) and, under an address-
- * space limit (ulimit -v), make sure its buffers fit: OpenBLAS maps 128 MB per thread of its pool
- * (all cores, or OPENBLAS_NUM_THREADS, whatever `threads` is) at its first call and, when that
- * fails, retries forever. Without room for them, die with one line; else take them now (one small
- * multiplication on every thread of the pool), before data and tables use the room up. A worker
- * that first runs during that multiplication and cannot map its buffer then would hang it: after
- * 10 s a watchdog ends the process with one line, exit 1. Then, with a limit or without, OpenMP's
- * pool is made, once `threads` (or all cores) threads are known to start (their stacks fit, and
- * ulimit -u leaves them room); else die with one line. */
+/* Make OpenMP's pool of `threads` threads (0: all cores), once that many are known to start
+ * (their stacks fit, and ulimit -u leaves them room; else die with one line), and set OpenBLAS to
+ * one thread: the products run single-threaded on each of OpenMP's threads (layers.c). Under an
+ * address-space limit (ulimit -v), make sure OpenBLAS's buffers fit: it maps 128 MB for each
+ * thread of its own pool (all cores, or OPENBLAS_NUM_THREADS, whatever `threads` is) as it first
+ * runs, and for each thread calling it at once; where that fails it retries forever. Without room
+ * for them, die with one line; else take them now (one small multiplication on every thread of
+ * OpenBLAS's pool, then one on each of OpenMP's threads at once), before data and tables use the
+ * room up. A worker that first runs during that warm-up and cannot map its buffer then would hang
+ * it: after 10 s a watchdog ends the process with one line, exit 1. */
 void dense_cpu_preflight(int threads);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,19 +29,102 @@
 #define VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "fp-contract=off")))
 #endif
 
+/* The matrix products run on OpenMP's threads, OpenBLAS single-threaded in each, in blocks taken
+ * as threads come:
+ * - OpenBLAS's own threads split a product in fixed halves that wait for each other inside it;
+ *   one half preempted (by the tier's fetch or writer, or another process) stalled the other
+ *   (sched_yield in the profiles of docs/performance.md). Blocks taken as threads come let the
+ *   other thread go on with the rest.
+ * - The blocks depend on the shapes alone, not on the number of threads, so neither does the
+ *   model: OpenBLAS's own split rounded differently with each --threads.
+ * Forward and d input: blocks of rows of the batch. d weight sums over the batch: each block of
+ * the batch's rows gives a partial sum (the first into dw itself, the others into scratch), added
+ * into dw in block order; a layer of OC >= WIDE outputs, or a batch under SMALL rows, is split by
+ * rows of dw instead (partial sums of small blocks of the batch cost more memory traffic than
+ * products: lanes of 341 rows ran 11% slower so). */
+enum { WIDE = 512, SMALL = 1024 };
+#define SCRATCH_FLOATS ((size_t)4 << 20)   /* 16 MB: the most d weight's partial sums take */
+
+static void blas_one_thread(void)
+{
+    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+/* rows a block of M: about an eighth, a multiple of 16, within [64, most] (fewer rows repack the
+ * other matrix too often) */
+static int block_rows(int M, int most)
+{
+    int r = ((M + 7) / 8 + 15) & ~15;
+    return r > most ? most : r < 64 ? 64 : r;
+}
+
+/* c (M, N) = op(a) op(b) + beta c, a (M, K) or (K, M), in blocks of rows of c */
+static void gemm_by_rows(float *c, const float *a, CBLAS_TRANSPOSE ta, const float *b, CBLAS_TRANSPOSE tb, float beta, int M,
+                         int N, int K)
+{
+    blas_one_thread();
+    int rows = block_rows(M, 256), blocks = (M + rows - 1) / rows;
+    int lda = ta == CblasTrans ? M : K, ldb = tb == CblasTrans ? K : N;
+    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+    for (int i = 0; i < blocks; i++) {
+        int r = i * rows, m = M - r < rows ? M - r : rows;
+        const float *ar = ta == CblasTrans ? a + r : a + (size_t)r * K;
+        cblas_sgemm(CblasRowMajor, ta, tb, m, N, K, 1.0f, ar, lda, b, ldb, beta, c + (size_t)r * N, N);
+    }
+}
+
 void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
 {
     if (b) {
         for (int i = 0; i < B; i++) memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *out);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, b ? 1.0f : 0.0f, out, OC);
+    gemm_by_rows(out, in, CblasNoTrans, w, CblasTrans, b ? 1.0f : 0.0f, B, OC, C);
+}
+
+/* dw (OC, C) += dout^T (B, OC) in (B, C), in blocks (the comment above) */
+static void linear_dw(float *dw, const float *dout, const float *in, int B, int C, int OC)
+{
+    if (B <= 0 || C <= 0 || OC <= 0) return;
+    if (OC >= WIDE || B < SMALL) {
+        gemm_by_rows(dw, dout, CblasTrans, in, CblasNoTrans, 1.0f, OC, C, B);
+        return;
+    }
+    static _Thread_local float *scratch;   /* (blocks - 1, OC, C); the thread's until it ends */
+    static _Thread_local size_t scratch_n;
+    blas_one_thread();
+    size_t n = (size_t)OC * C;
+    int rows = block_rows(B, 512), blocks = (B + rows - 1) / rows;
+    if ((size_t)(blocks - 1) * n > SCRATCH_FLOATS) {   /* fewer, larger blocks */
+        blocks = (int)(SCRATCH_FLOATS / n) + 1;
+        rows = (B + blocks - 1) / blocks;
+        blocks = (B + rows - 1) / rows;
+    }
+    if (blocks > 1 && (size_t)(blocks - 1) * n > scratch_n) {
+        free(scratch);
+        scratch_n = (size_t)(blocks - 1) * n;
+        scratch = xmalloc(scratch_n * sizeof *scratch);
+    }
+    float *part = scratch;   /* the threads below see their own _Thread_local */
+    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+    for (int i = 0; i < blocks; i++) {
+        int r = i * rows, k = B - r < rows ? B - r : rows;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, k, 1.0f, dout + (size_t)r * OC, OC, in + (size_t)r * C, C,
+                    i ? 0.0f : 1.0f, i ? part + (i - 1) * n : dw, C);
+    }
+    if (blocks < 2) return;
+    #pragma omp parallel for schedule(static) if (n >= 16384)
+    for (size_t j = 0; j < n; j++) {
+        float s = dw[j];
+        for (int i = 1; i < blocks; i++) s += part[(i - 1) * n + j];
+        dw[j] = s;
+    }
 }
 
 void dense_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
                            const float *w, int B, int C, int OC)
 {
-    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, din, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, in, C, 1.0f, dw, C);
+    if (din) gemm_by_rows(din, dout, CblasNoTrans, w, CblasNoTrans, 0.0f, B, C, OC);
+    linear_dw(dw, dout, in, B, C, OC);
     if (db)
         for (int i = 0; i < B; i++) {
             const float *d = dout + (size_t)i * OC;

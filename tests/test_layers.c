@@ -1,10 +1,14 @@
 /*
  * test_layers.c: a finite-difference gradient check for every dense layer. Each check takes
  * L = sum(r * out) for a fixed random r, runs the layer's backward with dout = r, and compares
- * every input and weight gradient with central differences of L (computed in double).
+ * every input and weight gradient with central differences of L (computed in double). The
+ * linear layer's products, in blocks on several threads, are also checked against sums in double
+ * and for the same bits on one, two and three threads.
  */
+#include <cblas.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +83,70 @@ Test(layers, linear)
     check("linear.in", c.in, 35, din, lin_loss, &c);
     check("linear.w", c.w, 21, dw, lin_loss, &c);
     check("linear.b", c.b, 3, db, lin_loss, &c);
+}
+
+/* The products run in blocks of the batch (d weight: partial sums added in order) and, for wide
+ * layers, of d weight's rows, on as many threads as there are: against sums in double, for shapes
+ * of one block, uneven blocks, the wide path and the scratch's limit; and the same bits with one,
+ * two and three threads, whatever OpenBLAS's own thread count was set to (before, each --threads
+ * rounded the products its own way). */
+Test(layers, linear_in_blocks_is_exact_and_the_same_on_any_threads)
+{
+    static const int shapes[][3] = { { 1, 3, 1 },     { 17, 5, 4 },    { 256, 429, 400 }, { 1000, 64, 1 },
+                                     { 4096, 400, 400 }, { 777, 40, 600 }, { 2048, 4000, 300 } };
+    const int threads[] = { 1, 2, 3 };
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int B = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        size_t nin = (size_t)B * C, nw = (size_t)OC * C, nout = (size_t)B * OC;
+        float *in = malloc(nin * sizeof *in), *w = malloc(nw * sizeof *w), *b = malloc(OC * sizeof *b);
+        float *dout = malloc(nout * sizeof *dout), *dw0 = malloc(nw * sizeof *dw0);
+        for (size_t i = 0; i < nin; i++) in[i] = frand();
+        for (size_t i = 0; i < nw; i++) w[i] = frand(), dw0[i] = frand();
+        for (int i = 0; i < OC; i++) b[i] = frand();
+        for (size_t i = 0; i < nout; i++) dout[i] = frand();
+        float *ref[3] = { NULL };   /* out, din, dw of the first thread count */
+        for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+            omp_set_num_threads(threads[ti]);
+            openblas_set_num_threads(threads[ti]);
+            float *out = malloc(nout * sizeof *out), *din = malloc(nin * sizeof *din), *dw = malloc(nw * sizeof *dw);
+            memcpy(dw, dw0, nw * sizeof *dw);
+            dense_linear_forward(out, in, w, b, B, C, OC);
+            dense_linear_backward(din, dw, NULL, dout, in, w, B, C, OC);
+            if (!ref[0]) {
+                ref[0] = out, ref[1] = din, ref[2] = dw;
+                /* a sample of each output against the sum in double, within the rounding of its terms */
+                for (int k = 0; k < 200; k++) {
+                    int i = (int)((unsigned)k * 7919u % (unsigned)B), o = (int)((unsigned)k * 104729u % (unsigned)OC);
+                    int j = (int)((unsigned)k * 1299709u % (unsigned)C);
+                    double s = b[o], mag = fabs(b[o]);
+                    for (int c = 0; c < C; c++) s += (double)in[(size_t)i * C + c] * w[(size_t)o * C + c],
+                                                mag += fabs((double)in[(size_t)i * C + c] * w[(size_t)o * C + c]);
+                    cr_assert(fabs(out[(size_t)i * OC + o] - s) <= 1e-5 * mag + 1e-6, "%dx%dx%d out[%d,%d] %g, sum %g",
+                              B, C, OC, i, o, (double)out[(size_t)i * OC + o], s);
+                    s = mag = 0;
+                    for (int q = 0; q < OC; q++) s += (double)dout[(size_t)i * OC + q] * w[(size_t)q * C + j],
+                                                 mag += fabs((double)dout[(size_t)i * OC + q] * w[(size_t)q * C + j]);
+                    cr_assert(fabs(din[(size_t)i * C + j] - s) <= 1e-5 * mag + 1e-6, "%dx%dx%d din[%d,%d]", B, C, OC, i, j);
+                    s = dw0[(size_t)o * C + j], mag = fabs(s);
+                    for (int r = 0; r < B; r++) s += (double)dout[(size_t)r * OC + o] * in[(size_t)r * C + j],
+                                                mag += fabs((double)dout[(size_t)r * OC + o] * in[(size_t)r * C + j]);
+                    cr_assert(fabs(dw[(size_t)o * C + j] - s) <= 1e-5 * mag + 1e-6, "%dx%dx%d dw[%d,%d] %g, sum %g", B,
+                              C, OC, o, j, (double)dw[(size_t)o * C + j], s);
+                }
+            } else {
+                cr_assert(memcmp(out, ref[0], nout * sizeof *out) == 0, "%dx%dx%d forward: %d threads", B, C, OC,
+                          threads[ti]);
+                cr_assert(memcmp(din, ref[1], nin * sizeof *din) == 0, "%dx%dx%d d input: %d threads", B, C, OC,
+                          threads[ti]);
+                cr_assert(memcmp(dw, ref[2], nw * sizeof *dw) == 0, "%dx%dx%d d weight: %d threads", B, C, OC,
+                          threads[ti]);
+                free(out), free(din), free(dw);
+            }
+        }
+        for (int i = 0; i < 3; i++) free(ref[i]);
+        free(in), free(w), free(b), free(dout), free(dw0);
+    }
+    omp_set_num_threads(2);
 }
 
 /* ---- elementwise: relu, sigmoid, dropout ---- */
