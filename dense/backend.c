@@ -145,19 +145,23 @@ static void omp_pool(int n, uint64_t limit)
     }
 }
 
-/* One product on each of n threads at once (OpenBLAS single-threaded), a few times: each thread's
- * call takes a buffer of its own while the others hold theirs. */
+/* One product of N x N matrices on this thread (OpenBLAS maps its buffers as it runs). */
+static void warm_product(int N)
+{
+    float *a = xcalloc((size_t)N * N * 3, sizeof *a);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+    free(a);
+}
+
+/* A product on each of n threads, started together after a barrier, a few times: the calls overlap
+ * (likely, not certain), and each takes a buffer of its own while the others hold theirs. */
 static void warm_each_thread(int n)
 {
-    enum { N = 256, ROUNDS = 4 };
+    enum { ROUNDS = 4 };
     #pragma omp parallel num_threads(n)
-    {
-        float *a = xcalloc((size_t)N * N * 3, sizeof *a);
-        for (int r = 0; r < ROUNDS; r++) {
-            #pragma omp barrier
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
-        }
-        free(a);
+    for (int r = 0; r < ROUNDS; r++) {
+        #pragma omp barrier
+        warm_product(256);
     }
 }
 
@@ -193,11 +197,7 @@ void dense_cpu_preflight(int threads)
         attr = pthread_attr_init(&at) == 0;
         watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
                   pthread_create(&watch, &at, warm_watch, (void *)(uintptr_t)(limit >> 20)) == 0;
-        enum { N = 512 };   /* large enough that every thread takes part, and holds its buffer */
-        float *a = xcalloc((size_t)N * N * 3, sizeof *a);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f,
-                    a + 2 * N * N, N);
-        free(a);
+        warm_product(512);   /* large enough that every thread of the pool takes part, and holds its buffer */
     }
     openblas_set_num_threads(1);
     if (left != UINT64_MAX) {

@@ -86,8 +86,9 @@ Test(layers, linear)
 }
 
 /* The products run in blocks of the batch (d weight: partial sums added in order) and, for wide
- * layers, of d weight's rows, on as many threads as there are: against sums in double, for shapes
- * of one block, uneven blocks, the wide path and the scratch's limit; and the same bits with one,
+ * layers and small batches, of d weight's rows, on as many threads as there are: against sums in
+ * double, for shapes of one block, uneven blocks, a small batch, the wide path and the scratch's
+ * limit; and the same bits with one,
  * two and three threads, whatever OpenBLAS's own thread count was set to (before, each --threads
  * rounded the products its own way). */
 Test(layers, linear_in_blocks_is_exact_and_the_same_on_any_threads)

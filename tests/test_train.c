@@ -69,14 +69,16 @@ Test(train, deterministic_with_one_thread)
 
 /* The dense products run in blocks that depend on the shapes alone (dense/layers.c): one, two and
  * three threads train the same model bytes and predict the same scores, for a wide layer (d
- * weight split by its rows), batches of uneven blocks, and batch norm with dropout. Before, each
+ * weight split by its rows), batches of uneven blocks, batch norm with dropout, and lanes (as
+ * under mpirun). Before, each
  * --threads set OpenBLAS's own split, whose rounding differed. */
 Test(train, the_model_does_not_depend_on_the_threads)
 {
     make_data();
     const char *runs[] = { "--model deepfm --hidden 600,32 --batch 1000", "--model dcnv2 --hidden 64 --cross 2 --batch 777 "
-                           "--batchnorm --dropout 0.1", "--model dlrm --bottom 32,4 --hidden 48 --batch 4096" };
-    for (int i = 0; i < 3; i++)
+                           "--batchnorm --dropout 0.1", "--model dlrm --bottom 32,4 --hidden 48 --batch 4096",
+                           "--model deepfm --hidden 32 --batch 600 --lanes 3" };
+    for (int i = 0; i < 4; i++)
         for (int t = 1; t <= 3; t++) {
             char *out;
             int rc = th_run(&out, "$B/ctrbox train %s --format criteo --train tr.tsv --epochs 2 --dim 4 --lr 0.01 --seed 2 "
