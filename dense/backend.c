@@ -145,24 +145,53 @@ static void omp_pool(int n, uint64_t limit)
     }
 }
 
-/* One product of N x N matrices on this thread (OpenBLAS maps its buffers as it runs). */
-static void warm_product(int N)
+/* One product of N x N matrices on this thread (OpenBLAS maps its buffers as it runs); its start and
+ * end (now_sec) into *t0 and *t1 where they are not NULL. */
+static void warm_product(int N, double *t0, double *t1)
 {
     float *a = xcalloc((size_t)N * N * 3, sizeof *a);
+    if (t0) *t0 = now_sec();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+    if (t1) *t1 = now_sec();
     free(a);
 }
 
-/* A product on each of n threads, started together after a barrier, a few times: the calls overlap
- * (likely, not certain), and each takes a buffer of its own while the others hold theirs. */
-static void warm_each_thread(int n)
+int dense_calls_overlapped(const double *t0, const double *t1, int n)
 {
-    enum { ROUNDS = 4 };
-    #pragma omp parallel num_threads(n)
-    for (int r = 0; r < ROUNDS; r++) {
-        #pragma omp barrier
-        warm_product(256);
+    double last_start = t0[0], first_end = t1[0], shortest = t1[0] - t0[0];
+    for (int i = 1; i < n; i++) {
+        last_start = t0[i] > last_start ? t0[i] : last_start;
+        first_end = t1[i] < first_end ? t1[i] : first_end;
+        shortest = t1[i] - t0[i] < shortest ? t1[i] - t0[i] : shortest;
     }
+    return n < 2 || first_end - last_start > shortest / 2;
+}
+
+/* A product on each of n threads, started together after a barrier, until one round's calls were
+ * all running at once (each then held a buffer of its own while the others held theirs): the
+ * calls' clocks show it. A thread the scheduler starts late, or a product done before another
+ * begins, leaves a buffer to be mapped in training, after the tables have taken the room, where
+ * OpenBLAS retries forever. The products grow after three rounds (about 0.3 ms, then 3 ms, for one
+ * thread's product alone). 1 once a round overlapped, 0 if none of ROUNDS did. */
+static int warm_each_thread(int n)
+{
+    enum { ROUNDS = 12 };
+    double *t0 = xcalloc((size_t)n, sizeof *t0), *t1 = xcalloc((size_t)n, sizeof *t1);
+    int overlapped = 0;
+    for (int r = 0; r < ROUNDS && !overlapped; r++) {
+        int N = r < 3 ? 256 : 512, team = 1;   /* 3 MB of matrices a thread at most */
+        #pragma omp parallel num_threads(n)
+        {
+            int i = omp_get_thread_num();
+            #pragma omp single
+            team = omp_get_num_threads();   /* OpenMP may give fewer; training gets no more */
+            warm_product(N, &t0[i], &t1[i]);
+        }
+        overlapped = dense_calls_overlapped(t0, t1, team);
+    }
+    free(t0);
+    free(t1);
+    return overlapped;
 }
 
 void dense_cpu_preflight(int threads)
@@ -174,7 +203,7 @@ void dense_cpu_preflight(int threads)
      * of robust::memory_limits_end_in_one_line). So, once OpenMP's threads are made, the warm-up
      * runs on every thread of OpenBLAS's pool. The products then run single-threaded on each of
      * OpenMP's threads at once (layers.c), each with a buffer of its own: a second warm-up maps
-     * those. */
+     * those, and where it never sees them all at once, the products run on one thread. */
     int pool = openblas_get_num_threads(), n = threads > 0 ? threads : omp_get_max_threads();
     uint64_t limit;
     omp_pool(n, address_space_left(&limit) != UINT64_MAX ? limit : 0);   /* their stacks first */
@@ -197,11 +226,18 @@ void dense_cpu_preflight(int threads)
         attr = pthread_attr_init(&at) == 0;
         watched = attr && pthread_attr_setstacksize(&at, 256 << 10) == 0 &&
                   pthread_create(&watch, &at, warm_watch, (void *)(uintptr_t)(limit >> 20)) == 0;
-        warm_product(512);   /* large enough that every thread of the pool takes part, and holds its buffer */
+        warm_product(512, NULL, NULL);   /* large enough that every thread of the pool takes part, and holds its buffer */
     }
     openblas_set_num_threads(1);
     if (left != UINT64_MAX) {
-        warm_each_thread(n);
+        if (n > 1 && !warm_each_thread(n)) {
+            /* a thread without a buffer of its own would map one in training, where the limit may
+             * refuse it: one thread's products need only the buffer mapped above */
+            dense_products_one_thread(1);
+            fprintf(stderr, "ctrbox: warning: under the address-space limit (ulimit -v), OpenMP's %d threads never ran a "
+                    "product at the same time in the preflight (a busy machine), so OpenBLAS could not map a buffer for each "
+                    "of them: the dense layers' products run on one thread (slower; the same model)\n", n);
+        }
         if (watched) {
             pthread_mutex_lock(&warm.mu);
             warm.done = 1;

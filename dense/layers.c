@@ -45,6 +45,10 @@
 enum { WIDE = 512, SMALL = 1024 };
 #define SCRATCH_FLOATS ((size_t)4 << 20)   /* 16 MB: the most d weight's partial sums take */
 
+static int one_thread;   /* dense_products_one_thread */
+
+void dense_products_one_thread(int on) { one_thread = on; }
+
 static void blas_one_thread(void)
 {
     if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
@@ -65,7 +69,7 @@ static void gemm_by_rows(float *c, const float *a, CBLAS_TRANSPOSE ta, const flo
     blas_one_thread();
     int rows = block_rows(M, 256), blocks = (M + rows - 1) / rows;
     int lda = ta == CblasTrans ? M : K, ldb = tb == CblasTrans ? K : N;
-    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && !one_thread)
     for (int i = 0; i < blocks; i++) {
         int r = i * rows, m = M - r < rows ? M - r : rows;
         const float *ar = ta == CblasTrans ? a + r : a + (size_t)r * K;
@@ -105,7 +109,7 @@ static void linear_dw(float *dw, const float *dout, const float *in, int B, int 
         scratch = xmalloc(scratch_n * sizeof *scratch);
     }
     float *part = scratch;   /* the threads below see their own _Thread_local */
-    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+    #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && !one_thread)
     for (int i = 0; i < blocks; i++) {
         int r = i * rows, k = B - r < rows ? B - r : rows;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, k, 1.0f, dout + (size_t)r * OC, OC, in + (size_t)r * C, C,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dense/backend.h"
 #include "../dense/layers.h"
 
 #define EPS 1e-2f
@@ -95,7 +96,7 @@ Test(layers, linear_in_blocks_is_exact_and_the_same_on_any_threads)
 {
     static const int shapes[][3] = { { 1, 3, 1 },     { 17, 5, 4 },    { 256, 429, 400 }, { 1000, 64, 1 },
                                      { 4096, 400, 400 }, { 777, 40, 600 }, { 2048, 4000, 300 } };
-    const int threads[] = { 1, 2, 3 };
+    const int threads[] = { 1, 2, 3, -3 };   /* -3: 3 threads, the products on one (the preflight's fallback) */
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int B = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
         size_t nin = (size_t)B * C, nw = (size_t)OC * C, nout = (size_t)B * OC;
@@ -107,8 +108,10 @@ Test(layers, linear_in_blocks_is_exact_and_the_same_on_any_threads)
         for (size_t i = 0; i < nout; i++) dout[i] = frand();
         float *ref[3] = { NULL };   /* out, din, dw of the first thread count */
         for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
-            omp_set_num_threads(threads[ti]);
-            openblas_set_num_threads(threads[ti]);
+            int nt = abs(threads[ti]);
+            omp_set_num_threads(nt);
+            openblas_set_num_threads(nt);
+            dense_products_one_thread(threads[ti] < 0);
             float *out = malloc(nout * sizeof *out), *din = malloc(nin * sizeof *din), *dw = malloc(nw * sizeof *dw);
             memcpy(dw, dw0, nw * sizeof *dw);
             dense_linear_forward(out, in, w, b, B, C, OC);
@@ -147,7 +150,27 @@ Test(layers, linear_in_blocks_is_exact_and_the_same_on_any_threads)
         for (int i = 0; i < 3; i++) free(ref[i]);
         free(in), free(w), free(b), free(dout), free(dw0);
     }
+    dense_products_one_thread(0);
     omp_set_num_threads(2);
+}
+
+/* The preflight's check that its products on OpenMP's threads ran at once (dense/backend.c): only
+ * calls all running together, by more than half the shortest, pass it */
+Test(layers, calls_running_at_once_are_told_from_calls_one_after_another)
+{
+    static const struct { int n, at_once; double t0[3], t1[3]; } cases[] = {
+        { 1, 1, { 0 }, { 1 } },
+        { 2, 1, { 0, 0.01 }, { 1, 1.02 } },           /* started together */
+        { 2, 1, { 0, 0.2 }, { 1, 0.4 } },             /* one inside the other */
+        { 2, 0, { 0, 1 }, { 1, 2 } },                 /* one after the other */
+        { 2, 0, { 0, 1.5 }, { 1, 2 } },
+        { 2, 0, { 1.5, 0 }, { 2, 1 } },
+        { 2, 0, { 0, 0.95 }, { 1, 1.95 } },           /* together for a twentieth only */
+        { 3, 0, { 0, 0.9, 1.5 }, { 1, 2, 2.5 } },     /* each with the next, never all three */
+        { 3, 1, { 0, 0.1, 0.2 }, { 1.2, 1.1, 1 } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        cr_assert_eq(dense_calls_overlapped(cases[i].t0, cases[i].t1, cases[i].n), cases[i].at_once, "case %zu", i);
 }
 
 /* ---- elementwise: relu, sigmoid, dropout ---- */
@@ -429,7 +452,6 @@ Test(layers, rows_gather_and_update_are_the_tables)
 }
 
 /* ---- the backend table ---- */
-#include "../dense/backend.h"
 
 Test(layers, cpu_backend_table)
 {
