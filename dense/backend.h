@@ -100,8 +100,8 @@ const dense_backend *dense_backend_find(const char *name);
  * for them, die with one line; else take them now (one small multiplication on every thread of
  * OpenBLAS's pool, then one on each of OpenMP's threads at once, until their clocks show them all
  * running together; where they never do, the products run on one thread, with a warning), before
- * data and tables use the room up. A worker that first runs during that warm-up and cannot map its buffer then would hang
- * it: after 10 s a watchdog ends the process with one line, exit 1. */
+ * data and tables use the room up. A worker that first runs during that warm-up and cannot map its
+ * buffer then would hang it: after 10 s a watchdog ends the process with one line, exit 1. */
 void dense_cpu_preflight(int threads);
 /* Whether n calls, each from t0[i] to t1[i] (seconds), were all running at once: each was still
  * running when the last began, by more than half the shortest call (the preflight's check that

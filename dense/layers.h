@@ -15,11 +15,11 @@
 
 #include "../embedding/sparse_optim.h"
 
-/* out (B, OC) = in (B, C) w^T (OC, C) + b (OC); b may be NULL */
 /* The linear layers' products on the calling thread alone (on: 1) instead of OpenMP's threads: the
  * same results, slower. The preflight sets it where OpenBLAS could not be given a buffer for each
  * thread (dense/backend.c). */
 void dense_products_one_thread(int on);
+/* out (B, OC) = in (B, C) w^T (OC, C) + b (OC); b may be NULL */
 void dense_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC);
 /* din (B, C) = dout w (NULL: skipped); dw (OC, C) += dout^T in; db (OC) += column sums of dout */
 void dense_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
